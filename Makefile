@@ -1,0 +1,75 @@
+# hyperpod-kit: every target installs what it needs first, so `make synth` and `make test` work on a
+# fresh machine. Python packages go into .venv (pinned), the CDK CLI into node_modules (npm ci).
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMPS := .make
+ENV ?= environments/default.yaml
+PYTEST_ARGS ?=
+
+# jsii prints a Node end-of-life banner on Node 20; it is noise, not an error.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
+export CDK_DISABLE_CLI_TELEMETRY := true
+export PIP_DISABLE_PIP_VERSION_CHECK := 1
+
+.PHONY: help setup setup-dev synth validate test lint typecheck format diff deploy destroy bench clean
+
+help:
+	@echo "make synth [ENV=file]   validate and synthesize offline, with cdk-nag and cfn-lint gates"
+	@echo "make test               lint, type-check and run the tests"
+	@echo "make diff|deploy|destroy [ENV=file]   the CDK CLI on that environment (needs AWS credentials)"
+	@echo "make bench              run the benchmarks under benchmarks/"
+
+$(STAMPS)/venv: requirements.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -r requirements.txt
+	$(BIN)/pip install --quiet --no-deps -e .
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/venv-dev: $(STAMPS)/venv requirements-dev.txt assets/trainer/pyproject.toml
+	$(BIN)/pip install --quiet -r requirements-dev.txt
+	$(BIN)/pip install --quiet --no-deps -e assets/trainer
+	@mkdir -p $(STAMPS) && touch $@
+
+$(STAMPS)/npm: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	@mkdir -p $(STAMPS) && touch $@
+
+setup: $(STAMPS)/venv $(STAMPS)/npm
+setup-dev: setup $(STAMPS)/venv-dev
+
+validate: setup
+	$(BIN)/hyperpod-kit validate $(ENV)
+
+synth: setup
+	$(BIN)/hyperpod-kit synth $(ENV)
+
+lint: setup-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+format: setup-dev
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+typecheck: setup-dev
+	$(BIN)/mypy
+
+test: lint typecheck
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+diff deploy destroy: setup
+	$(BIN)/hyperpod-kit $@ $(ENV)
+
+bench: setup-dev
+	$(BIN)/python benchmarks/synth.py
+	$(BIN)/python benchmarks/trainer.py
+
+clean:
+	rm -rf cdk.out cdk.out.rejected $(STAMPS) .pytest_cache .mypy_cache .ruff_cache

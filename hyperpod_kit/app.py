@@ -1,0 +1,98 @@
+"""Build a CDK app from an environment file: stacks in deploy order, with the synth gates attached.
+
+`app.py` at the repository root calls `main()`; the CLI and the tests call `build_environment()` on
+an app they made with `create_app()`, so every path synthesizes the same templates.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import aws_cdk as cdk
+from cdk_nag import AwsSolutionsChecks
+
+from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
+from hyperpod_kit.stacks.network import NetworkStack
+from hyperpod_kit.stacks.storage import StorageStack
+
+DEFAULT_ENVIRONMENT = "environments/default.yaml"
+
+# Feature flags are fixed here, not in cdk.json, so that `npx cdk synth`, `hyperpod-kit synth` and
+# the tests (which build apps in-process) produce identical templates.
+FEATURE_FLAGS: dict[str, object] = {
+    "@aws-cdk/aws-iam:minimizePolicies": True,
+    "@aws-cdk/core:validateSnapshotRemovalPolicy": True,
+    "@aws-cdk/aws-s3:serverAccessLogsUseBucketPolicy": True,
+    "@aws-cdk/aws-s3:createDefaultLoggingPolicy": True,
+    "@aws-cdk/aws-iam:standardizedServicePrincipals": True,
+    "@aws-cdk/core:enablePartitionLiterals": True,
+    "@aws-cdk/core:defaultCrossStackReferences": "strong",
+}
+
+
+@dataclass(frozen=True)
+class EnvironmentStacks:
+    """The stacks of one environment, in deploy order."""
+
+    network: NetworkStack
+    storage: StorageStack
+
+    def all(self) -> list[cdk.Stack]:
+        return [self.network, self.storage]
+
+
+def create_app(*, outdir: str | None = None) -> cdk.App:
+    """An app with the project's feature flags; `outdir` None lets the CDK CLI choose."""
+    return cdk.App(outdir=outdir, context=dict(FEATURE_FLAGS))
+
+
+def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentStacks:
+    """Add one environment's stacks to `app` and the cdk-nag gate over all of them."""
+    env = cdk.Environment(account=config.account, region=config.region)
+    prefix = config.name
+
+    def stack_args(area: str, what: str) -> dict[str, object]:
+        return {
+            "stack_name": f"{prefix}-{area}",
+            "env": env,
+            "description": f"hyperpod-kit {prefix}: {what}",
+        }
+
+    network = NetworkStack(
+        app,
+        f"{prefix}-network",
+        config=config,
+        **stack_args("network", "VPC, subnet, security groups"),
+    )
+    storage = StorageStack(
+        app,
+        f"{prefix}-storage",
+        config=config,
+        network=network.network,
+        **stack_args("storage", "S3 data bucket and FSx for Lustre"),
+    )
+    stacks = EnvironmentStacks(network=network, storage=storage)
+    for stack in stacks.all():
+        cdk.Tags.of(stack).add("hyperpod-kit:environment", config.name)
+        for key, value in config.tags.items():
+            cdk.Tags.of(stack).add(key, value)
+    cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    return stacks
+
+
+def main() -> int:
+    """Entry point of `app.py` under the CDK CLI: ``-c environment=FILE`` picks the file."""
+    app = create_app()
+    file = str(app.node.try_get_context("environment") or DEFAULT_ENVIRONMENT)
+    try:
+        loaded = load_environment(Path(file))
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
+    for finding in loaded.findings:
+        print(finding.render(loaded.file), file=sys.stderr)
+    build_environment(app, loaded.config)
+    app.synth()
+    return 0

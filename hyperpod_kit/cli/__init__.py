@@ -1,0 +1,1 @@
+"""The `hyperpod-kit` command."""

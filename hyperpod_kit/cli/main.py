@@ -1,0 +1,155 @@
+"""`hyperpod-kit`: validate, schema, synth, check, diff, deploy, destroy.
+
+Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
+command line), reported as ``FILE:LINE path: message. Hint: ...`` with nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from hyperpod_kit import __version__
+from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
+from hyperpod_kit.config.findings import Finding
+
+DEFAULT_FILE = "environments/default.yaml"
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="hyperpod-kit",
+        description="Declarative SageMaker HyperPod environments: one environment file in, "
+        "CDK stacks out.",
+    )
+    p.add_argument("--version", action="version", version=f"hyperpod-kit {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def env_command(name: str, help: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help, description=help)
+        c.add_argument(
+            "file", nargs="?", default=DEFAULT_FILE, help=f"environment file ({DEFAULT_FILE})"
+        )
+        c.add_argument(
+            "--suppress",
+            action="append",
+            default=[],
+            metavar="CHECK",
+            help="hide warnings and infos of this check (repeatable)",
+        )
+        return c
+
+    v = env_command("validate", "check an environment file; exit 2 if it has an error")
+    v.add_argument("--format", choices=["text", "json"], default="text")
+    v.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+
+    s = sub.add_parser("schema", help="print the environment file's JSON Schema (for editors)")
+    s.add_argument("-o", "--output", help="write to this file instead of stdout")
+
+    syn = env_command("synth", "validate, synthesize offline to cdk.out, run cdk-nag and cfn-lint")
+    syn.add_argument("-o", "--output", default="cdk.out", help="cloud assembly folder (cdk.out)")
+
+    chk = sub.add_parser("check", help="run the gates (cdk-nag, cfn-lint) on an existing cdk.out")
+    chk.add_argument("assembly", nargs="?", default="cdk.out")
+
+    for name, what in (
+        ("diff", "validate, then `cdk diff` against the deployed stacks"),
+        ("deploy", "validate, then `cdk deploy` every stack in order"),
+        ("destroy", "validate, then `cdk destroy` (retained data stays)"),
+    ):
+        c = env_command(name, what)
+        c.add_argument(
+            "cdk_args", nargs=argparse.REMAINDER, help="passed on to the CDK CLI after --"
+        )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
+    except KeyboardInterrupt:
+        return 130
+
+
+def _dispatch(args: argparse.Namespace) -> int:
+    if args.command == "schema":
+        return _schema(args.output)
+    if args.command == "check":
+        from hyperpod_kit.cli.synth import check
+
+        return check(Path(args.assembly))
+    as_json = getattr(args, "format", "text") == "json"
+    loaded = _load(args.file, args.suppress, quiet=getattr(args, "quiet", False), as_json=as_json)
+    if loaded is None:
+        return EXIT_BAD_INPUT
+    if args.command == "validate":
+        return EXIT_OK
+    if args.command == "synth":
+        from hyperpod_kit.cli.synth import synth
+
+        return synth(loaded, Path(args.output))
+    from hyperpod_kit.cli.cdk import run_cdk
+
+    return run_cdk(args.command, loaded, [a for a in args.cdk_args if a != "--"])
+
+
+def _load(
+    file: str, suppress: list[str], *, quiet: bool, as_json: bool
+) -> LoadedEnvironment | None:
+    """Load and print findings; None (after printing why) when the file has an error."""
+    try:
+        loaded = load_environment(file, suppress=suppress)
+    except ConfigError as e:
+        _print_findings(e.file, e.findings, as_json=as_json, stream=sys.stderr)
+        return None
+    shown = [f for f in loaded.findings if not quiet or f.level is Level.ERROR]
+    _print_findings(loaded.file, shown, as_json=as_json, stream=sys.stderr)
+    if not quiet and not as_json:
+        print(f"{loaded.file}: valid ({_counts(loaded.findings)})", file=sys.stderr)
+    return loaded
+
+
+def _counts(findings: list[Finding]) -> str:
+    warnings = sum(1 for f in findings if f.level is Level.WARNING)
+    infos = sum(1 for f in findings if f.level is Level.INFO)
+    return f"{warnings} warnings, {infos} infos"
+
+
+def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream: object) -> None:
+    if as_json:
+        rows = [
+            {
+                "file": file,
+                "line": f.line,
+                "level": f.level.name.lower(),
+                "path": f.path,
+                "message": f.message,
+                "hint": f.hint,
+                "check": f.check,
+            }
+            for f in findings
+        ]
+        print(json.dumps(rows, indent=2), file=sys.stdout)
+        return
+    for f in findings:
+        print(f.render(file), file=stream)  # type: ignore[call-overload]
+
+
+def _schema(output: str | None) -> int:
+    from hyperpod_kit.config.jsonschema import environment_schema
+
+    text = json.dumps(environment_schema(), indent=2) + "\n"
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        Path(output).write_text(text)
+    return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

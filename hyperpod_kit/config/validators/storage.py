@@ -1,0 +1,163 @@
+"""Storage rules: FSx for Lustre PERSISTENT_2 sizes, throughput, metadata, data repository links."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.config.validators import validator
+
+LUSTRE = "storage.lustre"
+THROUGHPUT_TIERS = (125, 250, 500, 1000)
+MAX_DRAS = 8
+METADATA_IOPS_SMALL = (1500, 3000, 6000, 12000)
+METADATA_IOPS_MAX = 192000
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+
+
+@validator("lustre-capacity", area="storage")
+def check_lustre_capacity(config: EnvironmentConfig) -> Iterator[Finding]:
+    lustre = config.storage.lustre
+    if lustre.existing is not None:
+        return
+    gib = lustre.storage_capacity_gib
+    if gib != 1200 and gib % 2400 != 0:
+        up = 1200 if gib < 1200 else -(-gib // 2400) * 2400
+        yield Finding(
+            Level.ERROR,
+            f"{LUSTRE}.storage_capacity_gib",
+            f"{gib} is not 1200 or a multiple of 2400 (PERSISTENT_2)",
+            f"use {up}",
+        )
+
+
+@validator("lustre-throughput-tier", area="storage")
+def check_lustre_throughput(config: EnvironmentConfig) -> Iterator[Finding]:
+    lustre = config.storage.lustre
+    tier = lustre.throughput_per_unit_storage
+    if tier not in THROUGHPUT_TIERS:
+        nearest = min(THROUGHPUT_TIERS, key=lambda t: (abs(t - tier), t))
+        yield Finding(
+            Level.ERROR,
+            f"{LUSTRE}.throughput_per_unit_storage",
+            f"{tier} MB/s/TiB is not a PERSISTENT_2 tier (125, 250, 500, 1000)",
+            f"use {nearest}",
+        )
+    elif lustre.existing is None:
+        tib = lustre.storage_capacity_gib / 1000  # FSx counts 1200 GiB as 1.2 TiB
+        yield Finding(
+            Level.INFO,
+            f"{LUSTRE}.throughput_per_unit_storage",
+            f"aggregate throughput {tib * tier:,.0f} MB/s ({tib:.2f} TiB x {tier} MB/s/TiB)",
+        )
+
+
+@validator("lustre-metadata", area="storage")
+def check_lustre_metadata(config: EnvironmentConfig) -> Iterator[Finding]:
+    meta = config.storage.lustre.metadata
+    at = f"{LUSTRE}.metadata.iops"
+    if meta.mode == "AUTOMATIC" and meta.iops is not None:
+        yield Finding(
+            Level.ERROR, at, "iops is set but mode is AUTOMATIC", "set mode: USER_PROVISIONED"
+        )
+    elif meta.mode == "USER_PROVISIONED":
+        iops = meta.iops
+        ok = iops is not None and (
+            iops in METADATA_IOPS_SMALL or (iops % 12000 == 0 and 0 < iops <= METADATA_IOPS_MAX)
+        )
+        if not ok:
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"{iops} is not 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000",
+                "use 12000",
+            )
+
+
+@validator("bucket-name", area="storage")
+def check_bucket_name(config: EnvironmentConfig) -> Iterator[Finding]:
+    bucket = config.storage.bucket
+    if bucket.name is not None and bucket.existing_name is not None:
+        yield Finding(
+            Level.ERROR,
+            "storage.bucket.existing_name",
+            "both name (create) and existing_name (use) are set",
+            "keep one",
+        )
+    for key in ("name", "existing_name"):
+        value = getattr(bucket, key)
+        if value is not None and (not _BUCKET_NAME.match(value) or ".." in value):
+            yield Finding(
+                Level.ERROR,
+                f"storage.bucket.{key}",
+                f"{value!r} is not a valid S3 bucket name",
+                "3-63 lowercase letters, digits, dots and hyphens, starting and ending with a "
+                "letter or digit",
+            )
+
+
+@validator("dra-paths", area="storage")
+def check_dra_paths(config: EnvironmentConfig) -> Iterator[Finding]:
+    lustre = config.storage.lustre
+    dras = lustre.data_repository_associations
+    at = f"{LUSTRE}.data_repository_associations"
+    if lustre.existing is not None:
+        if "data_repository_associations" in lustre.model_fields_set and dras:
+            yield Finding(
+                Level.WARNING,
+                at,
+                "data repository associations are created only on a file system this "
+                "environment creates; these are ignored",
+                "link the existing file system to S3 in its own stack",
+            )
+        return
+    if len(dras) > MAX_DRAS:
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"{len(dras)} associations; a file system takes at most {MAX_DRAS}",
+            "merge prefixes under a common directory",
+        )
+    for i, dra in enumerate(dras):
+        path = dra.file_system_path
+        if not path.startswith("/") or (path != "/" and path.endswith("/")) or "//" in path:
+            yield Finding(
+                Level.ERROR,
+                f"{at}[{i}].file_system_path",
+                f"{path!r} is not an absolute directory path",
+                "start with / and end without /, e.g. /data",
+            )
+        prefix = dra.s3_prefix
+        if prefix.startswith("/") or (prefix and not prefix.endswith("/")) or "//" in prefix:
+            yield Finding(
+                Level.ERROR,
+                f"{at}[{i}].s3_prefix",
+                f"{prefix!r} is not a bucket prefix",
+                f"no leading /, end with /, e.g. {prefix.strip('/') or 'data'}/",
+            )
+        for j in range(i):
+            other = dras[j]
+            if _nested(path, other.file_system_path):
+                yield Finding(
+                    Level.ERROR,
+                    f"{at}[{i}].file_system_path",
+                    f"{path!r} overlaps {other.file_system_path!r} of association {j}",
+                    "associations cannot share, or nest inside, each other's directories",
+                )
+            if _nested(prefix, other.s3_prefix):
+                yield Finding(
+                    Level.ERROR,
+                    f"{at}[{i}].s3_prefix",
+                    f"{prefix!r} overlaps {other.s3_prefix!r} of association {j}",
+                    "give each association its own prefix",
+                )
+
+
+def _nested(a: str, b: str) -> bool:
+    """True when two directories (or prefixes) are the same or one lies inside the other."""
+    a_, b_ = a.strip("/"), b.strip("/")
+    if not a_ or not b_:  # the root, or the whole bucket, holds everything
+        return True
+    return a_ == b_ or a_.startswith(b_ + "/") or b_.startswith(a_ + "/")

@@ -1,0 +1,1 @@
+"""Reusable L3 constructs. Each takes keyword-only typed props and exposes typed handles."""

@@ -1,0 +1,112 @@
+"""`DataBucket`: the S3 bucket behind the file system or an existing one."""
+
+from __future__ import annotations
+
+from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from hyperpod_kit.config.schema import BucketConfig
+
+REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
+
+# FSx links a file system to S3 through this service-linked role; with SSE-KMS it must be able to
+# use the key (https://docs.aws.amazon.com/fsx/latest/LustreGuide/create-dra-linked-data-repo.html).
+FSX_S3_ROLE_PATTERN = (
+    "arn:aws:iam::*:role/aws-service-role/s3.data-source.lustre.fsx.amazonaws.com/"
+    "AWSServiceRoleForFSxS3Access_*"
+)
+
+
+class DataBucket(Construct):
+    """Encrypted, TLS-only, versioned, private, access-logged; retained on delete by default.
+
+    Handles: ``bucket`` (an `s3.IBucket`), ``bucket_name``, ``key`` (the KMS key or None).
+    """
+
+    def __init__(self, scope: Construct, id: str, *, config: BucketConfig) -> None:
+        super().__init__(scope, id)
+        self.key: kms.IKey | None = None
+        if config.existing_name is not None:
+            self.bucket: s3.IBucket = s3.Bucket.from_bucket_name(
+                self, "Bucket", config.existing_name
+            )
+            self.bucket_name: str = config.existing_name
+            return
+
+        removal = REMOVAL[config.removal_policy]
+        logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # log delivery cannot write to SSE-KMS
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=removal,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+        )
+        NagSuppressions.add_resource_suppressions(
+            logs,
+            [
+                {
+                    "id": "AwsSolutions-S1",
+                    "reason": "This is the access-log bucket; logging it to itself would loop.",
+                }
+            ],
+        )
+
+        encryption = s3.BucketEncryption.S3_MANAGED
+        if config.encryption == "kms":
+            self.key = kms.Key(
+                self,
+                "Key",
+                enable_key_rotation=True,
+                removal_policy=removal,
+                description="Encrypts the HyperPod data bucket",
+            )
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="FsxDataRepositoryAccess",
+                    principals=[iam.AnyPrincipal()],
+                    actions=[
+                        "kms:Decrypt",
+                        "kms:Encrypt",
+                        "kms:GenerateDataKey*",
+                        "kms:ReEncrypt*",
+                        "kms:DescribeKey",
+                    ],
+                    resources=["*"],
+                    conditions={
+                        "StringEquals": {
+                            "kms:CallerAccount": self.key.stack.account,
+                            "kms:ViaService": f"s3.{self.key.stack.region}.amazonaws.com",
+                        },
+                        "ArnLike": {"aws:PrincipalArn": FSX_S3_ROLE_PATTERN},
+                    },
+                )
+            )
+            encryption = s3.BucketEncryption.KMS
+        bucket = s3.Bucket(
+            self,
+            "Bucket",
+            encryption=encryption,
+            encryption_key=self.key,
+            bucket_key_enabled=self.key is not None,
+            bucket_name=config.name,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=logs,
+            server_access_logs_prefix="data-bucket/",
+            removal_policy=removal,
+        )
+        bucket_cfn = bucket.node.default_child
+        assert isinstance(bucket_cfn, s3.CfnBucket)
+        bucket_cfn.override_logical_id("DataBucket")  # stable: renaming constructs keeps the data
+        self.bucket = bucket
+        self.bucket_name = bucket.bucket_name

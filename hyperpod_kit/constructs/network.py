@@ -1,0 +1,292 @@
+"""`ClusterNetwork`: the VPC, the cluster subnet and the security groups HyperPod needs.
+
+Built from L1 resources on purpose: subnets are placed by availability-zone **ID**
+(`AWS::EC2::Subnet.AvailabilityZoneId`), which the L2 `Vpc` cannot do without looking zones up,
+and synth must stay offline.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import Aws, RemovalPolicy, Stack, Tags
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_logs as logs
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from hyperpod_kit.config.schema import NetworkConfig, NewVpcConfig
+
+LUSTRE_PORTS = ((988, 988), (1018, 1023))
+"""TCP ports between Lustre clients and servers."""
+
+BASE_ENDPOINTS = (
+    "sagemaker.api",
+    "sts",
+    "ecr.api",
+    "ecr.dkr",
+    "logs",
+    "monitoring",
+    "ssm",
+    "ssmmessages",
+    "ec2messages",
+)
+EKS_ENDPOINTS = ("eks", "eks-auth")
+
+
+class ClusterNetwork(Construct):
+    """A VPC (new or existing) with one private subnet for the cluster, and its security groups.
+
+    Handles: ``vpc_id``, ``vpc_cidr``, ``private_subnet_id``, ``availability_zone_id``,
+    ``cluster_security_group_id`` (nodes and FSx: all traffic to itself, for EFA, plus Lustre
+    ports), ``studio_fsx_security_group_id`` (Lustre ports between Studio apps and FSx).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: NetworkConfig,
+        availability_zone_id: str,
+        eks: bool = False,
+    ) -> None:
+        super().__init__(scope, id)
+        self.availability_zone_id = availability_zone_id
+        new_vpc = config.new_vpc
+        if new_vpc is not None:
+            self._create_vpc(new_vpc)
+        else:
+            existing = config.existing_vpc
+            assert existing is not None  # the schema's vpc-source rule guarantees one
+            self.vpc_id: str = existing.vpc_id
+            self.vpc_cidr: str = str(existing.cidr)
+            self.private_subnet_id: str = existing.private_subnet_id
+            if existing.route_table_ids:
+                self._s3_gateway_endpoint(existing.route_table_ids)
+
+        self.cluster_security_group = self._cluster_security_group()
+        self.cluster_security_group_id: str = self.cluster_security_group.attr_group_id
+        self.studio_fsx_security_group = self._studio_fsx_security_group()
+        self.studio_fsx_security_group_id: str = self.studio_fsx_security_group.attr_group_id
+        if config.interface_endpoints:
+            self._interface_endpoints(BASE_ENDPOINTS + (EKS_ENDPOINTS if eks else ()))
+
+    # --- VPC -----------------------------------------------------------------------------------
+
+    def _create_vpc(self, cfg: NewVpcConfig) -> None:
+        vpc = ec2.CfnVPC(
+            self,
+            "Vpc",
+            cidr_block=str(cfg.cidr),
+            enable_dns_hostnames=True,
+            enable_dns_support=True,
+        )
+        _name(vpc, "vpc")
+        self.vpc_id = vpc.ref
+        self.vpc_cidr = str(cfg.cidr)
+
+        public = self._subnet("Public", str(cfg.public_subnet_cidr))
+        igw = ec2.CfnInternetGateway(self, "InternetGateway")
+        attach = ec2.CfnVPCGatewayAttachment(
+            self, "InternetGatewayAttachment", vpc_id=vpc.ref, internet_gateway_id=igw.ref
+        )
+        public_rt = self._route_table("Public", public)
+        route = ec2.CfnRoute(
+            self,
+            "PublicDefaultRoute",
+            route_table_id=public_rt.ref,
+            destination_cidr_block="0.0.0.0/0",
+            gateway_id=igw.ref,
+        )
+        route.node.add_dependency(attach)
+
+        eip = ec2.CfnEIP(self, "NatEip", domain="vpc")
+        nat = ec2.CfnNatGateway(
+            self, "NatGateway", subnet_id=public.ref, allocation_id=eip.attr_allocation_id
+        )
+        nat.node.add_dependency(attach)
+
+        private = self._subnet("Private", str(cfg.private_subnet_cidr))
+        self.private_subnet_id = private.ref
+        private_rt = self._route_table("Private", private)
+        ec2.CfnRoute(
+            self,
+            "PrivateDefaultRoute",
+            route_table_id=private_rt.ref,
+            destination_cidr_block="0.0.0.0/0",
+            nat_gateway_id=nat.ref,
+        )
+        self._s3_gateway_endpoint([private_rt.ref])
+        if cfg.flow_logs:
+            self._flow_logs(vpc)
+
+    def _subnet(self, kind: str, cidr: str) -> ec2.CfnSubnet:
+        subnet = ec2.CfnSubnet(
+            self,
+            f"{kind}Subnet",
+            vpc_id=self.vpc_id,
+            cidr_block=cidr,
+            availability_zone_id=self.availability_zone_id,
+            map_public_ip_on_launch=False,
+        )
+        _name(subnet, f"{kind.lower()}-{self.availability_zone_id}")
+        return subnet
+
+    def _route_table(self, kind: str, subnet: ec2.CfnSubnet) -> ec2.CfnRouteTable:
+        rt = ec2.CfnRouteTable(self, f"{kind}RouteTable", vpc_id=self.vpc_id)
+        ec2.CfnSubnetRouteTableAssociation(
+            self, f"{kind}RouteTableAssociation", route_table_id=rt.ref, subnet_id=subnet.ref
+        )
+        return rt
+
+    def _s3_gateway_endpoint(self, route_table_ids: list[str]) -> None:
+        ec2.CfnVPCEndpoint(
+            self,
+            "S3GatewayEndpoint",
+            vpc_id=self.vpc_id,
+            vpc_endpoint_type="Gateway",
+            service_name=f"com.amazonaws.{Aws.REGION}.s3",
+            route_table_ids=route_table_ids,
+        )
+
+    def _flow_logs(self, vpc: ec2.CfnVPC) -> None:
+        group = logs.LogGroup(
+            self,
+            "FlowLogs",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        role = iam.Role(
+            self, "FlowLogsRole", assumed_by=iam.ServicePrincipal("vpc-flow-logs.amazonaws.com")
+        )
+        group.grant_write(role)
+        ec2.CfnFlowLog(
+            self,
+            "FlowLog",
+            resource_id=vpc.ref,
+            resource_type="VPC",
+            traffic_type="ALL",
+            log_destination_type="cloud-watch-logs",
+            log_group_name=group.log_group_name,
+            deliver_logs_permission_arn=role.role_arn,
+        )
+        NagSuppressions.add_resource_suppressions(
+            role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "Flow logs create log streams at run time; "
+                    "the wildcard is limited to streams of this one log group (grant_write).",
+                }
+            ],
+            apply_to_children=True,
+        )
+
+    # --- security groups -----------------------------------------------------------------------
+
+    def _cluster_security_group(self) -> ec2.CfnSecurityGroup:
+        sg = ec2.CfnSecurityGroup(
+            self,
+            "ClusterSecurityGroup",
+            vpc_id=self.vpc_id,
+            group_description="HyperPod nodes and FSx: all traffic to itself (EFA), Lustre",
+            security_group_egress=[
+                ec2.CfnSecurityGroup.EgressProperty(
+                    ip_protocol="-1",
+                    cidr_ip="0.0.0.0/0",
+                    description="Nodes reach AWS APIs and package registries through the NAT",
+                )
+            ],
+        )
+        _name(sg, "cluster")
+        # EFA: every SG on a HyperPod node needs all traffic in AND out to itself, or deep health
+        # checks fail with "EFA health checks did not run successfully".
+        ec2.CfnSecurityGroupIngress(
+            self,
+            "ClusterSelfIngress",
+            group_id=sg.attr_group_id,
+            ip_protocol="-1",
+            source_security_group_id=sg.attr_group_id,
+            description="EFA: all traffic from itself",
+        )
+        ec2.CfnSecurityGroupEgress(
+            self,
+            "ClusterSelfEgress",
+            group_id=sg.attr_group_id,
+            ip_protocol="-1",
+            destination_security_group_id=sg.attr_group_id,
+            description="EFA: all traffic to itself",
+        )
+        # Lustre, stated on its own so that it survives any change to the EFA rule.
+        self._lustre_rules(sg, "Cluster")
+        return sg
+
+    def _studio_fsx_security_group(self) -> ec2.CfnSecurityGroup:
+        # Attached to the FSx ENIs from the start, even before Studio is enabled: changing an FSx
+        # file system's security groups later replaces it.
+        sg = ec2.CfnSecurityGroup(
+            self,
+            "StudioFsxSecurityGroup",
+            vpc_id=self.vpc_id,
+            group_description="Studio apps and FSx for Lustre: Lustre traffic between them",
+            security_group_egress=[
+                ec2.CfnSecurityGroup.EgressProperty(
+                    ip_protocol="-1",
+                    cidr_ip="0.0.0.0/0",
+                    description="Studio apps reach AWS APIs through the NAT or endpoints",
+                )
+            ],
+        )
+        _name(sg, "studio-fsx")
+        self._lustre_rules(sg, "Studio")
+        return sg
+
+    def _lustre_rules(self, sg: ec2.CfnSecurityGroup, kind: str) -> None:
+        for low, high in LUSTRE_PORTS:
+            ports = f"{low}" if low == high else f"{low}-{high}"
+            ec2.CfnSecurityGroupIngress(
+                self,
+                f"{kind}LustreIngress{low}",
+                group_id=sg.attr_group_id,
+                ip_protocol="tcp",
+                from_port=low,
+                to_port=high,
+                source_security_group_id=sg.attr_group_id,
+                description=f"Lustre TCP {ports} from itself",
+            )
+
+    def _interface_endpoints(self, services: tuple[str, ...]) -> None:
+        sg = ec2.CfnSecurityGroup(
+            self,
+            "EndpointSecurityGroup",
+            vpc_id=self.vpc_id,
+            group_description="Interface endpoints: HTTPS from the VPC",
+            security_group_ingress=[
+                ec2.CfnSecurityGroup.IngressProperty(
+                    ip_protocol="tcp",
+                    from_port=443,
+                    to_port=443,
+                    cidr_ip=self.vpc_cidr,
+                    description="HTTPS from the VPC",
+                )
+            ],
+        )
+        _name(sg, "endpoints")
+        for service in services:
+            logical = "".join(p.capitalize() for p in service.replace("-", ".").split("."))
+            ec2.CfnVPCEndpoint(
+                self,
+                f"{logical}Endpoint",
+                vpc_id=self.vpc_id,
+                vpc_endpoint_type="Interface",
+                service_name=f"com.amazonaws.{Aws.REGION}.{service}",
+                subnet_ids=[self.private_subnet_id],
+                security_group_ids=[sg.attr_group_id],
+                private_dns_enabled=True,
+            )
+
+
+def _name(resource: ec2.CfnVPC | ec2.CfnSubnet | ec2.CfnSecurityGroup, suffix: str) -> None:
+    """A Name tag prefixed with the stack name, so resources read well in the console."""
+
+    Tags.of(resource).add("Name", f"{Stack.of(resource).stack_name}-{suffix}")

@@ -1,0 +1,20 @@
+"""A stack's handles published as one SSM parameter, for tools and scripts outside CDK."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from aws_cdk import Stack
+from aws_cdk import aws_ssm as ssm
+from constructs import Construct
+
+
+def publish(scope: Construct, *, environment: str, area: str, values: Mapping[str, str]) -> None:
+    """Write ``values`` as JSON to ``/hyperpod-kit/<environment>/<area>``."""
+    ssm.StringParameter(
+        scope,
+        "Discovery",
+        parameter_name=f"/hyperpod-kit/{environment}/{area}",
+        description=f"hyperpod-kit {area} handles of environment {environment}",
+        string_value=Stack.of(scope).to_json_string(dict(values)),
+    )

@@ -1,0 +1,38 @@
+"""The network stack: VPC, cluster subnet, security groups, endpoints."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from constructs import Construct
+
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.stacks.discovery import publish
+
+
+class NetworkStack(Stack):
+    def __init__(
+        self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.network = ClusterNetwork(
+            self,
+            "Network",
+            config=config.network,
+            availability_zone_id=config.availability_zone_id,
+            eks=config.orchestrator == "eks",
+        )
+        publish(
+            self,
+            environment=config.name,
+            area="network",
+            values={
+                "vpc_id": self.network.vpc_id,
+                "private_subnet_id": self.network.private_subnet_id,
+                "availability_zone_id": self.network.availability_zone_id,
+                "cluster_security_group_id": self.network.cluster_security_group_id,
+                "studio_fsx_security_group_id": self.network.studio_fsx_security_group_id,
+            },
+        )

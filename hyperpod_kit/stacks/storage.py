@@ -1,0 +1,42 @@
+"""The storage stack: the data bucket and FSx for Lustre linked to it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import Stack
+from constructs import Construct
+
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.constructs.data_bucket import DataBucket
+from hyperpod_kit.constructs.lustre import LustreFileSystem
+from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.stacks.discovery import publish
+
+
+class StorageStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        network: ClusterNetwork,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.data = DataBucket(self, "Data", config=config.storage.bucket)
+        self.lustre = LustreFileSystem(
+            self, "Lustre", config=config.storage.lustre, network=network, bucket=self.data.bucket
+        )
+        publish(
+            self,
+            environment=config.name,
+            area="storage",
+            values={
+                "bucket_name": self.data.bucket_name,
+                "file_system_id": self.lustre.file_system_id,
+                "dns_name": self.lustre.dns_name,
+                "mount_name": self.lustre.mount_name,
+            },
+        )

@@ -1,0 +1,97 @@
+"""Shared fixtures: environment files built from the default with overrides, and synthesized apps."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULT_FILE = REPO / "environments" / "default.yaml"
+
+# jsii prints a Node end-of-life banner on Node 20: noise, not an error.
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+
+
+def default_data() -> dict[str, Any]:
+    data = yaml.safe_load(DEFAULT_FILE.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge `overrides` into a copy of `base`; a value of `None` deletes the key."""
+    out = copy.deepcopy(base)
+    for key, value in overrides.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+WriteEnv = Callable[..., Path]
+
+
+@pytest.fixture
+def write_env(tmp_path: Path) -> WriteEnv:
+    """Write the default environment with `overrides` merged in; returns the file's path."""
+
+    def write(overrides: dict[str, Any] | None = None, *, name: str = "env.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(merge(default_data(), overrides or {}), sort_keys=False))
+        return path
+
+    return write
+
+
+class Synthesized:
+    """One environment synthesized in-process: its config, assembly folder and templates."""
+
+    def __init__(self, overrides: dict[str, Any], outdir: Path) -> None:
+        from aws_cdk.assertions import Template
+
+        from hyperpod_kit.app import build_environment, create_app
+        from hyperpod_kit.config import EnvironmentConfig, has_errors
+        from hyperpod_kit.config.validators import run_validators
+
+        self.config = EnvironmentConfig.model_validate(merge(default_data(), overrides))
+        findings = run_validators(self.config)
+        assert not has_errors(findings), findings
+        app = create_app(outdir=str(outdir))
+        self.stacks = build_environment(app, self.config)
+        assembly = app.synth()
+        self.outdir = outdir
+        self.templates = {
+            s.stack_name.removeprefix(f"{self.config.name}-"): Template.from_json(
+                assembly.get_stack_by_name(s.stack_name).template
+            )
+            for s in self.stacks.all()
+        }
+
+
+SynthFn = Callable[..., Synthesized]
+
+
+@pytest.fixture(scope="session")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthFn:
+    """Synthesize the default environment with overrides; cached per overrides for the session."""
+    import json
+
+    cache: dict[str, Synthesized] = {}
+
+    def run(overrides: dict[str, Any] | None = None) -> Synthesized:
+        key = json.dumps(overrides or {}, sort_keys=True)
+        if key not in cache:
+            cache[key] = Synthesized(overrides or {}, tmp_path_factory.mktemp("cdk.out"))
+        return cache[key]
+
+    return run
