@@ -1,4 +1,4 @@
-"""Shared fixtures: environment files built from the default with overrides, and synthesized apps."""
+"""Shared fixtures: environment files from the default with overrides, and synthesized apps."""
 
 from __future__ import annotations
 

@@ -49,6 +49,7 @@ class DataBucket(Construct):
             object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
             lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
         )
+        _stable_logical_id(logs, "AccessLogsBucket")
         NagSuppressions.add_resource_suppressions(
             logs,
             [
@@ -105,8 +106,13 @@ class DataBucket(Construct):
             server_access_logs_prefix="data-bucket/",
             removal_policy=removal,
         )
-        bucket_cfn = bucket.node.default_child
-        assert isinstance(bucket_cfn, s3.CfnBucket)
-        bucket_cfn.override_logical_id("DataBucket")  # stable: renaming constructs keeps the data
+        _stable_logical_id(bucket, "DataBucket")
         self.bucket = bucket
         self.bucket_name = bucket.bucket_name
+
+
+def _stable_logical_id(bucket: s3.Bucket, logical_id: str) -> None:
+    """Pin the logical id, so that reorganising constructs never replaces a bucket of data."""
+    cfn = bucket.node.default_child
+    assert isinstance(cfn, s3.CfnBucket)
+    cfn.override_logical_id(logical_id)

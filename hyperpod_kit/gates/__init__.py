@@ -31,7 +31,8 @@ class GateFinding:
     message: str
 
     def render(self) -> str:
-        return f"{self.gate} {self.level} {self.stack} {self.where}: {self.rule} {self.message}"
+        rule = "" if self.message.startswith(self.rule) else f"{self.rule} "
+        return f"{self.gate} {self.level} {self.where}: {rule}{self.message}"
 
 
 @dataclass(frozen=True)
@@ -93,11 +94,23 @@ def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
         report.stacks.append(
             StackSummary(name, template_path, len(resources), _suppressions(resources))
         )
-        report.findings += _annotations(name, artifact.get("metadata", {}))
+        report.findings += _annotations(name, _metadata(outdir, artifact))
         if lint:
             region = artifact.get("environment", "aws://unknown/us-east-1").rsplit("/", 1)[-1]
             report.findings += _cfn_lint(name, template_path, region)
     return report
+
+
+def _metadata(outdir: Path, artifact: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """A stack's metadata: inline in the manifest and, in newer CDKs, `additionalMetadataFile`."""
+    metadata: dict[str, list[dict[str, Any]]] = {}
+    sources = [artifact.get("metadata", {})]
+    if extra := artifact.get("additionalMetadataFile"):
+        sources.append(json.loads((outdir / extra).read_text()))
+    for source in sources:
+        for path, entries in source.items():
+            metadata.setdefault(path, []).extend(entries)
+    return metadata
 
 
 def _annotations(stack: str, metadata: dict[str, list[dict[str, Any]]]) -> list[GateFinding]:

@@ -1,4 +1,4 @@
-"""`ClusterNetwork` through the network stack: VPC by AZ ID, NAT, endpoints, security group rules."""
+"""`ClusterNetwork` through the network stack: VPC by AZ ID, NAT, endpoints, security groups."""
 
 from __future__ import annotations
 
@@ -65,9 +65,7 @@ def test_private_subnet_routes_through_nat_and_has_s3_gateway(synth: SynthFn) ->
             "ServiceName": {"Fn::Join": ["", ["com.amazonaws.", {"Ref": "AWS::Region"}, ".s3"]]},
         },
     )
-    net.has_resource_properties(
-        "AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL"}
-    )
+    net.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC", "TrafficType": "ALL"})
 
 
 def test_cluster_security_group_rules_are_exactly_efa_self_and_lustre(synth: SynthFn) -> None:
@@ -75,8 +73,11 @@ def test_cluster_security_group_rules_are_exactly_efa_self_and_lustre(synth: Syn
     sg = _logical_id(net, "AWS::EC2::SecurityGroup", "HyperPod nodes")
     ingress = _rules_of(net, "AWS::EC2::SecurityGroupIngress", sg, "SourceSecurityGroupId")
     egress = _rules_of(net, "AWS::EC2::SecurityGroupEgress", sg, "DestinationSecurityGroupId")
-    assert ingress == {("-1", None, None, "self"), ("tcp", 988, 988, "self"),
-                       ("tcp", 1018, 1023, "self")}  # fmt: skip
+    assert ingress == {
+        ("-1", None, None, "self"),
+        ("tcp", 988, 988, "self"),
+        ("tcp", 1018, 1023, "self"),
+    }
     assert egress == {("-1", None, None, "self")}
     inline = _resources(net, "AWS::EC2::SecurityGroup")[sg]["Properties"]
     assert "SecurityGroupIngress" not in inline  # nothing from outside the group
@@ -93,16 +94,27 @@ def test_studio_fsx_security_group_allows_only_lustre_from_itself(synth: SynthFn
 
 @pytest.mark.parametrize(("orchestrator", "count"), [("slurm", 9), ("eks", 11)])
 def test_interface_endpoints(synth: SynthFn, orchestrator: str, count: int) -> None:
-    overrides: dict[str, Any] = {"orchestrator": orchestrator, "network": {"interface_endpoints": True}}
+    overrides: dict[str, Any] = {
+        "orchestrator": orchestrator,
+        "network": {"interface_endpoints": True},
+    }
     if orchestrator == "eks":
-        overrides["cluster"] = {"instance_groups": [
-            {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge", "instance_count": 2}
-        ]}  # fmt: skip
+        overrides["cluster"] = {
+            "instance_groups": [
+                {
+                    "name": "workers",
+                    "role": "worker",
+                    "instance_type": "ml.g5.8xlarge",
+                    "instance_count": 2,
+                }
+            ]
+        }
     net = synth(overrides).templates["network"]
     endpoints = [
-        e for e in _resources(net, "AWS::EC2::VPCEndpoint").values()
+        e
+        for e in _resources(net, "AWS::EC2::VPCEndpoint").values()
         if e["Properties"]["VpcEndpointType"] == "Interface"
-    ]  # fmt: skip
+    ]
     assert len(endpoints) == count
     assert all(e["Properties"]["PrivateDnsEnabled"] is True for e in endpoints)
     services = {e["Properties"]["ServiceName"]["Fn::Join"][1][-1] for e in endpoints}
@@ -112,17 +124,27 @@ def test_interface_endpoints(synth: SynthFn, orchestrator: str, count: int) -> N
 
 def test_no_interface_endpoints_by_default(synth: SynthFn) -> None:
     net = synth().templates["network"]
-    kinds = [e["Properties"]["VpcEndpointType"] for e in _resources(net, "AWS::EC2::VPCEndpoint").values()]
+    kinds = [
+        e["Properties"]["VpcEndpointType"]
+        for e in _resources(net, "AWS::EC2::VPCEndpoint").values()
+    ]
     assert kinds == ["Gateway"]
 
 
 def test_existing_vpc_creates_no_vpc_and_uses_its_id(synth: SynthFn) -> None:
-    net = synth({
-        "network": {"vpc": None, "existing_vpc": {
-            "vpc_id": "vpc-0123456789abcdef0", "private_subnet_id": "subnet-0123456789abcdef0",
-            "cidr": "172.31.0.0/16", "route_table_ids": ["rtb-0123456789abcdef0"],
-        }},
-    }).templates["network"]  # fmt: skip
+    net = synth(
+        {
+            "network": {
+                "vpc": None,
+                "existing_vpc": {
+                    "vpc_id": "vpc-0123456789abcdef0",
+                    "private_subnet_id": "subnet-0123456789abcdef0",
+                    "cidr": "172.31.0.0/16",
+                    "route_table_ids": ["rtb-0123456789abcdef0"],
+                },
+            },
+        }
+    ).templates["network"]
     net.resource_count_is("AWS::EC2::VPC", 0)
     net.resource_count_is("AWS::EC2::Subnet", 0)
     net.resource_count_is("AWS::EC2::NatGateway", 0)

@@ -1,0 +1,155 @@
+"""Every example environment synthesizes offline and passes both gates (cfn-lint, cdk-nag)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hyperpod_kit.gates import check_assembly
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.synth
+EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
+NO_CREDENTIALS = {
+    k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_DEFAULT_"))
+} | {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+}
+
+
+# The CDK CLI runs `python3 app.py` (cdk.json): this interpreter's folder goes first on PATH.
+CLI_ENV = NO_CREDENTIALS | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "hyperpod_kit.cli.main", *args],
+        cwd=cwd,
+        env=NO_CREDENTIALS,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> None:
+    out = tmp_path / "cdk.out"
+    result = _cli("synth", str(example), "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    report = check_assembly(out)
+    assert report.ok, [f.render() for f in report.errors]
+    assert [f.render() for f in report.findings if f.gate == "cfn-lint"] == []
+    assert [f.render() for f in report.findings if f.gate == "cdk-nag"] == []
+    names = {s.name for s in report.stacks}
+    prefix = names.pop().rsplit("-", 1)[0]
+    assert {f"{prefix}-network", f"{prefix}-storage"} == names | {
+        f"{prefix}-network",
+        f"{prefix}-storage",
+    }
+    assert (
+        "cfn-lint: 0 errors" in result.stderr and "cdk-nag AwsSolutions: 0 errors" in result.stderr
+    )
+
+
+def test_unsuppressed_nag_finding_fails_synth_and_keeps_cdk_out(tmp_path: Path) -> None:
+    """Flow logs off is an AwsSolutions-VPC7 error: the gate rejects it, cdk.out stays as it was."""
+    env = tmp_path / "no-flow-logs.yaml"
+    text = (REPO / "environments" / "default.yaml").read_text()
+    env.write_text(
+        text.replace("    cidr: 10.0.0.0/16\n", "    cidr: 10.0.0.0/16\n    flow_logs: false\n")
+    )
+    out = tmp_path / "cdk.out"
+    out.mkdir()
+    (out / "previous.txt").write_text("earlier good synth")
+    result = _cli("synth", str(env), "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "AwsSolutions-VPC7" in result.stderr
+    assert "cdk-nag AwsSolutions: 1 errors" in result.stderr
+    assert sorted(p.name for p in out.iterdir()) == ["previous.txt"]
+    rejected = tmp_path / "cdk.out.rejected"
+    assert (rejected / "manifest.json").is_file()
+    assert not check_assembly(rejected, lint=False).ok
+
+
+def test_cfn_lint_gate_catches_a_broken_template(tmp_path: Path) -> None:
+    """The cfn-lint gate is real: an invalid property in a synthesized template is an error."""
+    out = tmp_path / "cdk.out"
+    default = str(REPO / "environments/default.yaml")
+    assert _cli("synth", "-o", str(out), default, cwd=tmp_path).returncode == 0
+    template_path = next(out.glob("*-storage.template.json"))
+    template = json.loads(template_path.read_text())
+    template["Resources"]["LustreFileSystem"]["Properties"]["StorageCapacty"] = 1200  # a typo
+    template_path.write_text(json.dumps(template))
+    result = _cli("check", str(out), cwd=tmp_path)
+    assert result.returncode == 1
+    assert "cfn-lint error" in result.stderr and "StorageCapacty" in result.stderr
+    assert "cfn-lint: 1 errors" in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REPO / "node_modules/.bin/cdk").exists(), reason="run `make setup` first")
+def test_pinned_cdk_cli_synthesizes_offline(tmp_path: Path) -> None:
+    """`npx cdk synth` (the pinned CLI, through cdk.json) works with no AWS credentials."""
+    out = tmp_path / "cdk.out"
+    result = subprocess.run(
+        [
+            str(REPO / "node_modules/.bin/cdk"),
+            "synth",
+            "--quiet",
+            "--output",
+            str(out),
+            "-c",
+            f"environment={REPO / 'environments/eks.yaml'}",
+        ],
+        cwd=REPO,
+        env=CLI_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert check_assembly(out).ok
+    assert {p.name for p in out.glob("*.template.json")} == {
+        "hyperpod-eks-network.template.json",
+        "hyperpod-eks-storage.template.json",
+    }
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (REPO / "node_modules/.bin/cdk").exists(), reason="run `make setup` first")
+def test_pinned_cdk_cli_reports_a_bad_file_without_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\n")
+    result = subprocess.run(
+        [
+            str(REPO / "node_modules/.bin/cdk"),
+            "synth",
+            "--quiet",
+            "--output",
+            str(tmp_path / "o"),
+            "-c",
+            f"environment={bad}",
+        ],
+        cwd=REPO,
+        env=CLI_ENV,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode != 0
+    assert f"{bad}:1 name: 'x': string should match pattern" in result.stderr
+    assert "Traceback" not in result.stderr
+    shutil.rmtree(tmp_path / "o", ignore_errors=True)
