@@ -97,6 +97,20 @@ def parse_yaml(file: str, text: str) -> tuple[Any, dict[Loc, int]]:
                 )
             ],
         ) from None
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        raise ConfigError(
+            file,
+            [
+                Finding(
+                    Level.ERROR,
+                    "(yaml)",
+                    f"not valid YAML: character {e.character!r} is not allowed",
+                    "remove the control character (a stray escape or NUL from a paste?)",
+                    line,
+                )
+            ],
+        ) from None
     except yaml.YAMLError as e:
         raise ConfigError(
             file, [Finding(Level.ERROR, "(yaml)", f"not valid YAML: {e}", "check the file")]
@@ -150,6 +164,8 @@ def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> Iterator[Finding]
                 )
             seen[key] = line
             lines[(*loc, key)] = line
+            if key_node.tag.endswith(":int"):  # `2400: x` reaches pydantic as the int 2400
+                lines[(*loc, int(key))] = line
             yield from _walk(value_node, (*loc, key), lines)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
@@ -199,21 +215,22 @@ def _to_config(file: str, data: dict[str, Any], lines: dict[Loc, int]) -> Enviro
 
 
 def _schema_finding(err: Any, lines: dict[Loc, int]) -> Finding:
-    loc: Loc = tuple(p for p in err["loc"] if not _is_union_tag(p))
+    loc: Loc = tuple(err["loc"])
     kind = err["type"]
     value = err.get("input")
     field = _field_at(EnvironmentConfig, loc)
     hint = _field_hint(field)
     if kind == "extra_forbidden":
         allowed = _fields_of(_model_at(EnvironmentConfig, loc[:-1]))
-        close = difflib.get_close_matches(str(loc[-1]), allowed, n=1)
+        close = difflib.get_close_matches(str(loc[-1]) if loc else "", allowed, n=1)
         message = "unknown key"
         hint = f"did you mean '{close[0]}'?" if close else f"allowed keys: {', '.join(allowed)}"
     elif kind == "missing":
         message = "required key is missing"
         hint = hint or (f"add '{loc[-1]}:' here" if loc else None)
     else:
-        message = f"{_show(value)}: {_lower_first(err['msg'])}"
+        text = str(err["msg"]).removeprefix("Value error, ")
+        message = f"{_show(value)}: {_lower_first(text)}"
         if kind in {"literal_error", "enum"}:
             hint = hint or f"use one of {err.get('ctx', {}).get('expected', '')}"
     return Finding(Level.ERROR, format_loc(loc), message, hint, line_of(lines, loc))
@@ -223,11 +240,6 @@ def _field_hint(field: FieldInfo | None) -> str | None:
     extra = field.json_schema_extra if field else None
     value = extra.get("x-hint") if isinstance(extra, dict) else None
     return value if isinstance(value, str) else None
-
-
-def _is_union_tag(part: Any) -> bool:
-    # pydantic adds the member type to a union's error loc ("function-after[...]", "int", ...).
-    return isinstance(part, str) and ("[" in part or part in {"int", "str", "list", "dict"})
 
 
 def _show(value: Any) -> str:

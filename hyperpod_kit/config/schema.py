@@ -11,7 +11,7 @@ from __future__ import annotations
 from ipaddress import IPv4Network
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 
 def hint(text: str, **extra: Any) -> dict[str, Any]:
@@ -20,9 +20,21 @@ def hint(text: str, **extra: Any) -> dict[str, Any]:
 
 
 class Section(BaseModel):
-    """Base of every section: unknown keys are errors and a loaded config never changes."""
+    """Base of every section: unknown keys are errors and a loaded config never changes.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Strict types: YAML's ``yes`` is not an instance count and ``"1200"`` is not a capacity.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+def _cidr_text(value: object) -> object:
+    if not isinstance(value, (str, IPv4Network)):
+        raise ValueError("a CIDR block is written as text, like 10.0.0.0/16")
+    return value
+
+
+Cidr = Annotated[IPv4Network, BeforeValidator(_cidr_text), Field(strict=False)]
 
 
 Retention = Literal["retain", "destroy"]
@@ -55,17 +67,17 @@ class NewVpcConfig(Section):
     """A VPC created for the environment: one public subnet for the NAT gateway, one large private
     subnet for the cluster, FSx and Studio, both in the environment's availability zone."""
 
-    cidr: IPv4Network = Field(
+    cidr: Cidr = Field(
         default=IPv4Network("10.0.0.0/16"),
         description="The VPC's IPv4 CIDR block (/16 to /28).",
         json_schema_extra=hint("a network address such as 10.0.0.0/16"),
     )
-    public_subnet_cidr: IPv4Network = Field(
+    public_subnet_cidr: Cidr = Field(
         default=IPv4Network("10.0.0.0/24"),
         description="Small public subnet that holds the NAT gateway.",
         json_schema_extra=hint("a network address inside the VPC CIDR, such as 10.0.0.0/24"),
     )
-    private_subnet_cidr: IPv4Network = Field(
+    private_subnet_cidr: Cidr = Field(
         default=IPv4Network("10.0.128.0/17"),
         description="Large private subnet for nodes, FSx and Studio (HyperPod uses many addresses "
         "per instance for EFA).",
@@ -82,7 +94,7 @@ class ExistingVpcConfig(Section):
         description="A private subnet in the environment's availability zone, with a route out "
         "(NAT) unless interface_endpoints is on."
     )
-    cidr: IPv4Network = Field(
+    cidr: Cidr = Field(
         description="The VPC's CIDR block (for the interface endpoints' security group).",
         json_schema_extra=hint("the VPC's primary CIDR, such as 10.0.0.0/16"),
     )

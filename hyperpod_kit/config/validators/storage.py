@@ -64,10 +64,11 @@ def check_lustre_metadata(config: EnvironmentConfig) -> Iterator[Finding]:
         )
     elif meta.mode == "USER_PROVISIONED":
         iops = meta.iops
-        ok = iops is not None and (
+        if iops is None:
+            yield Finding(Level.ERROR, at, "mode USER_PROVISIONED needs iops", "add iops: 12000")
+        elif not (
             iops in METADATA_IOPS_SMALL or (iops % 12000 == 0 and 0 < iops <= METADATA_IOPS_MAX)
-        )
-        if not ok:
+        ):
             yield Finding(
                 Level.ERROR,
                 at,
