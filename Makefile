@@ -32,9 +32,11 @@ $(STAMPS)/venv: requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet --no-deps -e .
 	@mkdir -p $(STAMPS) && touch $@
 
-$(STAMPS)/venv-dev: $(STAMPS)/venv requirements-dev.txt assets/trainer/pyproject.toml
+TRAINER := $(wildcard assets/trainer/pyproject.toml)
+
+$(STAMPS)/venv-dev: $(STAMPS)/venv requirements-dev.txt $(TRAINER)
 	$(BIN)/pip install --quiet -r requirements-dev.txt
-	$(BIN)/pip install --quiet --no-deps -e assets/trainer
+	$(if $(TRAINER),$(BIN)/pip install --quiet --no-deps -e assets/trainer)
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/npm: package.json package-lock.json

@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("schema", help="print the environment file's JSON Schema (for editors)")
     s.add_argument("-o", "--output", help="write to this file instead of stdout")
+    s.add_argument(
+        "--markdown", action="store_true", help="the configuration reference, as Markdown"
+    )
 
     syn = env_command("synth", "validate, synthesize offline to cdk.out, run cdk-nag and cfn-lint")
     syn.add_argument("-o", "--output", default="cdk.out", help="cloud assembly folder (cdk.out)")
@@ -78,7 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
-        return _schema(args.output)
+        return _schema(args.output, markdown=args.markdown)
     if args.command == "check":
         from hyperpod_kit.cli.synth import check
 
@@ -140,10 +143,11 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
         print(f.render(file), file=stream)  # type: ignore[call-overload]
 
 
-def _schema(output: str | None) -> int:
+def _schema(output: str | None, *, markdown: bool) -> int:
     from hyperpod_kit.config.jsonschema import environment_schema
+    from hyperpod_kit.config.reference import markdown_reference
 
-    text = json.dumps(environment_schema(), indent=2) + "\n"
+    text = markdown_reference() if markdown else json.dumps(environment_schema(), indent=2) + "\n"
     if output is None:
         sys.stdout.write(text)
     else:

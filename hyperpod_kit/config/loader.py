@@ -219,7 +219,7 @@ def _schema_finding(err: Any, lines: dict[Loc, int]) -> Finding:
     kind = err["type"]
     value = err.get("input")
     field = _field_at(EnvironmentConfig, loc)
-    hint = _field_hint(field)
+    hint = field_hint(field)
     if kind == "extra_forbidden":
         allowed = _fields_of(_model_at(EnvironmentConfig, loc[:-1]))
         close = difflib.get_close_matches(str(loc[-1]) if loc else "", allowed, n=1)
@@ -236,7 +236,8 @@ def _schema_finding(err: Any, lines: dict[Loc, int]) -> Finding:
     return Finding(Level.ERROR, format_loc(loc), message, hint, line_of(lines, loc))
 
 
-def _field_hint(field: FieldInfo | None) -> str | None:
+def field_hint(field: FieldInfo | None) -> str | None:
+    """The ``x-hint`` a schema field carries, shown with its errors and in the reference."""
     extra = field.json_schema_extra if field else None
     value = extra.get("x-hint") if isinstance(extra, dict) else None
     return value if isinstance(value, str) else None

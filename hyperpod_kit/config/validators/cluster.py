@@ -14,6 +14,7 @@ GROUPS = "cluster.instance_groups"
 
 @validator("instance-group-names", area="cluster")
 def check_group_names(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Instance group names are unique."""
     groups = config.cluster.instance_groups
     counts = Counter(g.name for g in groups)
     for i, g in enumerate(groups):
@@ -28,6 +29,7 @@ def check_group_names(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("instance-group-roles", area="cluster")
 def check_group_roles(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Slurm has one controller (1 instance) and no workers; EKS has only workers."""
     groups = config.cluster.instance_groups
     roles = Counter(g.role for g in groups)
     if config.orchestrator == "slurm":

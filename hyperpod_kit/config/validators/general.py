@@ -12,6 +12,7 @@ from hyperpod_kit.config.validators import validator
 
 @validator("region-known", area="general")
 def check_region_known(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The region is one this version knows (a warning: newer regions work)."""
     if config.region not in KNOWN_REGIONS:
         yield Finding(
             Level.WARNING,
@@ -23,6 +24,7 @@ def check_region_known(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("az-id-in-region", area="general")
 def check_az_in_region(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The availability zone ID belongs to the region (usw2-az2 is in us-west-2)."""
     prefix = az_id_prefix(config.region)
     if prefix is None:
         return

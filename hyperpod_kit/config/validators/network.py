@@ -16,6 +16,7 @@ RECOMMENDED_PRIVATE_PREFIX = 20
 
 @validator("vpc-source", area="network")
 def check_vpc_source(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Either a new VPC or an existing one, not both."""
     net = config.network
     if net.vpc is not None and net.existing_vpc is not None:
         yield Finding(
@@ -28,6 +29,9 @@ def check_vpc_source(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("vpc-cidr", area="network")
 def check_vpc_cidr(config: EnvironmentConfig) -> Iterator[Finding]:
+    """VPC and subnet prefixes are /16 to /28, subnets lie inside the VPC and apart; warns below
+    a /20 private subnet.
+    """
     vpc = config.network.new_vpc
     if vpc is None:
         return
@@ -76,6 +80,7 @@ def check_vpc_cidr(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("endpoints-without-nat", area="network")
 def check_endpoints(config: EnvironmentConfig) -> Iterator[Finding]:
+    """An existing VPC without interface endpoints needs a NAT route (an info)."""
     existing = config.network.existing_vpc
     if existing is not None and not config.network.interface_endpoints:
         yield Finding(

@@ -19,6 +19,7 @@ _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 
 @validator("lustre-capacity", area="storage")
 def check_lustre_capacity(config: EnvironmentConfig) -> Iterator[Finding]:
+    """PERSISTENT_2 capacity is 1200 GiB or a multiple of 2400 GiB."""
     lustre = config.storage.lustre
     if lustre.existing is not None:
         return
@@ -35,6 +36,7 @@ def check_lustre_capacity(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("lustre-throughput-tier", area="storage")
 def check_lustre_throughput(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Throughput tier is 125, 250, 500 or 1000 MB/s/TiB; reports the aggregate."""
     lustre = config.storage.lustre
     tier = lustre.throughput_per_unit_storage
     if tier not in THROUGHPUT_TIERS:
@@ -56,6 +58,7 @@ def check_lustre_throughput(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("lustre-metadata", area="storage")
 def check_lustre_metadata(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Metadata IOPS only with USER_PROVISIONED, and one of the allowed values."""
     meta = config.storage.lustre.metadata
     at = f"{LUSTRE}.metadata.iops"
     if meta.mode == "AUTOMATIC" and meta.iops is not None:
@@ -79,6 +82,7 @@ def check_lustre_metadata(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("bucket-name", area="storage")
 def check_bucket_name(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Bucket names follow S3 rules; a new and an existing bucket are exclusive."""
     bucket = config.storage.bucket
     if bucket.name is not None and bucket.existing_name is not None:
         yield Finding(
@@ -101,6 +105,7 @@ def check_bucket_name(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("dra-paths", area="storage")
 def check_dra_paths(config: EnvironmentConfig) -> Iterator[Finding]:
+    """At most 8 associations, absolute paths, bucket prefixes, none nested in another."""
     lustre = config.storage.lustre
     dras = lustre.data_repository_associations
     at = f"{LUSTRE}.data_repository_associations"

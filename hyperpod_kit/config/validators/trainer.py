@@ -21,6 +21,7 @@ def _divides(global_batch: int, micro: int, world: int) -> bool:
 
 @validator("job-global-batch", area="trainer")
 def check_global_batch(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The global batch splits into micro batches on every rank."""
     job = config.trainer.job
     world = job.nodes * job.processes_per_node
     if not _divides(job.global_batch_size, job.micro_batch_size, world):
@@ -35,6 +36,7 @@ def check_global_batch(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("job-elastic", area="trainer")
 def check_elastic(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Elastic bounds are ordered, and the global batch splits at every replica count."""
     job = config.trainer.job
     elastic = job.elastic
     if elastic is None:
