@@ -77,7 +77,7 @@ def parse_yaml(file: str, text: str) -> tuple[Any, dict[Loc, int]]:
         loader = yaml.SafeLoader(text)
         try:
             node = loader.get_single_node()
-            data = loader.construct_document(node) if node is not None else None
+            data = _construct(loader, node) if node is not None else None
         finally:
             loader.dispose()
     except yaml.MarkedYAMLError as e:
@@ -148,6 +148,49 @@ def parse_yaml(file: str, text: str) -> tuple[Any, dict[Loc, int]]:
     return data, lines
 
 
+def _construct(loader: yaml.SafeLoader, node: yaml.Node) -> Any:
+    """Build the document; a value YAML cannot build (`!!int foo`) is a finding at its line."""
+    culprit = _unconstructible(node, set(), set())
+    if culprit is not None:
+        bad, why = culprit
+        raise yaml.constructor.ConstructorError(
+            None, None, f"{why} ({bad.tag.rsplit(':', 1)[-1]} {bad.value!r})", bad.start_mark
+        )
+    return loader.construct_document(node)
+
+
+def _unconstructible(
+    node: yaml.Node, parents: set[int], checked: set[int]
+) -> tuple[yaml.Node, str] | None:
+    """The first node that cannot become a value: a bad tagged scalar, or an anchor in itself.
+
+    `checked` makes a node shared through aliases cost one visit, not one per reference.
+    """
+    if id(node) in parents:
+        return node, "an alias refers to the collection that contains it"
+    if id(node) in checked:
+        return None
+    checked.add(id(node))
+    if isinstance(node, yaml.ScalarNode):
+        try:
+            yaml.SafeLoader("").construct_object(node)
+        except yaml.YAMLError:
+            raise  # an unknown tag: PyYAML's own message says it best
+        except Exception:  # PyYAML raises ValueError, KeyError, IndexError... for a bad value
+            return node, "this value cannot be read as its tag says"
+        return None
+    children: list[yaml.Node] = []
+    if isinstance(node, yaml.MappingNode):
+        children = [n for pair in node.value for n in pair]
+    elif isinstance(node, yaml.SequenceNode):
+        children = list(node.value)
+    for child in children:
+        found = _unconstructible(child, parents | {id(node)}, checked)
+        if found is not None:
+            return found
+    return None
+
+
 def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> Iterator[Finding]:
     if isinstance(node, yaml.MappingNode):
         seen: dict[str, int] = {}
@@ -164,8 +207,11 @@ def _walk(node: yaml.Node, loc: Loc, lines: dict[Loc, int]) -> Iterator[Finding]
                 )
             seen[key] = line
             lines[(*loc, key)] = line
-            if key_node.tag.endswith(":int"):  # `2400: x` reaches pydantic as the int 2400
-                lines[(*loc, int(key))] = line
+            if isinstance(key_node, yaml.ScalarNode) and not key_node.tag.endswith(":str"):
+                # `2400: x` reaches pydantic as the int 2400, `0x1f: x` as 31
+                value = yaml.SafeLoader("").construct_object(key_node)
+                if isinstance(value, int):
+                    lines[(*loc, value)] = line
             yield from _walk(value_node, (*loc, key), lines)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):

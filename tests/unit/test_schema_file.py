@@ -25,5 +25,6 @@ def test_configuration_reference_is_current() -> None:
 
     committed = (REPO / "docs" / "configuration.md").read_text()
     assert committed == markdown_reference(), (
-        "docs/configuration.md is stale: run `hyperpod-kit schema --markdown -o docs/configuration.md`"
+        "docs/configuration.md is stale: run "
+        "`hyperpod-kit schema --markdown -o docs/configuration.md`"
     )

@@ -16,9 +16,9 @@ GROUPS = "cluster.instance_groups"
 def check_group_names(config: EnvironmentConfig) -> Iterator[Finding]:
     """Instance group names are unique."""
     groups = config.cluster.instance_groups
-    counts = Counter(g.name for g in groups)
+    first: dict[str, int] = {}
     for i, g in enumerate(groups):
-        if counts[g.name] > 1 and groups.index(g) != i:
+        if first.setdefault(g.name, i) != i:
             yield Finding(
                 Level.ERROR,
                 f"{GROUPS}[{i}].name",

@@ -15,6 +15,9 @@ MAX_DRAS = 8
 METADATA_IOPS_SMALL = (1500, 3000, 6000, 12000)
 METADATA_IOPS_MAX = 192000
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_IP_ADDRESS = re.compile(r"^\d{1,3}(\.\d{1,3}){3}$")
+_RESERVED_PREFIXES = ("xn--", "sthree-", "amzn-s3-demo-")
+_RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 
 
 @validator("lustre-capacity", area="storage")
@@ -93,7 +96,7 @@ def check_bucket_name(config: EnvironmentConfig) -> Iterator[Finding]:
         )
     for key in ("name", "existing_name"):
         value = getattr(bucket, key)
-        if value is not None and (not _BUCKET_NAME.match(value) or ".." in value):
+        if value is not None and not _valid_bucket_name(value):
             yield Finding(
                 Level.ERROR,
                 f"storage.bucket.{key}",
@@ -101,6 +104,21 @@ def check_bucket_name(config: EnvironmentConfig) -> Iterator[Finding]:
                 "3-63 lowercase letters, digits, dots and hyphens, starting and ending with a "
                 "letter or digit",
             )
+
+
+def _clean_prefix(prefix: str) -> str:
+    return "/".join(p for p in prefix.split("/") if p) + "/" if prefix.strip("/") else "data/"
+
+
+def _valid_bucket_name(name: str) -> bool:
+    """S3's general-purpose bucket naming rules, reserved prefixes and suffixes included."""
+    return (
+        bool(_BUCKET_NAME.match(name))
+        and ".." not in name
+        and not _IP_ADDRESS.match(name)
+        and not name.startswith(_RESERVED_PREFIXES)
+        and not name.endswith(_RESERVED_SUFFIXES)
+    )
 
 
 @validator("dra-paths", area="storage")
@@ -141,7 +159,7 @@ def check_dra_paths(config: EnvironmentConfig) -> Iterator[Finding]:
                 Level.ERROR,
                 f"{at}[{i}].s3_prefix",
                 f"{prefix!r} is not a bucket prefix",
-                f"no leading /, end with /, e.g. {prefix.strip('/') or 'data'}/",
+                f"no leading /, end with /, e.g. {_clean_prefix(prefix)}",
             )
         for j in range(i):
             other = dras[j]

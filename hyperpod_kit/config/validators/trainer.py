@@ -5,10 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.config.schema import ElasticConfig, EnvironmentConfig
 from hyperpod_kit.config.validators import validator
 
 JOB = "trainer.job"
+
+
+def _within(elastic: ElasticConfig, n: int) -> bool:
+    return elastic.min_replicas <= n <= elastic.max_replicas
+
+
+def _listing(values: list[int], most: int = 5) -> str:
+    shown = ", ".join(str(v) for v in values[:most])
+    return shown + (f" and {len(values) - most} more" if len(values) > most else "")
 
 
 def _nearest_multiple(value: int, unit: int) -> int:
@@ -56,26 +65,38 @@ def check_elastic(config: EnvironmentConfig) -> Iterator[Finding]:
             "replica_increment_step and replica_discrete_values are exclusive",
             "keep one",
         )
-    sizes = elastic.replica_discrete_values or list(
-        range(elastic.min_replicas, elastic.max_replicas + 1, elastic.replica_increment_step or 1)
+    outside = [n for n in (elastic.replica_discrete_values or []) if not _within(elastic, n)]
+    if outside:
+        yield Finding(
+            Level.ERROR,
+            f"{at}.replica_discrete_values",
+            f"{_listing(outside)} {'is' if len(outside) == 1 else 'are'} outside "
+            f"[{elastic.min_replicas}, {elastic.max_replicas}]",
+            "keep every value within min_replicas..max_replicas",
+        )
+    # Past global / (micro x ranks per replica) replicas nothing divides: a range scan stops
+    # one step beyond, so a huge max_replicas costs nothing.
+    step = elastic.replica_increment_step or 1
+    limit = job.global_batch_size // (job.micro_batch_size * job.processes_per_node)
+    sizes = elastic.replica_discrete_values or range(
+        elastic.min_replicas, min(elastic.max_replicas, limit + step) + 1, step
     )
-    for n in sizes:
-        if not elastic.min_replicas <= n <= elastic.max_replicas:
-            yield Finding(
-                Level.ERROR,
-                f"{at}.replica_discrete_values",
-                f"{n} is outside [{elastic.min_replicas}, {elastic.max_replicas}]",
-                "keep every value within min_replicas..max_replicas",
-            )
-        elif not _divides(job.global_batch_size, job.micro_batch_size, n * job.processes_per_node):
-            yield Finding(
-                Level.ERROR,
-                f"{JOB}.global_batch_size",
-                f"with {n} replicas ({n * job.processes_per_node} ranks) the global batch "
-                f"{job.global_batch_size} does not split into micro batches of "
-                f"{job.micro_batch_size}",
-                "choose a global batch divisible by micro_batch_size x ranks at every size",
-            )
+    ranks = job.processes_per_node
+    failing = [
+        n
+        for n in sizes
+        if _within(elastic, n)
+        and not _divides(job.global_batch_size, job.micro_batch_size, n * ranks)
+    ]
+    if failing:
+        yield Finding(
+            Level.ERROR,
+            f"{JOB}.global_batch_size",
+            f"with {_listing(failing)} replicas ({ranks} rank{'s' if ranks > 1 else ''} per "
+            f"replica) the global batch "
+            f"{job.global_batch_size} does not split into micro batches of {job.micro_batch_size}",
+            "choose a global batch divisible by micro_batch_size x ranks at every size",
+        )
     if not elastic.min_replicas <= job.nodes <= elastic.max_replicas:
         yield Finding(
             Level.ERROR,

@@ -1,0 +1,1143 @@
+"""Semantic validators, one table of good and bad values per registered check.
+
+Each bad row names every finding that its validator must give (level, path, a piece of the message,
+the exact hint); each good row must give no error and no warning. Configs are the default
+environment with overrides, so a row says only what it changes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level, load_environment
+from hyperpod_kit.config.validators import REGISTRY, run_validators, validator
+from tests.conftest import WriteEnv, default_data, merge
+
+# --- building configs ---------------------------------------------------------------------------
+
+EXISTING_VPC = {
+    "vpc_id": "vpc-0123456789abcdef0",
+    "private_subnet_id": "subnet-0123456789abcdef0",
+    "cidr": "10.0.0.0/16",
+}
+EXISTING_FS = {
+    "file_system_id": "fs-0123456789abcdef0",
+    "dns_name": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com",
+    "mount_name": "abcdefgh",
+}
+DRAS = "storage.lustre.data_repository_associations"
+GROUPS = "cluster.instance_groups"
+
+
+def config_with(overrides: dict[str, Any]) -> EnvironmentConfig:
+    return EnvironmentConfig.model_validate(merge(default_data(), overrides))
+
+
+def lustre(**kw: Any) -> dict[str, Any]:
+    return {"storage": {"lustre": kw}}
+
+
+def metadata(mode: str, iops: int | None = None) -> dict[str, Any]:
+    return lustre(metadata={"mode": mode, "iops": iops} if iops is not None else {"mode": mode})
+
+
+def dras(*pairs: tuple[str, str]) -> dict[str, Any]:
+    items = [{"file_system_path": p, "s3_prefix": s} for p, s in pairs]
+    return lustre(data_repository_associations=items)
+
+
+def bucket(**kw: Any) -> dict[str, Any]:
+    return {"storage": {"bucket": kw}}
+
+
+def vpc(**kw: Any) -> dict[str, Any]:
+    return {"network": {"vpc": kw}}
+
+
+def existing_vpc(*, endpoints: bool = False) -> dict[str, Any]:
+    return {
+        "network": {"vpc": None, "existing_vpc": EXISTING_VPC, "interface_endpoints": endpoints}
+    }
+
+
+def group(name: str, role: str, count: int = 1, itype: str = "ml.m5.xlarge") -> dict[str, Any]:
+    return {"name": name, "role": role, "instance_type": itype, "instance_count": count}
+
+
+def groups(*items: dict[str, Any], orchestrator: str = "slurm") -> dict[str, Any]:
+    return {"orchestrator": orchestrator, "cluster": {"instance_groups": list(items)}}
+
+
+CONTROLLER = group("controller", "controller")
+LOGIN = group("login", "login")
+COMPUTE = group("compute", "compute", 2, "ml.g5.8xlarge")
+
+
+def job(**kw: Any) -> dict[str, Any]:
+    return {"trainer": {"job": kw}}
+
+
+def elastic(job_kw: dict[str, Any] | None = None, **kw: Any) -> dict[str, Any]:
+    return job(**(job_kw or {}), elastic=kw)
+
+
+def region(name: str, az: str | None = None) -> dict[str, Any]:
+    return {"region": name, "availability_zone_id": az} if az else {"region": name}
+
+
+# --- expected findings --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Expect:
+    level: Level
+    path: str
+    message: str  # a piece of the message
+    hint: str | None  # the whole hint
+
+
+def err(path: str, message: str, hint: str | None) -> Expect:
+    return Expect(Level.ERROR, path, message, hint)
+
+
+def warn(path: str, message: str, hint: str | None) -> Expect:
+    return Expect(Level.WARNING, path, message, hint)
+
+
+def info(path: str, message: str, hint: str | None) -> Expect:
+    return Expect(Level.INFO, path, message, hint)
+
+
+def _show(findings: list[Finding]) -> str:
+    return "\n".join(f"{f.level.name} {f.path}: {f.message} | hint={f.hint!r}" for f in findings)
+
+
+def assert_findings(found: list[Finding], expected: list[Expect], name: str) -> None:
+    assert len(found) == len(expected), _show(found)
+    for f, e in zip(found, expected, strict=True):
+        assert f.check == name
+        assert (f.level, f.path) == (e.level, e.path), _show(found)
+        assert e.message in f.message, _show(found)
+        assert f.hint == e.hint, _show(found)
+
+
+# --- the tables ---------------------------------------------------------------------------------
+
+CAPACITY = "storage.lustre.storage_capacity_gib"
+TIER = "storage.lustre.throughput_per_unit_storage"
+IOPS = "storage.lustre.metadata.iops"
+BUCKET_HINT = (
+    "3-63 lowercase letters, digits, dots and hyphens, starting and ending with a letter or digit"
+)
+NEST_HINT = "associations cannot share, or nest inside, each other's directories"
+PATH_HINT = "start with / and end without /, e.g. /data"
+SUBNET_HINT = "use a /24 for the public subnet and a /17 to /20 for the private one"
+PRIVATE = "network.vpc.private_subnet_cidr"
+PUBLIC = "network.vpc.public_subnet_cidr"
+BATCH = "trainer.job.global_batch_size"
+ELASTIC_BATCH_HINT = "choose a global batch divisible by micro_batch_size x ranks at every size"
+IOPS_MSG = "is not 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000"
+
+
+def _eight_dras() -> list[tuple[str, str]]:
+    return [(f"/d{i}", f"d{i}/") for i in range(8)]
+
+
+def _nine_dras() -> list[tuple[str, str]]:
+    return [(f"/d{i}", f"d{i}/") for i in range(9)]
+
+
+GOOD: list[Any] = [
+    # lustre-capacity
+    pytest.param("lustre-capacity", lustre(storage_capacity_gib=1200), id="capacity-1200"),
+    pytest.param("lustre-capacity", lustre(storage_capacity_gib=2400), id="capacity-2400"),
+    pytest.param("lustre-capacity", lustre(storage_capacity_gib=4800), id="capacity-4800"),
+    pytest.param("lustre-capacity", lustre(storage_capacity_gib=24000), id="capacity-24000"),
+    pytest.param(
+        "lustre-capacity",
+        lustre(storage_capacity_gib=2000, existing=EXISTING_FS),
+        id="capacity-ignored-for-existing-fs",
+    ),
+    # lustre-throughput-tier
+    *[
+        pytest.param(
+            "lustre-throughput-tier", lustre(throughput_per_unit_storage=t), id=f"tier-{t}"
+        )
+        for t in (125, 250, 500, 1000)
+    ],
+    # lustre-metadata
+    pytest.param("lustre-metadata", metadata("AUTOMATIC"), id="metadata-automatic"),
+    *[
+        pytest.param("lustre-metadata", metadata("USER_PROVISIONED", i), id=f"iops-{i}")
+        for i in (1500, 3000, 6000, 12000, 24000, 192000)
+    ],
+    # bucket-name
+    pytest.param("bucket-name", {}, id="bucket-generated-name"),
+    pytest.param("bucket-name", bucket(name="sagemaker-hyperpod-data"), id="bucket-name"),
+    pytest.param("bucket-name", bucket(name="my.bucket.1"), id="bucket-dots"),
+    pytest.param("bucket-name", bucket(name="abc"), id="bucket-3-chars"),
+    pytest.param("bucket-name", bucket(name="a" * 63), id="bucket-63-chars"),
+    pytest.param("bucket-name", bucket(existing_name="team-datasets"), id="bucket-existing"),
+    # dra-paths
+    pytest.param("dra-paths", {}, id="dra-default"),
+    pytest.param("dra-paths", dras(*_eight_dras()), id="dra-8"),
+    pytest.param("dra-paths", dras(("/", "")), id="dra-root-whole-bucket-alone"),
+    pytest.param(
+        "dra-paths", dras(("/data", "data/"), ("/datasets", "datasets/")), id="dra-string-siblings"
+    ),
+    pytest.param("dra-paths", dras(("/a/b", "a/b/"), ("/a/c", "a/c/")), id="dra-same-parent"),
+    pytest.param("dra-paths", dras(("/data", "x/data/")), id="dra-nested-prefix-alone"),
+    pytest.param(
+        "dra-paths",
+        lustre(existing=EXISTING_FS, data_repository_associations=None),
+        id="dra-existing-fs-without-dras",
+    ),
+    # vpc-source
+    pytest.param("vpc-source", {}, id="vpc-new"),
+    pytest.param("vpc-source", existing_vpc(), id="vpc-existing"),
+    # vpc-cidr
+    pytest.param("vpc-cidr", {}, id="cidr-default-16"),
+    pytest.param(
+        "vpc-cidr",
+        vpc(
+            cidr="10.0.0.0/19", public_subnet_cidr="10.0.0.0/24", private_subnet_cidr="10.0.16.0/20"
+        ),
+        id="cidr-private-20-boundary",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(
+            cidr="172.16.0.0/16",
+            public_subnet_cidr="172.16.255.0/24",
+            private_subnet_cidr="172.16.0.0/17",
+        ),
+        id="cidr-172",
+    ),
+    pytest.param("vpc-cidr", existing_vpc(), id="cidr-existing-vpc-not-checked"),
+    # endpoints-without-nat
+    pytest.param("endpoints-without-nat", {}, id="endpoints-new-vpc"),
+    pytest.param("endpoints-without-nat", existing_vpc(endpoints=True), id="endpoints-existing-on"),
+    # region-known
+    *[
+        pytest.param("region-known", region(r), id=f"region-{r}")
+        for r in ("us-west-2", "us-gov-west-1", "ap-northeast-1", "il-central-1", "ap-southeast-7")
+    ],
+    # az-id-in-region
+    *[
+        pytest.param("az-id-in-region", region(r, az), id=f"az-{az}")
+        for r, az in [
+            ("us-west-2", "usw2-az2"),
+            ("us-gov-west-1", "usgw1-az1"),
+            ("us-gov-east-1", "usge1-az2"),
+            ("ap-northeast-1", "apne1-az4"),
+            ("eu-central-1", "euc1-az2"),
+            ("ap-southeast-2", "apse2-az3"),
+            ("us-east-1", "use1-az6"),
+        ]
+    ],
+    pytest.param("az-id-in-region", region("us-foo-1"), id="az-region-of-unknown-shape-skipped"),
+    # instance-group-names
+    pytest.param("instance-group-names", {}, id="names-default"),
+    # instance-group-roles
+    pytest.param("instance-group-roles", {}, id="roles-slurm-default"),
+    pytest.param("instance-group-roles", groups(CONTROLLER, COMPUTE), id="roles-slurm-no-login"),
+    pytest.param(
+        "instance-group-roles",
+        groups(group("a", "worker"), group("b", "worker", 4), orchestrator="eks"),
+        id="roles-eks-workers",
+    ),
+    # job-global-batch
+    pytest.param("job-global-batch", {}, id="batch-default"),
+    pytest.param("job-global-batch", job(global_batch_size=8), id="batch-one-micro-per-rank"),
+    pytest.param("job-global-batch", job(global_batch_size=64), id="batch-64"),
+    pytest.param(
+        "job-global-batch",
+        job(nodes=4, processes_per_node=8, micro_batch_size=1, global_batch_size=32),
+        id="batch-32-ranks",
+    ),
+    # job-elastic
+    pytest.param("job-elastic", {}, id="elastic-off"),
+    pytest.param("job-elastic", elastic(min_replicas=1, max_replicas=2), id="elastic-1-2"),
+    pytest.param(
+        "job-elastic",
+        elastic(min_replicas=1, max_replicas=4, replica_discrete_values=[1, 2, 4]),
+        id="elastic-discrete",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic(min_replicas=2, max_replicas=4, replica_increment_step=2),
+        id="elastic-step",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic({"processes_per_node": 2}, min_replicas=1, max_replicas=2),
+        id="elastic-2-ranks-per-node",
+    ),
+]
+
+BAD: list[Any] = [
+    # lustre-capacity: 1200, or a multiple of 2400; the hint rounds up to the next legal size.
+    *[
+        pytest.param(
+            "lustre-capacity",
+            lustre(storage_capacity_gib=gib),
+            [err(CAPACITY, f"{gib} is not 1200 or a multiple of 2400 (PERSISTENT_2)", hint)],
+            id=f"capacity-{gib}",
+        )
+        for gib, hint in [
+            (1, "use 1200"),
+            (100, "use 1200"),
+            (1199, "use 1200"),
+            (1201, "use 2400"),
+            (2000, "use 2400"),
+            (2401, "use 4800"),
+            (3000, "use 4800"),
+            (3600, "use 4800"),
+            (4799, "use 4800"),
+        ]
+    ],
+    # lustre-throughput-tier: the nearest tier, the lower one on a tie.
+    *[
+        pytest.param(
+            "lustre-throughput-tier",
+            lustre(throughput_per_unit_storage=tier),
+            [err(TIER, f"{tier} MB/s/TiB is not a PERSISTENT_2 tier", hint)],
+            id=f"tier-{tier}",
+        )
+        for tier, hint in [
+            (0, "use 125"),
+            (100, "use 125"),
+            (200, "use 250"),
+            (300, "use 250"),
+            (750, "use 500"),
+            (2000, "use 1000"),
+        ]
+    ],
+    pytest.param(
+        "lustre-throughput-tier",
+        lustre(throughput_per_unit_storage=300, existing=EXISTING_FS),
+        [err(TIER, "300 MB/s/TiB is not a PERSISTENT_2 tier", "use 250")],
+        id="tier-checked-for-existing-fs",
+    ),
+    # lustre-metadata
+    *[
+        pytest.param(
+            "lustre-metadata",
+            metadata("USER_PROVISIONED", iops),
+            [err(IOPS, f"{iops} {IOPS_MSG}", "use 12000")],
+            id=f"iops-{iops}",
+        )
+        for iops in (0, 1000, 13000, 18000, 204000, -12000)
+    ],
+    pytest.param(
+        "lustre-metadata",
+        metadata("USER_PROVISIONED"),
+        [err(IOPS, "mode USER_PROVISIONED needs iops", "add iops: 12000")],
+        id="iops-missing-with-user-provisioned",
+    ),
+    pytest.param(
+        "lustre-metadata",
+        metadata("AUTOMATIC", 12000),
+        [err(IOPS, "iops is set but mode is AUTOMATIC", "set mode: USER_PROVISIONED")],
+        id="iops-with-automatic",
+    ),
+    # bucket-name
+    *[
+        pytest.param(
+            "bucket-name",
+            bucket(name=name),
+            [err("storage.bucket.name", f"{name!r} is not a valid S3 bucket name", BUCKET_HINT)],
+            id=f"bucket-{label}",
+        )
+        for label, name in [
+            ("2-chars", "ab"),
+            ("64-chars", "a" * 64),
+            ("uppercase", "My-Bucket"),
+            ("leading-hyphen", "-bucket"),
+            ("trailing-hyphen", "bucket-"),
+            ("trailing-dot", "bucket."),
+            ("double-dot", "bucket..name"),
+            ("underscore", "bucket_name"),
+        ]
+    ],
+    pytest.param(
+        "bucket-name",
+        bucket(existing_name="Team_Data"),
+        [err("storage.bucket.existing_name", "'Team_Data' is not a valid", BUCKET_HINT)],
+        id="bucket-existing-invalid",
+    ),
+    pytest.param(
+        "bucket-name",
+        bucket(name="new-bucket", existing_name="old-bucket"),
+        [
+            err(
+                "storage.bucket.existing_name",
+                "both name (create) and existing_name (use) are set",
+                "keep one",
+            )
+        ],
+        id="bucket-both",
+    ),
+    # dra-paths
+    pytest.param(
+        "dra-paths",
+        dras(*_nine_dras()),
+        [
+            err(
+                DRAS,
+                "9 associations; a file system takes at most 8",
+                "merge prefixes under a common directory",
+            )
+        ],
+        id="dra-9",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/data", "data/"), ("/data/sub", "sub/")),
+        [
+            err(
+                f"{DRAS}[1].file_system_path",
+                "'/data/sub' overlaps '/data' of association 0",
+                NEST_HINT,
+            )
+        ],
+        id="dra-nested-path",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/data/sub", "sub/"), ("/data", "data/")),
+        [
+            err(
+                f"{DRAS}[1].file_system_path",
+                "'/data' overlaps '/data/sub' of association 0",
+                NEST_HINT,
+            )
+        ],
+        id="dra-nested-path-parent-second",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/a", "a/"), ("/data", "data/"), ("/data", "other/")),
+        [
+            err(
+                f"{DRAS}[2].file_system_path",
+                "'/data' overlaps '/data' of association 1",
+                NEST_HINT,
+            )
+        ],
+        id="dra-equal-paths",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/", "a/"), ("/data", "b/")),
+        [err(f"{DRAS}[1].file_system_path", "'/data' overlaps '/' of association 0", NEST_HINT)],
+        id="dra-root-path-overlaps-anything",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/a", "a/"), ("/b", "a/")),
+        [
+            err(
+                f"{DRAS}[1].s3_prefix",
+                "'a/' overlaps 'a/' of association 0",
+                "give each association its own prefix",
+            )
+        ],
+        id="dra-equal-prefixes",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/a", "data/"), ("/b", "data/sub/")),
+        [
+            err(
+                f"{DRAS}[1].s3_prefix",
+                "'data/sub/' overlaps 'data/'",
+                "give each association its own prefix",
+            )
+        ],
+        id="dra-nested-prefixes",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/a", ""), ("/b", "data/")),
+        [
+            err(
+                f"{DRAS}[1].s3_prefix",
+                "'data/' overlaps '' of association 0",
+                "give each association its own prefix",
+            )
+        ],
+        id="dra-whole-bucket-overlaps-anything",
+    ),
+    pytest.param(
+        "dra-paths",
+        dras(("/a", "data/"), ("/b", "")),
+        [
+            err(
+                f"{DRAS}[1].s3_prefix",
+                "'' overlaps 'data/' of association 0",
+                "give each association its own prefix",
+            )
+        ],
+        id="dra-whole-bucket-second",
+    ),
+    *[
+        pytest.param(
+            "dra-paths",
+            dras((path, "data/")),
+            [
+                err(
+                    f"{DRAS}[0].file_system_path",
+                    f"{path!r} is not an absolute directory path",
+                    PATH_HINT,
+                )
+            ],
+            id=f"dra-path-{label}",
+        )
+        for label, path in [
+            ("relative", "data"),
+            ("trailing-slash", "/data/"),
+            ("double-slash", "/a//b"),
+            ("empty", ""),
+        ]
+    ],
+    *[
+        pytest.param(
+            "dra-paths",
+            dras(("/data", prefix)),
+            [err(f"{DRAS}[0].s3_prefix", f"{prefix!r} is not a bucket prefix", hint)],
+            id=f"dra-prefix-{label}",
+        )
+        for label, prefix, hint in [
+            ("leading-slash", "/data/", "no leading /, end with /, e.g. data/"),
+            ("no-trailing-slash", "data", "no leading /, end with /, e.g. data/"),
+            ("only-slash", "/", "no leading /, end with /, e.g. data/"),
+        ]
+    ],
+    pytest.param(
+        "dra-paths",
+        lustre(existing=EXISTING_FS),
+        [
+            warn(
+                DRAS,
+                "associations are created only on a file system this environment creates",
+                "link the existing file system to S3 in its own stack",
+            )
+        ],
+        id="dra-with-existing-fs-warns",
+    ),
+    # vpc-source
+    pytest.param(
+        "vpc-source",
+        {"network": {"existing_vpc": EXISTING_VPC}},
+        [
+            err(
+                "network.existing_vpc",
+                "both network.vpc and network.existing_vpc are set",
+                "keep vpc to create a VPC, or existing_vpc to use one",
+            )
+        ],
+        id="vpc-both",
+    ),
+    # vpc-cidr
+    pytest.param(
+        "vpc-cidr",
+        vpc(cidr="10.0.0.0/8"),
+        [
+            err(
+                "network.vpc.cidr",
+                "10.0.0.0/8 has a /8 prefix; a VPC CIDR is /16 to /28",
+                "use a /16 such as 10.0.0.0/16",
+            )
+        ],
+        id="cidr-vpc-8",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(public_subnet_cidr="10.0.0.0/29"),
+        [err(PUBLIC, "10.0.0.0/29 has a /29 prefix; a subnet is /16 to /28", SUBNET_HINT)],
+        id="cidr-public-29",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(private_subnet_cidr="10.0.128.0/29"),
+        [
+            err(PRIVATE, "10.0.128.0/29 has a /29 prefix; a subnet is /16 to /28", SUBNET_HINT),
+            warn(PRIVATE, "10.0.128.0/29 has 3 usable addresses", "use a /20 or larger"),
+        ],
+        id="cidr-private-29",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(private_subnet_cidr="10.1.0.0/17"),
+        [
+            err(
+                PRIVATE,
+                "10.1.0.0/17 is not inside the VPC CIDR 10.0.0.0/16",
+                "pick a block inside 10.0.0.0/16",
+            )
+        ],
+        id="cidr-private-outside-vpc",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(public_subnet_cidr="192.168.0.0/24"),
+        [
+            err(
+                PUBLIC,
+                "192.168.0.0/24 is not inside the VPC CIDR 10.0.0.0/16",
+                "pick a block inside 10.0.0.0/16",
+            )
+        ],
+        id="cidr-public-outside-vpc",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(private_subnet_cidr="10.0.0.0/17"),
+        [
+            err(
+                PRIVATE,
+                "10.0.0.0/17 overlaps the public subnet 10.0.0.0/24",
+                "give the subnets disjoint blocks, e.g. 10.0.0.0/24 and 10.0.128.0/17",
+            )
+        ],
+        id="cidr-subnets-overlap",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(private_subnet_cidr="10.0.128.0/24"),
+        [warn(PRIVATE, "10.0.128.0/24 has 251 usable addresses", "use a /20 or larger")],
+        id="cidr-private-24-warns",
+    ),
+    pytest.param(
+        "vpc-cidr",
+        vpc(private_subnet_cidr="10.0.128.0/21"),
+        [warn(PRIVATE, "10.0.128.0/21 has 2043 usable addresses", "use a /20 or larger")],
+        id="cidr-private-21-warns",
+    ),
+    # endpoints-without-nat
+    pytest.param(
+        "endpoints-without-nat",
+        existing_vpc(endpoints=False),
+        [
+            info(
+                "network.interface_endpoints",
+                "needs a route to the internet (NAT) or interface endpoints",
+                "set interface_endpoints: true if the subnet has no NAT route",
+            )
+        ],
+        id="endpoints-existing-off",
+    ),
+    # region-known: an unknown but well-formed region is a warning, never an error.
+    *[
+        pytest.param(
+            "region-known",
+            region(name),
+            [
+                warn(
+                    "region",
+                    f"{name!r} is not a region this version knows",
+                    "check the spelling (e.g. us-west-2); a newer region is fine",
+                )
+            ],
+            id=f"region-unknown-{name}",
+        )
+        for name in ("us-north-9", "eu-wset-1", "zz-central-1")
+    ],
+    # az-id-in-region
+    *[
+        pytest.param(
+            "az-id-in-region",
+            region(name, az),
+            [
+                err(
+                    "availability_zone_id",
+                    f"{az!r} is not in region {name} (its zones are {prefix}-az1, {prefix}-az2",
+                    f"use an AZ ID of {name}, like {prefix}-az1",
+                )
+            ],
+            id=f"az-{az}-not-in-{name}",
+        )
+        for name, az, prefix in [
+            ("us-west-2", "use1-az1", "usw2"),
+            ("us-west-2", "usw1-az1", "usw2"),
+            ("us-gov-west-1", "usw1-az1", "usgw1"),
+            ("us-west-1", "usgw1-az1", "usw1"),
+            ("ap-northeast-1", "apse1-az1", "apne1"),
+            ("us-north-9", "usw2-az2", "usn9"),
+        ]
+    ],
+    # instance-group-names
+    pytest.param(
+        "instance-group-names",
+        groups(CONTROLLER, LOGIN, COMPUTE, COMPUTE),
+        [
+            err(
+                f"{GROUPS}[3].name",
+                "'compute' is used by another group",
+                "give each instance group its own name",
+            )
+        ],
+        id="names-identical-duplicate",
+    ),
+    # instance-group-roles
+    pytest.param(
+        "instance-group-roles",
+        groups(LOGIN, COMPUTE),
+        [
+            err(
+                GROUPS,
+                "a Slurm cluster has exactly one controller group, not 0",
+                "add one group with role: controller and instance_count: 1",
+            )
+        ],
+        id="roles-slurm-no-controller",
+    ),
+    pytest.param(
+        "instance-group-roles",
+        groups(CONTROLLER, group("controller-b", "controller"), COMPUTE),
+        [
+            err(
+                GROUPS,
+                "a Slurm cluster has exactly one controller group, not 2",
+                "add one group with role: controller and instance_count: 1",
+            )
+        ],
+        id="roles-slurm-two-controllers",
+    ),
+    pytest.param(
+        "instance-group-roles",
+        groups(group("controller", "controller", 2), COMPUTE),
+        [err(f"{GROUPS}[0].instance_count", "the controller group has 2 instances", "use 1")],
+        id="roles-controller-with-2-instances",
+    ),
+    pytest.param(
+        "instance-group-roles",
+        groups(CONTROLLER, group("gpu", "worker", 2)),
+        [err(f"{GROUPS}[1].role", "role worker is for EKS clusters", "use compute on Slurm")],
+        id="roles-slurm-worker",
+    ),
+    pytest.param(
+        "instance-group-roles",
+        groups(CONTROLLER, group("gpu", "worker", 2), orchestrator="eks"),
+        [err(f"{GROUPS}[0].role", "role controller is for Slurm clusters", "use worker on EKS")],
+        id="roles-eks-controller",
+    ),
+    pytest.param(
+        "instance-group-roles",
+        groups(group("gpu", "worker", 2), COMPUTE, orchestrator="eks"),
+        [err(f"{GROUPS}[1].role", "role compute is for Slurm clusters", "use worker on EKS")],
+        id="roles-eks-compute",
+    ),
+    # job-global-batch: default job is 2 nodes x 1 process, micro batch 4, global batch 32.
+    *[
+        pytest.param(
+            "job-global-batch",
+            job(**kw),
+            [err(BATCH, message, hint)],
+            id=f"batch-{label}",
+        )
+        for label, kw, message, hint in [
+            (
+                "30",
+                {"global_batch_size": 30},
+                "30 is not a multiple of micro_batch_size x ranks (4 x 2)",
+                "use 32",
+            ),
+            ("below-one-step", {"global_batch_size": 4}, "(4 x 2)", "use 8"),
+            (
+                "3-nodes",
+                {"nodes": 3},
+                "32 is not a multiple of micro_batch_size x ranks (4 x 3)",
+                "use 36",
+            ),
+            ("8-per-node", {"processes_per_node": 8}, "(4 x 16)", "use 64"),
+        ]
+    ],
+    # job-elastic
+    pytest.param(
+        "job-elastic",
+        elastic(min_replicas=4, max_replicas=2),
+        [
+            err(
+                "trainer.job.elastic.min_replicas",
+                "min_replicas 4 is above max_replicas 2",
+                "swap them",
+            ),
+            err(
+                "trainer.job.nodes",
+                "2 nodes is outside the elastic range [4, 2]",
+                "start within the range",
+            ),
+        ],
+        id="elastic-min-above-max",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic(
+            min_replicas=1, max_replicas=2, replica_increment_step=1, replica_discrete_values=[1, 2]
+        ),
+        [
+            err(
+                "trainer.job.elastic.replica_discrete_values",
+                "replica_increment_step and replica_discrete_values are exclusive",
+                "keep one",
+            )
+        ],
+        id="elastic-step-and-discrete",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic(min_replicas=1, max_replicas=3),
+        [
+            err(
+                BATCH,
+                "with 3 replicas (1 rank per replica) the global batch 32 does not split",
+                ELASTIC_BATCH_HINT,
+            )
+        ],
+        id="elastic-batch-not-divisible-at-3",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic(min_replicas=2, max_replicas=6, replica_increment_step=2),
+        [err(BATCH, "with 6 replicas (1 rank per replica)", ELASTIC_BATCH_HINT)],
+        id="elastic-step-reaches-bad-size",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic(
+            {"processes_per_node": 2},
+            min_replicas=1,
+            max_replicas=4,
+            replica_discrete_values=[1, 2, 3],
+        ),
+        [err(BATCH, "with 3 replicas (2 ranks per replica)", ELASTIC_BATCH_HINT)],
+        id="elastic-discrete-bad-size-2-per-node",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic(min_replicas=1, max_replicas=4, replica_discrete_values=[2, 8]),
+        [
+            err(
+                "trainer.job.elastic.replica_discrete_values",
+                "8 is outside [1, 4]",
+                "keep every value within min_replicas..max_replicas",
+            )
+        ],
+        id="elastic-discrete-outside-range",
+    ),
+    pytest.param(
+        "job-elastic",
+        elastic({"global_batch_size": 96}, min_replicas=3, max_replicas=4),
+        [
+            err(
+                "trainer.job.nodes",
+                "2 nodes is outside the elastic range [3, 4]",
+                "start within the range",
+            )
+        ],
+        id="elastic-nodes-outside-range",
+    ),
+]
+
+
+def _names(table: list[Any]) -> set[str]:
+    return {p.values[0] for p in table}
+
+
+def test_every_registered_validator_has_good_and_bad_rows() -> None:
+    """A new validator cannot be registered without a table of values here."""
+    assert _names(GOOD) == set(REGISTRY)
+    assert _names(BAD) == set(REGISTRY)
+
+
+@pytest.mark.parametrize(("name", "overrides"), GOOD)
+def test_good_values_give_no_error_or_warning(name: str, overrides: dict[str, Any]) -> None:
+    """Legal settings pass their validator (an INFO, such as aggregate throughput, is allowed)."""
+    found = run_validators(config_with(overrides), only=[name])
+    assert all(f.level is Level.INFO for f in found), _show(found)
+    assert all(f.check == name for f in found)
+
+
+@pytest.mark.parametrize(("name", "overrides", "expected"), BAD)
+def test_bad_values_give_exactly_the_expected_findings(
+    name: str, overrides: dict[str, Any], expected: list[Expect]
+) -> None:
+    """Each rule violation is reported once, at the value's path, with a hint that fixes it."""
+    assert_findings(run_validators(config_with(overrides), only=[name]), expected, name)
+
+
+@pytest.mark.parametrize(
+    ("gib", "tier", "aggregate"),
+    [
+        pytest.param(
+            1200, 250, "aggregate throughput 300 MB/s (1.20 TiB x 250 MB/s/TiB)", id="1200x250"
+        ),
+        pytest.param(
+            2400, 1000, "aggregate throughput 2,400 MB/s (2.40 TiB x 1000 MB/s/TiB)", id="2400x1000"
+        ),
+        pytest.param(
+            24000, 125, "aggregate throughput 3,000 MB/s (24.00 TiB x 125 MB/s/TiB)", id="24000x125"
+        ),
+    ],
+)
+def test_legal_tier_reports_aggregate_throughput(gib: int, tier: int, aggregate: str) -> None:
+    """A legal tier says what it buys: capacity (1200 GiB = 1.2 TiB, as FSx counts) x tier."""
+    found = run_validators(
+        config_with(lustre(storage_capacity_gib=gib, throughput_per_unit_storage=tier)),
+        only=["lustre-throughput-tier"],
+    )
+    assert_findings(found, [info(TIER, aggregate, None)], "lustre-throughput-tier")
+
+
+# --- regressions of bugs these tables found ------------------------------------------------------
+
+
+def test_duplicate_group_names_with_different_settings_are_reported() -> None:
+    """Two groups named 'compute' are a clash even when their instance types differ."""
+    overrides = groups(CONTROLLER, COMPUTE, group("compute", "compute", 1, "ml.p5.48xlarge"))
+    found = run_validators(config_with(overrides), only=["instance-group-names"])
+    assert [f.path for f in found] == [f"{GROUPS}[2].name"]
+
+
+@pytest.mark.parametrize("name", ["192.168.5.4", "xn--bucket"], ids=["ip-address", "xn-prefix"])
+def test_bucket_names_that_s3_reserves_are_rejected(name: str) -> None:
+    """A name S3 refuses should fail validation, not `cdk deploy`."""
+    found = run_validators(config_with(bucket(name=name)), only=["bucket-name"])
+    assert [f.path for f in found] == ["storage.bucket.name"]
+
+
+def test_prefix_hint_is_itself_a_valid_prefix() -> None:
+    """Following the hint must give a prefix that passes the same check."""
+    found = run_validators(config_with(dras(("/data", "a//b/"))), only=["dra-paths"])
+    assert len(found) == 1
+    assert found[0].hint is not None
+    assert "//" not in found[0].hint
+
+
+def test_elastic_range_reports_a_bad_global_batch_once() -> None:
+    """A wide elastic range gives one finding for the batch, not one per replica count."""
+    found = run_validators(
+        config_with(elastic(min_replicas=1, max_replicas=1000)), only=["job-elastic"]
+    )
+    assert len([f for f in found if f.path == BATCH]) == 1
+
+
+# --- the registry --------------------------------------------------------------------------------
+
+# Trips an error and a warning in vpc-cidr and the info of lustre-throughput-tier.
+NOISY = vpc(cidr="10.0.0.0/8", private_subnet_cidr="10.0.128.0/24")
+
+
+def test_default_environment_is_clean() -> None:
+    """The shipped default has no error and no warning in any validator."""
+    found = run_validators(config_with({}))
+    assert all(f.level is Level.INFO for f in found), _show(found)
+
+
+def test_suppress_hides_warnings_and_infos_but_never_errors() -> None:
+    """Suppression is for advice; an error means AWS would reject the stack, so it always shows."""
+    config = config_with(NOISY)
+    before = run_validators(config)
+    assert {(f.check, f.level) for f in before} >= {
+        ("vpc-cidr", Level.ERROR),
+        ("vpc-cidr", Level.WARNING),
+        ("lustre-throughput-tier", Level.INFO),
+    }
+    after = run_validators(config, suppress=["vpc-cidr", "lustre-throughput-tier"])
+    assert [(f.check, f.level, f.path) for f in after] == [
+        ("vpc-cidr", Level.ERROR, "network.vpc.cidr")
+    ]
+
+
+def test_suppress_leaves_other_validators_alone() -> None:
+    """Muting one check keeps every other check's warnings."""
+    config = config_with(merge(NOISY, region("us-north-9", "usn9-az1")))
+    found = run_validators(config, suppress=["vpc-cidr"])
+    assert ("region-known", Level.WARNING) in {(f.check, f.level) for f in found}
+    assert ("vpc-cidr", Level.WARNING) not in {(f.check, f.level) for f in found}
+
+
+def test_unknown_suppress_name_is_a_warning() -> None:
+    """A misspelt name in suppress would silently mute nothing, so it is reported."""
+    found = run_validators(config_with({}), suppress=["vpc-cidrs", "lustre-capacity"])
+    unknown = [f for f in found if f.path == "validation.suppress"]
+    assert len(unknown) == 1
+    (f,) = unknown
+    assert (f.level, f.check) == (Level.WARNING, "validation")
+    assert "no check is named 'vpc-cidrs'" in f.message
+    assert f.hint == f"names: {', '.join(sorted(REGISTRY))}"
+
+
+def test_only_restricts_to_the_named_validators() -> None:
+    """`only=` runs just those checks, so a test or `--only` sees nothing else."""
+    config = config_with(merge(NOISY, lustre(storage_capacity_gib=2000)))
+    assert {f.check for f in run_validators(config)} > {"vpc-cidr", "lustre-capacity"}
+    found = run_validators(config, only=["lustre-capacity", "vpc-source"])
+    assert {f.check for f in found} == {"lustre-capacity"}
+    assert run_validators(config, only=[]) == []
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_finding_carries_its_validator_name(name: str) -> None:
+    """`check` is the name to suppress: it must be the registered name, whatever the check set."""
+    bad = [p.values[1] for p in BAD if p.values[0] == name]
+    for overrides in bad:
+        found = run_validators(config_with(overrides), only=[name])
+        assert found
+        assert {f.check for f in found} == {name}
+
+
+def test_registering_a_name_twice_raises() -> None:
+    """Names are what users suppress; two checks under one name would mute each other."""
+
+    def check(config: EnvironmentConfig) -> Iterator[Finding]:
+        yield from ()
+
+    name = "test-duplicate-registration"
+    assert name not in REGISTRY
+    try:
+        validator(name, area="test")(check)
+        assert REGISTRY[name].check is check
+        with pytest.raises(ValueError, match="registered twice"):
+            validator(name, area="test")(check)
+        with pytest.raises(ValueError, match="registered twice"):
+            validator("lustre-capacity", area="test")(check)
+        assert REGISTRY["lustre-capacity"].check is not check
+    finally:
+        REGISTRY.pop(name, None)
+    assert name not in REGISTRY
+
+
+# --- findings through the loader carry the YAML line ---------------------------------------------
+
+
+def _line(path: Path, key: str, nth: int = 0) -> int:
+    """1-based line of the `nth` occurrence of `key:` in the written file."""
+    pattern = re.compile(rf"^\s*(- )?{re.escape(key)}:")
+    hits = [i for i, text in enumerate(path.read_text().splitlines(), 1) if pattern.match(text)]
+    return hits[nth]
+
+
+def _error_of(path: Path, check: str) -> Finding:
+    with pytest.raises(ConfigError) as info_:
+        load_environment(path)
+    found = [f for f in info_.value.findings if f.check == check]
+    assert len(found) == 1, str(info_.value)
+    return found[0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "check", "key", "nth"),
+    [
+        pytest.param(
+            lustre(storage_capacity_gib=2000),
+            "lustre-capacity",
+            "storage_capacity_gib",
+            0,
+            id="capacity",
+        ),
+        pytest.param(
+            dras(("/data", "data/"), ("/data/sub", "sub/")),
+            "dra-paths",
+            "file_system_path",
+            1,
+            id="dra-item-1",
+        ),
+        pytest.param(
+            groups(LOGIN, COMPUTE), "instance-group-roles", "instance_groups", 0, id="groups-list"
+        ),
+        pytest.param(
+            groups(CONTROLLER, group("gpu", "worker", 2)),
+            "instance-group-roles",
+            "role",
+            1,
+            id="group-item-role",
+        ),
+        pytest.param(
+            region("us-west-2", "use1-az1"), "az-id-in-region", "availability_zone_id", 0, id="az"
+        ),
+        pytest.param(
+            job(global_batch_size=30), "job-global-batch", "global_batch_size", 0, id="batch"
+        ),
+    ],
+)
+def test_semantic_error_carries_the_yaml_line(
+    write_env: WriteEnv, overrides: dict[str, Any], check: str, key: str, nth: int
+) -> None:
+    """`FILE:LINE` of a semantic error points at the offending key, list items included."""
+    path = write_env(overrides)
+    f = _error_of(path, check)
+    assert f.line == _line(path, key, nth)
+    assert f.render(str(path)).startswith(f"{path}:{f.line} ")
+
+
+def test_warnings_and_infos_carry_lines_on_a_valid_file(write_env: WriteEnv) -> None:
+    """A file that loads still reports its advice at the right lines."""
+    path = write_env(
+        merge(vpc(private_subnet_cidr="10.0.128.0/24"), {"validation": {"suppress": ["nope"]}})
+    )
+    loaded = load_environment(path)
+    lines = {(f.check, f.path): f.line for f in loaded.findings}
+    assert lines == {
+        ("vpc-cidr", PRIVATE): _line(path, "private_subnet_cidr"),
+        ("lustre-throughput-tier", TIER): _line(path, "throughput_per_unit_storage"),
+        ("validation", "validation.suppress"): _line(path, "suppress"),
+    }
+
+
+def test_finding_for_a_key_not_in_the_file_points_at_its_parent(write_env: WriteEnv) -> None:
+    """A default-valued key has no line of its own; the nearest written parent stands in."""
+    overrides = {
+        "network": {"vpc": None, "interface_endpoints": None, "existing_vpc": EXISTING_VPC}
+    }
+    path = write_env(overrides)
+    assert "interface_endpoints" not in path.read_text()
+    loaded = load_environment(path)
+    (f,) = [f for f in loaded.findings if f.check == "endpoints-without-nat"]
+    assert f.path == "network.interface_endpoints"
+    assert f.line == _line(path, "network")
+
+
+def test_cli_suppress_and_file_suppress_both_apply(write_env: WriteEnv) -> None:
+    """`--suppress` on the command line adds to `validation.suppress` in the file."""
+    path = write_env(
+        merge(
+            vpc(private_subnet_cidr="10.0.128.0/24"),
+            {"validation": {"suppress": ["lustre-throughput-tier"]}},
+        )
+    )
+    assert {f.check for f in load_environment(path).findings} == {"vpc-cidr"}
+    assert load_environment(path, suppress=["vpc-cidr"]).findings == []
+
+
+def test_semantic_errors_are_sorted_worst_first_then_by_line(write_env: WriteEnv) -> None:
+    """With errors and warnings together, errors come first, each group in file order."""
+    path = write_env(
+        merge(
+            merge(lustre(storage_capacity_gib=2000), vpc(private_subnet_cidr="10.0.128.0/24")),
+            merge(job(global_batch_size=30), {"validation": {"suppress": ["nope"]}}),
+        )
+    )
+    with pytest.raises(ConfigError) as info_:
+        load_environment(path)
+    found = info_.value.findings
+    levels = [f.level for f in found]
+    assert levels == sorted(levels, reverse=True)
+    assert [f.check for f in found] == [
+        "lustre-capacity",
+        "job-global-batch",
+        "vpc-cidr",
+        "validation",
+        "lustre-throughput-tier",
+    ]
+    for level in Level:
+        lines = [f.line or 0 for f in found if f.level is level]
+        assert lines == sorted(lines)
