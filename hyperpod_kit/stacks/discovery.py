@@ -4,13 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
 
 def publish(scope: Construct, *, environment: str, area: str, values: Mapping[str, str]) -> None:
-    """Write ``values`` as JSON to ``/hyperpod-kit/<environment>/<area>``."""
+    """Write ``values`` as JSON to ``/hyperpod-kit/<environment>/<area>``, and as stack outputs
+    (which `cdk deploy` prints)."""
+    for key, value in values.items():
+        CfnOutput(scope, "".join(p.capitalize() for p in key.split("_")), value=value)
     ssm.StringParameter(
         scope,
         "Discovery",

@@ -189,3 +189,16 @@ def test_storage_uses_network_handles_across_stacks(synth: SynthFn) -> None:
     _, fs = _one(storage, "AWS::FSx::FileSystem")
     for ref in (fs["Properties"]["SubnetIds"][0], *fs["Properties"]["SecurityGroupIds"]):
         assert "Fn::ImportValue" in ref  # a typed handle, exported by the network stack
+
+
+def test_storage_handles_are_stack_outputs_and_a_discovery_parameter(synth: SynthFn) -> None:
+    storage = synth().templates["storage"]
+    storage.has_output("FileSystemId", {"Value": {"Ref": "LustreFileSystem"}})
+    storage.has_output(
+        "MountName", {"Value": {"Fn::GetAtt": ["LustreFileSystem", "LustreMountName"]}}
+    )
+    storage.has_output("DnsName", {"Value": {"Fn::GetAtt": ["LustreFileSystem", "DNSName"]}})
+    storage.has_output("BucketName", {"Value": {"Ref": "DataBucket"}})
+    storage.has_resource_properties(
+        "AWS::SSM::Parameter", {"Name": "/hyperpod-kit/hyperpod-dev/storage"}
+    )
