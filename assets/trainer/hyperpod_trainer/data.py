@@ -1,0 +1,195 @@
+"""Datasets addressed by a global sample id, and the rule that hands each rank its share.
+
+The whole data position is one integer: how many samples the job has consumed. Global step `s`
+consumes ids ``[c, c + global_batch)`` where `c` is that counter; rank `r` takes the contiguous
+slice ``[c + r*A*m, c + (r+1)*A*m)`` as `A` micro-batches of `m`. Nothing here depends on the
+world size except that split, so a checkpoint written by 2 ranks resumes exactly on 1 or 3.
+
+This is why the loader is a plain `DataLoader` over a deterministic batch sampler rather than a
+torchdata `StatefulDataLoader`: the latter's state counts batches yielded *per rank*, which has no
+meaning once the number of ranks changes, and it would still need this counter to reshard.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from .config import ConfigError, DataConfig
+from .signals import ignore_stop_signals
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """How one global batch is split between ranks and micro-batches."""
+
+    global_batch_size: int
+    micro_batch_size: int
+    world_size: int
+    rank: int
+
+    @property
+    def grad_accum(self) -> int:
+        return self.global_batch_size // (self.micro_batch_size * self.world_size)
+
+    def micro_batch_ids(self, samples_consumed: int, micro: int) -> list[int]:
+        """Sample ids of micro-batch `micro` on this rank for the step starting at the counter."""
+        start = samples_consumed + (self.rank * self.grad_accum + micro) * self.micro_batch_size
+        return list(range(start, start + self.micro_batch_size))
+
+
+class RankBatchSampler(Sampler[list[int]]):
+    """Endless micro-batches of ids for this rank, starting at a global sample counter."""
+
+    def __init__(self, plan: BatchPlan, start_samples: int) -> None:
+        self.plan = plan
+        self.start_samples = start_samples
+
+    def __iter__(self) -> Iterator[list[int]]:
+        consumed = self.start_samples
+        while True:
+            for micro in range(self.plan.grad_accum):
+                yield self.plan.micro_batch_ids(consumed, micro)
+            consumed += self.plan.global_batch_size
+
+
+class SyntheticTokens(Dataset[tuple[int, torch.Tensor]]):
+    """Deterministic, learnable sequences: sample `i` is an arithmetic progression mod vocab.
+
+    The start and stride come from a RNG seeded by (seed, id), so any process can produce any
+    sample without coordination, and a loss curve actually goes down.
+    """
+
+    def __init__(self, *, vocab_size: int, seq_len: int, seed: int) -> None:
+        self.vocab_size = vocab_size
+        self.seq_len = seq_len
+        self.seed = seed
+
+    def __getitem__(self, sample_id: int) -> tuple[int, torch.Tensor]:
+        rng = random.Random(self.seed * 1_000_000_007 + sample_id)
+        start = rng.randrange(self.vocab_size)
+        stride = rng.randrange(1, 8)
+        steps = torch.arange(self.seq_len + 1, dtype=torch.int64)
+        return sample_id, (start + stride * steps) % self.vocab_size
+
+
+_BIN_DTYPES: dict[str, np.dtype[Any]] = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
+
+
+def _open_shard(path: Path, bin_dtype: str) -> np.ndarray[Any, Any]:
+    """Memory-map one shard; copy-on-write so torch gets a writable view that never hits disk."""
+    if path.suffix == ".npy":
+        try:
+            array: np.ndarray[Any, Any] = np.load(path, mmap_mode="c")
+        except ValueError as exc:
+            raise ConfigError("data.path", f"{path}: {exc}") from None
+    else:
+        array = np.memmap(path, dtype=_BIN_DTYPES[bin_dtype], mode="c")
+    if array.ndim != 1 or array.dtype not in (np.uint16, np.uint32):
+        raise ConfigError(
+            "data.path", f"{path}: expected 1-D uint16 or uint32 tokens, got {array.dtype}"
+        )
+    return array
+
+
+def find_shards(directory: Path) -> list[Path]:
+    if not directory.is_dir():
+        raise ConfigError("data.path", f"{directory} is not a directory")
+    shards = sorted(p for p in directory.iterdir() if p.suffix in (".npy", ".bin"))
+    if not shards:
+        raise ConfigError("data.path", f"no .npy or .bin token shards in {directory}")
+    return shards
+
+
+class TokenShards(Dataset[tuple[int, torch.Tensor]]):
+    """Non-overlapping windows of seq_len+1 tokens from memory-mapped shards.
+
+    Sample id `k` is window ``perm_e[k mod N]`` of epoch ``e = k // N`` where ``perm_e`` is a
+    permutation seeded by (seed, e): ids never run out and every epoch sees every window once.
+    """
+
+    def __init__(self, cfg: DataConfig, *, vocab_size: int) -> None:
+        assert cfg.path is not None
+        self.seq_len = cfg.seq_len
+        self.seed = cfg.seed
+        self.shuffle = cfg.shuffle
+        self.vocab_size = vocab_size
+        self.bin_dtype = cfg.token_dtype
+        self.paths = find_shards(Path(cfg.path))
+        counts = [(len(_open_shard(p, self.bin_dtype)) - 1) // self.seq_len for p in self.paths]
+        self.starts = [0]
+        for count in counts:
+            self.starts.append(self.starts[-1] + max(0, count))
+        self.num_windows = self.starts[-1]
+        if self.num_windows == 0:
+            raise ConfigError("data.path", f"shards hold fewer than seq_len+1={self.seq_len + 1}")
+        self._maps: dict[int, np.ndarray[Any, Any]] = {}
+        self._perm_epoch = -1
+        self._perm = torch.empty(0, dtype=torch.int64)
+
+    def _window(self, sample_id: int) -> int:
+        epoch, pos = divmod(sample_id, self.num_windows)
+        if not self.shuffle:
+            return pos
+        if epoch != self._perm_epoch:
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm = torch.randperm(self.num_windows, generator=gen)
+            self._perm_epoch = epoch
+        return int(self._perm[pos])
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Workers started with spawn get a pickled copy; they map the shards themselves.
+        state = self.__dict__.copy()
+        state["_maps"] = {}
+        return state
+
+    def __len__(self) -> int:
+        return self.num_windows
+
+    def __getitem__(self, sample_id: int) -> tuple[int, torch.Tensor]:
+        window = self._window(sample_id)
+        index = bisect.bisect_right(self.starts, window) - 1
+        if index not in self._maps:
+            self._maps[index] = _open_shard(self.paths[index], self.bin_dtype)
+        first = (window - self.starts[index]) * self.seq_len
+        tokens = torch.from_numpy(
+            self._maps[index][first : first + self.seq_len + 1].astype(np.int64)
+        )
+        top = int(tokens.max())
+        if top >= self.vocab_size:
+            raise ValueError(
+                f"token id {top} in {self.paths[index]} >= model vocab_size {self.vocab_size}"
+            )
+        return sample_id, tokens
+
+
+def build_dataset(cfg: DataConfig, *, vocab_size: int) -> Dataset[tuple[int, torch.Tensor]]:
+    if cfg.source == "synthetic":
+        return SyntheticTokens(vocab_size=vocab_size, seq_len=cfg.seq_len, seed=cfg.seed)
+    return TokenShards(cfg, vocab_size=vocab_size)
+
+
+def build_loader(
+    dataset: Dataset[tuple[int, torch.Tensor]],
+    plan: BatchPlan,
+    *,
+    start_samples: int,
+    num_workers: int,
+    pin_memory: bool,
+) -> DataLoader[Any]:
+    """Loader over this rank's micro-batches; rebuilt on every launch from the counter alone."""
+    return DataLoader(
+        dataset,
+        batch_sampler=RankBatchSampler(plan, start_samples),
+        num_workers=num_workers,
+        pin_memory=pin_memory,
+        worker_init_fn=ignore_stop_signals if num_workers else None,
+    )

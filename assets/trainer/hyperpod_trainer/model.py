@@ -1,0 +1,206 @@
+"""Decoder-only transformer (Llama style: RMSNorm, RoPE, SwiGLU, GQA) and its FSDP2 wrapping."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F  # noqa: N812 - the torch convention
+from torch import nn
+from torch.distributed.device_mesh import DeviceMesh
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.utils.checkpoint import checkpoint
+
+from .presets import ModelShape
+
+INIT_STD = 0.02
+
+
+class RMSNorm(nn.Module):
+    """Normalises in fp32 whatever the compute dtype, as Llama does, for bf16 stability."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        normed = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return normed.type_as(x) * self.weight
+
+    def reset_parameters(self) -> None:
+        nn.init.ones_(self.weight)
+
+
+def rope_tables(head_dim: int, seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """cos/sin of shape (seq_len, head_dim) for the rotate-half formulation."""
+    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)
+    angles = torch.cat([angles, angles], dim=-1)
+    return angles.cos().float(), angles.sin().float()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: (batch, heads, seq, head_dim)."""
+    half = x.shape[-1] // 2
+    rotated = torch.cat([-x[..., half:], x[..., :half]], dim=-1)
+    return (x * cos + rotated * sin).type_as(x)
+
+
+class Attention(nn.Module):
+    def __init__(self, shape: ModelShape) -> None:
+        super().__init__()
+        self.n_heads = shape.n_heads
+        self.n_kv_heads = shape.n_kv_heads
+        self.head_dim = shape.head_dim
+        self.wq = nn.Linear(shape.dim, shape.n_heads * self.head_dim, bias=False)
+        self.wk = nn.Linear(shape.dim, shape.n_kv_heads * self.head_dim, bias=False)
+        self.wv = nn.Linear(shape.dim, shape.n_kv_heads * self.head_dim, bias=False)
+        self.wo = nn.Linear(shape.n_heads * self.head_dim, shape.dim, bias=False)
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        bsz, seq, _ = x.shape
+        q = self.wq(x).view(bsz, seq, self.n_heads, self.head_dim).transpose(1, 2)
+        k = self.wk(x).view(bsz, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        v = self.wv(x).view(bsz, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        out = F.scaled_dot_product_attention(
+            q, k, v, is_causal=True, enable_gqa=self.n_kv_heads != self.n_heads
+        )
+        merged: torch.Tensor = self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
+        return merged
+
+
+class FeedForward(nn.Module):
+    """SwiGLU: w2(silu(w1 x) * w3 x)."""
+
+    def __init__(self, dim: int, hidden: int) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(dim, hidden, bias=False)
+        self.w2 = nn.Linear(hidden, dim, bias=False)
+        self.w3 = nn.Linear(dim, hidden, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.w2(F.silu(self.w1(x)) * self.w3(x))
+        return out
+
+
+class Block(nn.Module):
+    """One transformer layer; also the FSDP2 sharding unit and the activation-checkpoint unit.
+
+    Checkpointing happens inside `forward`, so FSDP2's hooks (registered on this module) stay
+    outside the recomputed region, the same arrangement as wrapping before `fully_shard`.
+    """
+
+    def __init__(self, shape: ModelShape, activation_checkpointing: bool) -> None:
+        super().__init__()
+        self.attention_norm = RMSNorm(shape.dim, shape.norm_eps)
+        self.attention = Attention(shape)
+        self.ffn_norm = RMSNorm(shape.dim, shape.norm_eps)
+        self.feed_forward = FeedForward(shape.dim, shape.ffn_dim)
+        self.activation_checkpointing = activation_checkpointing
+
+    def _forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        h: torch.Tensor = x + self.attention(self.attention_norm(x), cos, sin)
+        out: torch.Tensor = h + self.feed_forward(self.ffn_norm(h))
+        return out
+
+    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+        if self.activation_checkpointing and self.training and torch.is_grad_enabled():
+            out = checkpoint(self._forward, x, cos, sin, use_reentrant=False)
+            assert isinstance(out, torch.Tensor)
+            return out
+        return self._forward(x, cos, sin)
+
+
+class Transformer(nn.Module):
+    rope_cos: torch.Tensor
+    rope_sin: torch.Tensor
+
+    def __init__(self, shape: ModelShape, seq_len: int, activation_checkpointing: bool) -> None:
+        super().__init__()
+        self.shape = shape
+        self.seq_len = seq_len
+        self.tok_embeddings = nn.Embedding(shape.vocab_size, shape.dim)
+        self.layers = nn.ModuleList(
+            [Block(shape, activation_checkpointing) for _ in range(shape.n_layers)]
+        )
+        self.norm = RMSNorm(shape.dim, shape.norm_eps)
+        self.output = (
+            None if shape.tie_embeddings else nn.Linear(shape.dim, shape.vocab_size, bias=False)
+        )
+        # Derived from the shape, not trained: kept out of the checkpoint (persistent=False).
+        cos, sin = rope_tables(shape.head_dim, seq_len, shape.rope_theta)
+        self.register_buffer("rope_cos", cos, persistent=False)
+        self.register_buffer("rope_sin", sin, persistent=False)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        seq = tokens.shape[1]
+        cos, sin = self.rope_cos[:seq], self.rope_sin[:seq]
+        h = self.tok_embeddings(tokens)
+        for layer in self.layers:
+            h = layer(h, cos, sin)
+        h = self.norm(h)
+        if self.output is None:
+            return F.linear(h, self.tok_embeddings.weight)
+        logits: torch.Tensor = self.output(h)
+        return logits
+
+    @torch.no_grad()
+    def init_weights(self) -> None:
+        """(Re)initialise every parameter and buffer; also used after meta-device construction."""
+        depth_std = INIT_STD / math.sqrt(2 * self.shape.n_layers)
+        for name, module in self.named_modules():
+            if isinstance(module, nn.Linear):
+                std = depth_std if name.endswith(("wo", "w2")) else INIT_STD
+                nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
+            elif isinstance(module, nn.Embedding):
+                nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
+            elif isinstance(module, RMSNorm):
+                module.reset_parameters()
+        cos, sin = rope_tables(self.shape.head_dim, self.seq_len, self.shape.rope_theta)
+        self.rope_cos.copy_(cos)
+        self.rope_sin.copy_(sin)
+
+
+def build_model(
+    shape: ModelShape,
+    *,
+    seq_len: int,
+    activation_checkpointing: bool,
+    mesh: DeviceMesh,
+    device: torch.device,
+    bf16: bool,
+    meta_init: bool,
+    seed: int,
+) -> Transformer:
+    """Construct, shard per block and at the root with FSDP2, and initialise.
+
+    With full init every rank builds the same full model from `seed` and `fully_shard` keeps its
+    slice, so the initial weights do not depend on the world size. With meta init only shards are
+    ever materialised (needed when the full model does not fit one host's memory); the initial
+    weights then depend on the world size, which matters only for a fresh start.
+    """
+    torch.manual_seed(seed)
+    build_device = torch.device("meta") if meta_init else torch.device("cpu")
+    with build_device:
+        model = Transformer(shape, seq_len, activation_checkpointing)
+    if not meta_init:
+        model.init_weights()
+        model.to(device)
+    mp = MixedPrecisionPolicy(
+        param_dtype=torch.bfloat16 if bf16 else None,
+        reduce_dtype=torch.float32 if bf16 else None,
+    )
+    for layer in model.layers:
+        fully_shard(layer, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
+    if meta_init:
+        model.to_empty(device=device)
+        # Each rank fills only its shards. On CUDA meshes DTensor's RNG tracker already gives
+        # every shard its own stream; on CPU it does not, so seed per rank or all shards of a
+        # matrix would be copies of each other (checked with torch 2.13 on gloo).
+        torch.manual_seed(seed + 7919 * (mesh.get_local_rank() + 1))
+        model.init_weights()
+    return model

@@ -1,0 +1,149 @@
+"""In-process checks of the pieces the launches rely on: the batch split, token shards, the
+checkpoint folder rules and the LR schedule; plus one real run on token shards."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("hyperpod_trainer")
+np = pytest.importorskip("numpy")
+
+from hyperpod_trainer import checkpoint as ck  # noqa: E402
+from hyperpod_trainer.config import DataConfig  # noqa: E402
+from hyperpod_trainer.data import BatchPlan, TokenShards  # noqa: E402
+from hyperpod_trainer.schedule import lr_at  # noqa: E402
+
+pytestmark = pytest.mark.trainer
+
+
+@pytest.mark.parametrize(("world_size", "micro"), [(1, 2), (2, 2), (3, 2), (2, 3), (6, 1)])
+def test_every_world_size_consumes_the_same_ids_per_step(world_size: int, micro: int) -> None:
+    global_batch = 12
+    for consumed in (0, 12, 120):
+        taken = []
+        for rank in range(world_size):
+            plan = BatchPlan(global_batch, micro, world_size, rank)
+            for m in range(plan.grad_accum):
+                taken += plan.micro_batch_ids(consumed, m)
+        assert sorted(taken) == list(range(consumed, consumed + global_batch))
+
+
+def _write_npy(path: Path, tokens: np.ndarray) -> None:
+    np.save(path, tokens)
+
+
+def test_token_shards_cover_each_window_once_per_epoch(tmp_path: Path) -> None:
+    seq = 8
+    a = np.arange(0, 8 * 5 + 3, dtype=np.uint16)  # 5 windows of 9 tokens (8 + 1), 2 spare
+    b = np.arange(1000, 1000 + 8 * 3 + 1, dtype=np.uint32)  # 3 windows
+    _write_npy(tmp_path / "00.npy", a)
+    (tmp_path / "01.bin").write_bytes(b.astype("<u2").tobytes())
+    cfg = DataConfig(source="tokens", path=str(tmp_path), token_dtype="uint16", seq_len=seq)
+    ds = TokenShards(cfg, vocab_size=4096)
+    assert len(ds) == 8
+    for epoch in range(2):
+        firsts = []
+        for sample_id in range(epoch * 8, epoch * 8 + 8):
+            got_id, tokens = ds[sample_id]
+            assert got_id == sample_id
+            assert tokens.shape == (seq + 1,)
+            assert (tokens[1:] - tokens[:-1] == 1).all()  # a contiguous window of one shard
+            firsts.append(int(tokens[0]))
+        assert sorted(firsts) == [0, 8, 16, 24, 32, 1000, 1008, 1016]
+    # Epochs are shuffled differently but deterministically.
+    again = TokenShards(cfg, vocab_size=4096)
+    assert [int(again[i][1][0]) for i in range(16)] == [int(ds[i][1][0]) for i in range(16)]
+
+
+def test_token_ids_beyond_the_vocab_are_refused(tmp_path: Path) -> None:
+    _write_npy(tmp_path / "x.npy", np.full(20, 300, dtype=np.uint16))
+    ds = TokenShards(DataConfig(source="tokens", path=str(tmp_path), seq_len=4), vocab_size=256)
+    with pytest.raises(ValueError, match="token id 300"):
+        ds[0]
+
+
+def _fake_checkpoint(root: Path, step: int, *, marker: bool = True, tmp: bool = False) -> Path:
+    path = root / (f"step_{step:06d}" + (".tmp" if tmp else ""))
+    path.mkdir(parents=True)
+    (path / ".metadata").write_bytes(b"x")
+    (path / "__0_0.distcp").write_bytes(b"x" * 10)
+    if marker:
+        (path / ck.MARKER).write_text(json.dumps({"step": step}))
+    return path
+
+
+def test_latest_is_the_newest_complete_checkpoint(tmp_path: Path) -> None:
+    assert ck.find_latest(tmp_path) is None
+    _fake_checkpoint(tmp_path, 3)
+    _fake_checkpoint(tmp_path, 6)
+    _fake_checkpoint(tmp_path, 9, tmp=True)  # crashed while saving
+    _fake_checkpoint(tmp_path, 12, marker=False)  # half deleted
+    ck.write_atomic(tmp_path / ck.LATEST, "step_000003\n")  # lagging pointer
+    latest = ck.find_latest(tmp_path)
+    assert latest is not None
+    assert latest.step == 6
+    removed = {p.name for p in ck.clean_incomplete(tmp_path)}
+    assert removed == {"step_000009.tmp", "step_000012"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "latest",
+        "step_000003",
+        "step_000006",
+    ]
+
+
+def test_write_atomic_replaces_without_leftovers(tmp_path: Path) -> None:
+    target = tmp_path / "latest"
+    ck.write_atomic(target, "a")
+    ck.write_atomic(target, "b")
+    assert target.read_text() == "b"
+    assert [p.name for p in tmp_path.iterdir()] == ["latest"]
+
+
+def test_schedule_warms_up_then_decays_to_min_lr() -> None:
+    kw = {"lr": 1.0, "min_lr": 0.1, "warmup_steps": 4, "total_steps": 20}
+    assert [lr_at(s, **kw) for s in range(4)] == [0.25, 0.5, 0.75, 1.0]
+    decay = [lr_at(s, **kw) for s in range(4, 21)]
+    assert decay == sorted(decay, reverse=True)
+    assert decay[-1] == pytest.approx(0.1)
+
+
+def test_trains_from_token_shards(harness, tmp_path: Path) -> None:
+    """Also: TensorBoard/MLflow are optional; when missing, a warning and training goes on."""
+    tracking = ["--set", f"metrics.tensorboard_dir={tmp_path / 'tb'}"]
+    mlflow_missing = importlib.util.find_spec("mlflow") is None
+    if mlflow_missing:  # never start a real MLflow run from a test
+        tracking += ["--set", "metrics.mlflow=true"]
+    data = tmp_path / "data"
+    data.mkdir()
+    rng = np.random.default_rng(0)
+    for i in range(2):
+        _write_npy(data / f"shard{i}.npy", rng.integers(0, 256, 2000, dtype=np.uint16))
+    samples = tmp_path / "samples"
+    result = harness.direct(
+        [
+            "--set", "data.source=tokens",
+            "--set", f"data.path={data}",
+            "--set", "data.seq_len=16",
+            "--set", "train.steps=3",
+            "--set", "train.global_batch_size=4",
+            "--set", "optim.warmup_steps=1",
+            "--set", f"data.sample_log_dir={samples}",
+            *tracking,
+        ],
+        timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.explain()
+    losses = result.losses()
+    assert sorted(losses) == [1, 2, 3]
+    assert all(4.0 < loss < 7.0 for loss in losses.values())  # ~ln(256) for random tokens
+    assert harness.read_samples(samples) == {1: [0, 1, 2, 3], 2: [4, 5, 6, 7], 3: [8, 9, 10, 11]}
+    if mlflow_missing:
+        assert "mlflow is not installed; metrics.mlflow ignored" in result.stderr
+    if importlib.util.find_spec("tensorboard") is None:
+        assert "tensorboard is not installed" in result.stderr
+    else:
+        assert list((tmp_path / "tb").iterdir())
