@@ -16,6 +16,7 @@ from cdk_nag import AwsSolutionsChecks
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
 from hyperpod_kit.stacks.network import NetworkStack
 from hyperpod_kit.stacks.storage import StorageStack
+from hyperpod_kit.stacks.trainer import TrainerStack
 
 DEFAULT_ENVIRONMENT = "environments/default.yaml"
 
@@ -38,9 +39,11 @@ class EnvironmentStacks:
 
     network: NetworkStack
     storage: StorageStack
+    trainer: TrainerStack | None
 
     def all(self) -> list[cdk.Stack]:
-        return [self.network, self.storage]
+        stacks: list[cdk.Stack] = [self.network, self.storage]
+        return stacks + ([self.trainer] if self.trainer else [])
 
 
 def create_app(*, outdir: str | None = None) -> cdk.App:
@@ -73,7 +76,14 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
         network=network.network,
         **stack_args("storage", "S3 data bucket and FSx for Lustre"),
     )
-    stacks = EnvironmentStacks(network=network, storage=storage)
+    trainer = None
+    if config.trainer.build_image:
+        # Independent of the others: deploys in parallel with network and storage.
+        trainer = TrainerStack(
+            app, f"{prefix}-trainer", config=config,
+            **stack_args("trainer", "the bundled trainer image in ECR"),
+        )  # fmt: skip
+    stacks = EnvironmentStacks(network=network, storage=storage, trainer=trainer)
     for stack in stacks.all():
         cdk.Tags.of(stack).add("hyperpod-kit:environment", config.name)
         for key, value in config.tags.items():

@@ -1,4 +1,4 @@
-"""`hyperpod-kit`: validate, schema, synth, check, diff, deploy, destroy.
+"""`hyperpod-kit`: validate, schema, synth, check, jobs, diff, deploy, destroy.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` with nothing written.
@@ -56,6 +56,10 @@ def _parser() -> argparse.ArgumentParser:
     syn = env_command("synth", "validate, synthesize offline to cdk.out, run cdk-nag and cfn-lint")
     syn.add_argument("-o", "--output", default="cdk.out", help="cloud assembly folder (cdk.out)")
 
+    jobs = env_command("jobs", "render the job template (sbatch or HyperPodPyTorchJob) to a folder")
+    jobs.add_argument("-o", "--output", default="jobs", help="folder for the job files (jobs)")
+    jobs.add_argument("--image", help="trainer image URI (default: looked up at submit time)")
+
     chk = sub.add_parser("check", help="run the gates (cdk-nag, cfn-lint) on an existing cdk.out")
     chk.add_argument("assembly", nargs="?", default="cdk.out")
 
@@ -90,12 +94,21 @@ def _dispatch(args: argparse.Namespace) -> int:
     loaded = _load(args.file, args.suppress, quiet=getattr(args, "quiet", False), as_json=as_json)
     if loaded is None:
         return EXIT_BAD_INPUT
-    if args.command == "validate":
-        return EXIT_OK
-    if args.command == "synth":
-        from hyperpod_kit.cli.synth import synth
+    handler = {"validate": _validate, "synth": _synth, "jobs": _jobs}.get(args.command, _cdk)
+    return handler(loaded, args)
 
-        return synth(loaded, Path(args.output))
+
+def _validate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    return EXIT_OK
+
+
+def _synth(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.synth import synth
+
+    return synth(loaded, Path(args.output))
+
+
+def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.cdk import run_cdk
 
     return run_cdk(args.command, loaded, [a for a in args.cdk_args if a != "--"])
@@ -141,6 +154,18 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
         return
     for f in findings:
         print(f.render(file), file=stream)  # type: ignore[call-overload]
+
+
+def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.jobs import render_jobs
+
+    output = Path(args.output)
+    rendered = render_jobs(loaded.config, image=args.image)
+    output.mkdir(parents=True, exist_ok=True)
+    for job in rendered:
+        (output / job.filename).write_text(job.text)
+        print(f"wrote {output / job.filename}", file=sys.stderr)
+    return EXIT_OK
 
 
 def _schema(output: str | None, *, markdown: bool) -> int:

@@ -317,11 +317,22 @@ class JobConfig(Section):
     micro_batch_size: int = Field(default=1, ge=1)
     seq_len: int = Field(default=4096, ge=8)
     max_steps: int = Field(default=1000, ge=1)
-    data_path: str = "/fsx/data/tokens"
+    data_path: str = Field(
+        default="/fsx/data/tokens", description="Folder of tokenized shards (.npy or .bin)."
+    )
+    token_dtype: Literal["uint16", "uint32"] = Field(
+        default="uint32",
+        description="Token id width of .bin shards; Llama 3 vocabularies need uint32.",
+    )
     checkpoint_dir: str = "/fsx/checkpoints"
     checkpoint_every: int = Field(default=100, ge=1)
     keep_last: int = Field(default=3, ge=1)
     auto_resume: bool = True
+    stop_grace_seconds: int = Field(
+        default=180,
+        ge=30,
+        description="Seconds between the stop signal (SIGTERM) and the kill: the final save.",
+    )
     max_retries: int = Field(default=3, ge=0)
     partition: str | None = Field(default=None, description="Slurm partition (default: cluster's).")
     namespace: str = Field(default="default", description="Kubernetes namespace (EKS).")

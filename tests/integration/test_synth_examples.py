@@ -51,12 +51,13 @@ def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> 
     assert report.ok, [f.render() for f in report.errors]
     assert [f.render() for f in report.findings if f.gate == "cfn-lint"] == []
     assert [f.render() for f in report.findings if f.gate == "cdk-nag"] == []
-    names = {s.name for s in report.stacks}
-    prefix = names.pop().rsplit("-", 1)[0]
-    assert {f"{prefix}-network", f"{prefix}-storage"} == names | {
-        f"{prefix}-network",
-        f"{prefix}-storage",
-    }
+    env_name = next(
+        line.split(": ", 1)[1]
+        for line in example.read_text().splitlines()
+        if line.startswith("name: ")
+    )
+    areas = ("network", "storage", "trainer")
+    assert {s.name for s in report.stacks} == {f"{env_name}-{area}" for area in areas}
     assert (
         "cfn-lint: 0 errors" in result.stderr and "cdk-nag AwsSolutions: 0 errors" in result.stderr
     )
@@ -122,8 +123,7 @@ def test_pinned_cdk_cli_synthesizes_offline(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert check_assembly(out).ok
     assert {p.name for p in out.glob("*.template.json")} == {
-        "hyperpod-eks-network.template.json",
-        "hyperpod-eks-storage.template.json",
+        f"hyperpod-eks-{area}.template.json" for area in ("network", "storage", "trainer")
     }
 
 
