@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,6 +32,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from hyperpod_trainer.local import torchrun_command
 
 WARMUP_STEPS = 2  # first steps pay for allocator warm-up and lazy init; not timed
 
@@ -59,26 +60,8 @@ class Launch:
         return float(statistics.median(e[key] for _, e in self.of("step")[WARMUP_STEPS:]))
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run(name: str, nproc: int, sets: list[str], log: Path) -> Launch:
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={nproc}",
-        "--nnodes=1",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
-        "-m",
-        "hyperpod_trainer",
-    ]
-    for item in sets:
-        cmd += ["--set", item]
+    cmd = torchrun_command(nproc, sets)
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     launch = Launch(name, time.monotonic())

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,6 +38,34 @@ def merge(base: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
         else:
             out[key] = copy.deepcopy(value)
     return out
+
+
+# No AWS credentials of any kind: synth must work without them.
+NO_CREDENTIALS = {
+    k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_DEFAULT_"))
+} | {
+    "AWS_EC2_METADATA_DISABLED": "true",
+    "AWS_CONFIG_FILE": "/nonexistent",
+    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
+}
+
+
+def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+    """The real `hyperpod-kit` command in a fresh process, without AWS credentials."""
+    return run_command(
+        [sys.executable, "-m", "hyperpod_kit.cli.main", *args], cwd=cwd, timeout=timeout
+    )
+
+
+def run_command(
+    command: list[str], *, cwd: Path, timeout: int = 300
+) -> subprocess.CompletedProcess[str]:
+    """Any command without AWS credentials, this interpreter's folder first on PATH (the CDK CLI
+    runs `python3 app.py`)."""
+    env = NO_CREDENTIALS | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.run(
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 WriteEnv = Callable[..., Path]

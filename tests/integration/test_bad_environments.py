@@ -14,11 +14,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import run_cli
 
 REPO = Path(__file__).resolve().parents[2]
 BAD = REPO / "tests" / "data" / "bad"
@@ -72,16 +73,7 @@ SYNTH_ALL = os.environ.get("HYPERPOD_KIT_TEST_SYNTH_ALL") == "1"
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20"}
-    return subprocess.run(
-        [sys.executable, "-m", "hyperpod_kit.cli.main", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    return run_cli(*args, cwd=cwd, timeout=120)
 
 
 def _tree(folder: Path) -> set[str]:

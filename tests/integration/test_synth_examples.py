@@ -3,42 +3,22 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hyperpod_kit.gates import check_assembly
-from tests.conftest import REPO
+from tests.conftest import REPO, run_cli, run_command
 
 pytestmark = pytest.mark.synth
 EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
-NO_CREDENTIALS = {
-    k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_DEFAULT_"))
-} | {
-    "AWS_EC2_METADATA_DISABLED": "true",
-    "AWS_CONFIG_FILE": "/nonexistent",
-    "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent",
-}
+_cli = run_cli
 
 
-# The CDK CLI runs `python3 app.py` (cdk.json): this interpreter's folder goes first on PATH.
-CLI_ENV = NO_CREDENTIALS | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-
-
-def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "hyperpod_kit.cli.main", *args],
-        cwd=cwd,
-        env=NO_CREDENTIALS,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
+def _cdk(*args: str) -> subprocess.CompletedProcess[str]:
+    return run_command([str(REPO / "node_modules/.bin/cdk"), *args], cwd=REPO)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
@@ -103,22 +83,13 @@ def test_cfn_lint_gate_catches_a_broken_template(tmp_path: Path) -> None:
 def test_pinned_cdk_cli_synthesizes_offline(tmp_path: Path) -> None:
     """`npx cdk synth` (the pinned CLI, through cdk.json) works with no AWS credentials."""
     out = tmp_path / "cdk.out"
-    result = subprocess.run(
-        [
-            str(REPO / "node_modules/.bin/cdk"),
-            "synth",
-            "--quiet",
-            "--output",
-            str(out),
-            "-c",
-            f"environment={REPO / 'environments/eks.yaml'}",
-        ],
-        cwd=REPO,
-        env=CLI_ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = _cdk(
+        "synth",
+        "--quiet",
+        "--output",
+        str(out),
+        "-c",
+        f"environment={REPO / 'environments/eks.yaml'}",
     )
     assert result.returncode == 0, result.stderr
     assert check_assembly(out).ok
@@ -132,22 +103,13 @@ def test_pinned_cdk_cli_synthesizes_offline(tmp_path: Path) -> None:
 def test_pinned_cdk_cli_reports_a_bad_file_without_traceback(tmp_path: Path) -> None:
     bad = tmp_path / "bad.yaml"
     bad.write_text("name: x\n")
-    result = subprocess.run(
-        [
-            str(REPO / "node_modules/.bin/cdk"),
-            "synth",
-            "--quiet",
-            "--output",
-            str(tmp_path / "o"),
-            "-c",
-            f"environment={bad}",
-        ],
-        cwd=REPO,
-        env=CLI_ENV,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    result = _cdk(
+        "synth",
+        "--quiet",
+        "--output",
+        str(tmp_path / "o"),
+        "-c",
+        f"environment={bad}",
     )
     assert result.returncode != 0
     assert f"{bad}:1 name: 'x': string should match pattern" in result.stderr

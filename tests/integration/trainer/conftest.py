@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hyperpod_trainer.local import torchrun_command
 
 # The shared training recipe: global batch 12 splits as micro 2 x 2 ranks x 3, x 1 rank x 6 and
 # x 3 ranks x 2, so the same job can run on 1, 2 or 3 ranks. The LR is high on purpose: the loss
@@ -46,12 +46,6 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "trainer: runs real torchrun processes on CPU")
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def trainer_env() -> dict[str, str]:
     env = dict(os.environ)
     env.update(
@@ -63,24 +57,6 @@ def trainer_env() -> dict[str, str]:
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
         env.pop(var, None)
     return env
-
-
-def torchrun_cmd(nproc: int, sets: list[str]) -> list[str]:
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={nproc}",
-        "--nnodes=1",
-        "--rdzv-backend=c10d",
-        f"--rdzv-endpoint=127.0.0.1:{free_port()}",
-        "--max-restarts=0",
-        "-m",
-        "hyperpod_trainer",
-    ]
-    for item in sets:
-        cmd += ["--set", item]
-    return cmd
 
 
 @dataclass
@@ -197,7 +173,7 @@ class Harness:
     recipe: tuple[str, ...] = tuple(RECIPE)
 
     def start(self, nproc: int, sets: list[str]) -> Running:
-        return Running(torchrun_cmd(nproc, sets), self.workdir)
+        return Running(torchrun_command(nproc, sets), self.workdir)
 
     def launch(self, nproc: int, sets: list[str]) -> Result:
         return self.start(nproc, sets).finish()
@@ -231,7 +207,7 @@ def harness(tmp_path: Path) -> Harness:
 @pytest.fixture(scope="session")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Reference]:
     work = tmp_path_factory.mktemp("reference")
-    cmd = torchrun_cmd(2, [*RECIPE, f"data.sample_log_dir={work / 'samples'}"])
+    cmd = torchrun_command(2, [*RECIPE, f"data.sample_log_dir={work / 'samples'}"])
     result = Running(cmd, work).finish()
     assert result.returncode == 0, result.explain()
     losses = result.losses()
