@@ -17,11 +17,12 @@ export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
-.PHONY: help setup setup-dev synth validate test lint typecheck format diff deploy destroy bench clean
+.PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench clean
 
 help:
 	@echo "make synth [ENV=file]   validate and synthesize offline, with cdk-nag and cfn-lint gates"
 	@echo "make test               lint, type-check and run the tests"
+	@echo "make plan [ENV=file] [BASELINE=dir]   offline: replacements and removals against a baseline"
 	@echo "make diff|deploy|destroy [ENV=file]   the CDK CLI on that environment (needs AWS credentials)"
 	@echo "make bench              run the benchmarks under benchmarks/"
 
@@ -65,6 +66,10 @@ typecheck: setup-dev
 
 test: lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+BASELINE ?= cdk.out
+plan: setup
+	$(BIN)/hyperpod-kit plan $(ENV) --baseline $(BASELINE)
 
 diff deploy destroy: setup
 	$(BIN)/hyperpod-kit $@ $(ENV)

@@ -1,4 +1,4 @@
-"""`hyperpod-kit`: validate, schema, synth, check, jobs, diff, deploy, destroy.
+"""`hyperpod-kit`: validate, schema, synth, plan, check, jobs, diff, deploy, destroy.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` with nothing written.
@@ -60,6 +60,14 @@ def _parser() -> argparse.ArgumentParser:
     jobs.add_argument("-o", "--output", default="jobs", help="folder for the job files (jobs)")
     jobs.add_argument("--image", help="trainer image URI (default: looked up at submit time)")
 
+    pln = env_command("plan", "what a deploy of FILE would change against a baseline cdk.out")
+    pln.add_argument("--baseline", default="cdk.out", help="assembly of the deployed version")
+    pln.add_argument(
+        "--allow-replacement",
+        action="store_true",
+        help="exit 0 even when a file system, bucket or cluster would be replaced or removed",
+    )
+
     chk = sub.add_parser("check", help="run the gates (cdk-nag, cfn-lint) on an existing cdk.out")
     chk.add_argument("assembly", nargs="?", default="cdk.out")
 
@@ -94,7 +102,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     loaded = _load(args.file, args.suppress, quiet=getattr(args, "quiet", False), as_json=as_json)
     if loaded is None:
         return EXIT_BAD_INPUT
-    handler = {"validate": _validate, "synth": _synth, "jobs": _jobs}.get(args.command, _cdk)
+    handlers = {"validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan}
+    handler = handlers.get(args.command, _cdk)
     return handler(loaded, args)
 
 
@@ -106,6 +115,12 @@ def _synth(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import synth
 
     return synth(loaded, Path(args.output))
+
+
+def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.synth import plan
+
+    return plan(loaded, Path(args.baseline), allow_replacement=args.allow_replacement)
 
 
 def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:

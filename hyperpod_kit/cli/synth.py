@@ -16,17 +16,22 @@ from hyperpod_kit.config import LoadedEnvironment
 from hyperpod_kit.gates import GateReport, check_assembly
 
 
-def synth(loaded: LoadedEnvironment, output: Path) -> int:
+def build_assembly(loaded: LoadedEnvironment, outdir: Path) -> None:
+    """Synthesize the environment's stacks into `outdir` (offline, no gates)."""
     from hyperpod_kit.app import build_environment, create_app
 
+    app = create_app(outdir=str(outdir))
+    build_environment(app, loaded.config)
+    app.synth()
+
+
+def synth(loaded: LoadedEnvironment, output: Path) -> int:
     started = time.perf_counter()
     output = output.resolve()
     output.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
-        app = create_app(outdir=str(staging))
-        build_environment(app, loaded.config)
-        app.synth()
+        build_assembly(loaded, staging)
         report = check_assembly(staging)
         _print(report)
         if not report.ok:
@@ -66,3 +71,32 @@ def _print(report: GateReport) -> None:
         if finding.level != "info":
             print(finding.render(), file=sys.stderr)
     print(report.summary(), file=sys.stderr)
+
+
+def plan(loaded: LoadedEnvironment, baseline: Path, *, allow_replacement: bool) -> int:
+    """Synthesize to a temporary folder and compare with `baseline`; nothing else is written."""
+    from hyperpod_kit.plan import plan as compare
+
+    if not (baseline / "manifest.json").is_file():
+        print(
+            f"{baseline}: no cloud assembly to compare with. Hint: synthesize the deployed "
+            "version first (`hyperpod-kit synth -o baseline.out FILE` on main), then "
+            "`hyperpod-kit plan FILE --baseline baseline.out`.",
+            file=sys.stderr,
+        )
+        return 2
+    with tempfile.TemporaryDirectory(prefix="hyperpod-kit-plan.") as candidate:
+        build_assembly(loaded, Path(candidate))
+        result = compare(baseline, Path(candidate))
+    for change in result.changes:
+        print(change.render())
+    print(result.summary())
+    if result.dangerous and not allow_replacement:
+        print(
+            f"plan refused: {len(result.dangerous)} stateful resource(s) would be replaced or "
+            "removed (data lost or orphaned). Hint: undo the change, or pass "
+            "--allow-replacement if that is intended.",
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -115,3 +115,36 @@ def test_pinned_cdk_cli_reports_a_bad_file_without_traceback(tmp_path: Path) -> 
     assert f"{bad}:1 name: 'x': string should match pattern" in result.stderr
     assert "Traceback" not in result.stderr
     shutil.rmtree(tmp_path / "o", ignore_errors=True)
+
+
+def test_plan_catches_a_file_system_replacement_before_deploy(tmp_path: Path) -> None:
+    """Moving the private subnet replaces the subnet, and with it the FSx file system."""
+    default = REPO / "environments/default.yaml"
+    assert _cli("synth", str(default), "-o", str(tmp_path / "base"), cwd=tmp_path).returncode == 0
+    same = _cli("plan", str(default), "--baseline", str(tmp_path / "base"), cwd=tmp_path)
+    assert same.returncode == 0, same.stderr
+    assert "0 to add, 0 to update, 0 to replace, 0 to remove" in same.stdout
+
+    moved = tmp_path / "moved.yaml"
+    moved.write_text(default.read_text().replace("10.0.128.0/17", "10.0.64.0/18"))
+    result = _cli("plan", str(moved), "--baseline", str(tmp_path / "base"), cwd=tmp_path)
+    assert result.returncode == 1
+    first = result.stdout.splitlines()[0]
+    assert first.startswith(
+        "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE"
+    )
+    assert "SubnetIds refers to replaced NetworkPrivateSubnet" in first
+    assert "plan refused" in result.stderr
+    allowed = _cli(
+        "plan", str(moved), "--baseline", str(tmp_path / "base"), "--allow-replacement",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert allowed.returncode == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "moved.yaml"]  # wrote nothing
+
+
+def test_plan_without_a_baseline_says_how_to_make_one(tmp_path: Path) -> None:
+    result = _cli("plan", str(REPO / "environments/default.yaml"), "--baseline",
+                  str(tmp_path / "none"), cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert "no cloud assembly to compare with. Hint:" in result.stderr

@@ -1,0 +1,110 @@
+"""`plan`: offline comparison of two assemblies, replacements from create-only properties."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hyperpod_kit.plan import create_only_properties, plan
+
+
+def _assembly(folder: Path, stacks: dict[str, dict[str, Any]]) -> Path:
+    folder.mkdir(parents=True)
+    artifacts = {}
+    for name, template in stacks.items():
+        (folder / f"{name}.template.json").write_text(json.dumps(template))
+        artifacts[name] = {
+            "type": "aws:cloudformation:stack",
+            "properties": {"templateFile": f"{name}.template.json"},
+        }
+    (folder / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    return folder
+
+
+def _bucket(name: str, **extra: Any) -> dict[str, Any]:
+    return {"Type": "AWS::S3::Bucket", "Properties": {"BucketName": name}, **extra}
+
+
+def test_create_only_properties_come_from_the_registry_schema() -> None:
+    assert "/properties/SubnetIds" in create_only_properties("AWS::FSx::FileSystem")
+    assert "/properties/BucketName" in create_only_properties("AWS::S3::Bucket")
+    assert create_only_properties("AWS::Nope::Unknown") == ()  # nothing known to replace it
+
+
+def test_create_only_change_replaces_and_other_changes_update(tmp_path: Path) -> None:
+    base = _assembly(tmp_path / "a", {"s": {"Resources": {
+        "Data": _bucket("one"), "Logs": _bucket("logs"),
+    }}})  # fmt: skip
+    logs = _bucket("logs")
+    logs["Properties"]["VersioningConfiguration"] = {"Status": "Enabled"}
+    new = _assembly(tmp_path / "b", {"s": {"Resources": {"Data": _bucket("two"), "Logs": logs}}})
+    result = plan(base, new)
+    by_id = {c.logical_id: c for c in result.changes}
+    assert by_id["Data"].action == "replace" and by_id["Data"].dangerous
+    assert by_id["Data"].why == ("BucketName changed",)
+    assert by_id["Logs"].action == "update" and not by_id["Logs"].dangerous
+    assert by_id["Logs"].why == ("VersioningConfiguration",)
+    assert result.changes[0].logical_id == "Data"  # dangerous changes first
+    assert "1 to update, 1 to replace" in result.summary()
+
+
+def test_identical_assemblies_plan_nothing(tmp_path: Path) -> None:
+    stacks = {"s": {"Resources": {"Data": _bucket("one")}}}
+    assert plan(_assembly(tmp_path / "a", stacks), _assembly(tmp_path / "b", stacks)).changes == []
+
+
+def test_removal_is_dangerous_and_says_whether_data_is_retained(tmp_path: Path) -> None:
+    base = _assembly(tmp_path / "a", {"s": {"Resources": {
+        "Kept": _bucket("k", DeletionPolicy="Retain"), "Gone": _bucket("g"),
+    }}})  # fmt: skip
+    new = _assembly(tmp_path / "b", {"s": {"Resources": {"Other": _bucket("o")}}})
+    by_id = {c.logical_id: c for c in plan(base, new).changes}
+    assert by_id["Kept"].action == by_id["Gone"].action == "remove"
+    assert by_id["Kept"].retained and not by_id["Gone"].retained
+    assert "orphaned, not deleted" in by_id["Kept"].render()
+    assert by_id["Other"].action == "add" and not by_id["Other"].dangerous
+
+
+def test_replacement_spreads_through_refs_and_exports(tmp_path: Path) -> None:
+    """A replaced subnet replaces the file system in another stack that imports it."""
+
+    def network(cidr: str) -> dict[str, Any]:
+        return {
+            "Resources": {"Subnet": {"Type": "AWS::EC2::Subnet",
+                                     "Properties": {"VpcId": "vpc-1", "CidrBlock": cidr}}},
+            "Outputs": {"Out": {"Value": {"Ref": "Subnet"}, "Export": {"Name": "net:Subnet"}}},
+        }  # fmt: skip
+
+    storage = {"Resources": {
+        "Fs": {"Type": "AWS::FSx::FileSystem", "Properties": {
+            "FileSystemType": "LUSTRE", "SubnetIds": [{"Fn::ImportValue": "net:Subnet"}]}},
+        "Param": {"Type": "AWS::SSM::Parameter", "Properties": {
+            "Type": "String", "Value": {"Fn::ImportValue": "net:Subnet"}}},
+    }}  # fmt: skip
+    base = _assembly(tmp_path / "a", {"net": network("10.0.0.0/24"), "sto": storage})
+    new = _assembly(tmp_path / "b", {"net": network("10.0.1.0/24"), "sto": storage})
+    by_id = {c.logical_id: c for c in plan(base, new).changes}
+    assert by_id["Subnet"].action == "replace"
+    assert by_id["Fs"].action == "replace" and by_id["Fs"].dangerous
+    assert by_id["Fs"].why == ("SubnetIds refers to replaced Subnet",)
+    assert "Param" not in by_id  # Value is not create-only: CloudFormation updates it in place
+
+
+def test_type_change_is_a_replacement(tmp_path: Path) -> None:
+    base = _assembly(tmp_path / "a", {"s": {"Resources": {"X": _bucket("x")}}})
+    new = _assembly(
+        tmp_path / "b",
+        {
+            "s": {
+                "Resources": {
+                    "X": {
+                        "Type": "AWS::SSM::Parameter",
+                        "Properties": {"Type": "String", "Value": "v"},
+                    }
+                }
+            }
+        },
+    )
+    (change,) = plan(base, new).changes
+    assert change.action == "replace" and change.why == ("type was AWS::S3::Bucket",)
