@@ -46,6 +46,11 @@ def _parser() -> argparse.ArgumentParser:
     v = env_command("validate", "check an environment file; exit 2 if it has an error")
     v.add_argument("--format", choices=["text", "json"], default="text")
     v.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    v.add_argument(
+        "--aws",
+        action="store_true",
+        help="also ask the account (AZ IDs, HyperPod quotas); needs credentials, else a warning",
+    )
 
     s = sub.add_parser("schema", help="print the environment file's JSON Schema (for editors)")
     s.add_argument("-o", "--output", help="write to this file instead of stdout")
@@ -99,7 +104,13 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         return check(Path(args.assembly))
     as_json = getattr(args, "format", "text") == "json"
-    loaded = _load(args.file, args.suppress, quiet=getattr(args, "quiet", False), as_json=as_json)
+    loaded = _load(
+        args.file,
+        args.suppress,
+        quiet=getattr(args, "quiet", False),
+        as_json=as_json,
+        aws=getattr(args, "aws", False),
+    )
     if loaded is None:
         return EXIT_BAD_INPUT
     handlers = {"validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan}
@@ -130,11 +141,16 @@ def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 
 
 def _load(
-    file: str, suppress: list[str], *, quiet: bool, as_json: bool
+    file: str, suppress: list[str], *, quiet: bool, as_json: bool, aws: bool = False
 ) -> LoadedEnvironment | None:
     """Load and print findings; None (after printing why) when the file has an error."""
+    facade = None
+    if aws:
+        from hyperpod_kit.config.aws import AwsFacade
+
+        facade = AwsFacade(_region_of(file))
     try:
-        loaded = load_environment(file, suppress=suppress)
+        loaded = load_environment(file, suppress=suppress, aws=facade)
     except ConfigError as e:
         _print_findings(e.file, e.findings, as_json=as_json, stream=sys.stderr)
         return None
@@ -143,6 +159,18 @@ def _load(
     if not quiet and not as_json:
         print(f"{loaded.file}: valid ({_counts(loaded.findings)})", file=sys.stderr)
     return loaded
+
+
+def _region_of(file: str) -> str:
+    """The file's region, for the AWS facade; a file without one fails later with a finding."""
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(file).read_text())
+        region = data.get("region") if isinstance(data, dict) else None
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        region = None
+    return region if isinstance(region, str) else "us-east-1"
 
 
 def _counts(findings: list[Finding]) -> str:

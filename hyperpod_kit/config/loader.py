@@ -13,13 +13,16 @@ import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from hyperpod_kit.config.findings import ConfigError, Finding, Level, has_errors
+
+if TYPE_CHECKING:
+    from hyperpod_kit.config.aws import AwsFacade
 from hyperpod_kit.config.schema import EnvironmentConfig
 
 Loc = tuple[str | int, ...]
@@ -35,18 +38,22 @@ class LoadedEnvironment:
     lines: dict[Loc, int]
 
 
-def load_environment(path: str | Path, *, suppress: Sequence[str] = ()) -> LoadedEnvironment:
-    """Parse, check the schema, run the semantic validators; raise `ConfigError` on any error."""
+def load_environment(
+    path: str | Path, *, suppress: Sequence[str] = (), aws: AwsFacade | None = None
+) -> LoadedEnvironment:
+    """Parse, check the schema, run the semantic validators (and, given `aws`, the checks that
+    ask the account); raise `ConfigError` on any error."""
+    from hyperpod_kit.config.aws import run_aws_checks
     from hyperpod_kit.config.validators import run_validators
 
     file = str(path)
     text = _read(file)
     data, lines = parse_yaml(file, text)
     config = _to_config(file, data, lines)
-    findings = [
-        f.at_line(f.line or line_of(lines, _path_to_loc(f.path)))
-        for f in run_validators(config, suppress=[*suppress, *config.validation.suppress])
-    ]
+    raw = run_validators(config, suppress=[*suppress, *config.validation.suppress])
+    if aws is not None and not has_errors(raw):
+        raw += run_aws_checks(config, aws)
+    findings = [f.at_line(f.line or line_of(lines, _path_to_loc(f.path))) for f in raw]
     if has_errors(findings):
         raise ConfigError(file, findings)
     return LoadedEnvironment(file=file, config=config, findings=findings, lines=lines)
