@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -30,6 +29,6 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
     if command == "deploy":
         # Stacks deploy in dependency order, independent ones side by side.
         args += ["--concurrency", "4", "--require-approval", "broadening"]
-    python = shutil.which("python3") or sys.executable
-    args += ["--app", f"{python} {REPO / 'app.py'}", *extra]
+    # This interpreter, not whatever python3 is first on PATH: it is the one with hyperpod_kit.
+    args += ["--app", f"{sys.executable} {REPO / 'app.py'}", *extra]
     return subprocess.call(args, cwd=REPO)
