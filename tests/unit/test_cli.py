@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -305,3 +306,21 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
         cli.main(["--version"])
     assert exc.value.code == 0
     assert capsys.readouterr().out.strip() == f"hyperpod-kit {__version__}"
+
+
+def test_deploy_runs_the_pinned_cli_with_the_file_and_this_interpreter(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """deploy passes the file by absolute path, every stack, and this Python for app.py."""
+    record = tmp_path / "args.txt"
+    fake = tmp_path / "cdk"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\nexit 0\n')
+    fake.chmod(0o755)
+    monkeypatch.setattr("hyperpod_kit.cli.cdk.cdk_binary", lambda: fake)
+    assert cli.main(["deploy", str(DEFAULT), "--", "--profile", "dev"]) == 0
+    args = record.read_text().splitlines()
+    assert args[:3] == ["deploy", "--all", "-c"]
+    assert args[3] == f"environment={DEFAULT.resolve()}"
+    assert f"{sys.executable} " in args[args.index("--app") + 1]
+    assert args[-2:] == ["--profile", "dev"]
+    assert "--require-approval" in args
