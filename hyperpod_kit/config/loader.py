@@ -13,7 +13,7 @@ import typing
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -63,16 +63,21 @@ def _read(file: str) -> str:
     p = Path(file)
     hint = "give the path of an environment file, e.g. environments/default.yaml"
     if not p.exists():
-        raise ConfigError(file, [Finding(Level.ERROR, "(file)", "no such file", hint)])
+        _fail(file, "(file)", "no such file", hint)
     if p.is_dir():
-        raise ConfigError(file, [Finding(Level.ERROR, "(file)", "is a directory", hint)])
+        _fail(file, "(file)", "is a directory", hint)
     try:
         return p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         msg = "is not UTF-8 text"
     except OSError as e:
         msg = f"cannot be read ({e.strerror})"
-    raise ConfigError(file, [Finding(Level.ERROR, "(file)", msg, hint)])
+    _fail(file, "(file)", msg, hint)
+
+
+def _fail(file: str, path: str, message: str, hint: str, line: int | None = None) -> NoReturn:
+    """Stop loading with one error finding."""
+    raise ConfigError(file, [Finding(Level.ERROR, path, message, hint, line)])
 
 
 # --- YAML with lines ---------------------------------------------------------------------------
@@ -91,62 +96,39 @@ def parse_yaml(file: str, text: str) -> tuple[Any, dict[Loc, int]]:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else None
         problem = e.problem or e.context or "invalid YAML"
-        raise ConfigError(
+        _fail(
             file,
-            [
-                Finding(
-                    Level.ERROR,
-                    "(yaml)",
-                    f"not valid YAML: {problem}",
-                    "check the indentation and quoting on this line; a value with ': ' or '#' "
-                    "needs quotes",
-                    line,
-                )
-            ],
-        ) from None
+            "(yaml)",
+            f"not valid YAML: {problem}",
+            "check the indentation and quoting on this line; a value with ': ' or '#' needs quotes",
+            line,
+        )
     except yaml.reader.ReaderError as e:
         line = text.count("\n", 0, e.position) + 1
-        raise ConfigError(
+        _fail(
             file,
-            [
-                Finding(
-                    Level.ERROR,
-                    "(yaml)",
-                    f"not valid YAML: character {e.character!r} is not allowed",
-                    "remove the control character (a stray escape or NUL from a paste?)",
-                    line,
-                )
-            ],
-        ) from None
+            "(yaml)",
+            f"not valid YAML: character {e.character!r} is not allowed",
+            "remove the control character (a stray escape or NUL from a paste?)",
+            line,
+        )
     except yaml.YAMLError as e:
-        raise ConfigError(
-            file, [Finding(Level.ERROR, "(yaml)", f"not valid YAML: {e}", "check the file")]
-        ) from None
+        _fail(file, "(yaml)", f"not valid YAML: {e}", "check the file")
     if node is None or data is None:
-        raise ConfigError(
+        _fail(
             file,
-            [
-                Finding(
-                    Level.ERROR,
-                    "(document)",
-                    "the file is empty",
-                    "start from environments/default.yaml; `hyperpod-kit schema` prints every key",
-                    1,
-                )
-            ],
+            "(document)",
+            "the file is empty",
+            "start from environments/default.yaml; `hyperpod-kit schema` prints every key",
+            1,
         )
     if not isinstance(data, dict):
-        raise ConfigError(
+        _fail(
             file,
-            [
-                Finding(
-                    Level.ERROR,
-                    "(document)",
-                    f"the file holds a {_yaml_kind(data)}, not a mapping of keys",
-                    "an environment file is a mapping such as `name: dev` on the first line",
-                    node.start_mark.line + 1,
-                )
-            ],
+            "(document)",
+            f"the file holds a {_yaml_kind(data)}, not a mapping of keys",
+            "an environment file is a mapping such as `name: dev` on the first line",
+            node.start_mark.line + 1,
         )
     lines: dict[Loc, int] = {(): node.start_mark.line + 1}
     duplicates = list(_walk(node, (), lines))
