@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -38,6 +40,7 @@ def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> 
     )
     areas = ("network", "storage", "trainer")
     assert {s.name for s in report.stacks} == {f"{env_name}-{area}" for area in areas}
+    _compare_with_golden(example.stem, out)
     assert (
         "cfn-lint: 0 errors" in result.stderr and "cdk-nag AwsSolutions: 0 errors" in result.stderr
     )
@@ -148,3 +151,29 @@ def test_plan_without_a_baseline_says_how_to_make_one(tmp_path: Path) -> None:
                   str(tmp_path / "none"), cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2
     assert "no cloud assembly to compare with. Hint:" in result.stderr
+
+
+GOLDEN = REPO / "tests" / "golden"
+_ASSET_HASH = re.compile(r"[0-9a-f]{64}")
+
+
+def _compare_with_golden(example: str, out: Path) -> None:
+    """Templates equal the reviewed ones in tests/golden/<example>/, asset hashes aside.
+
+    A change to a template shows up in review as a diff of these files; regenerate them with
+    HYPERPOD_KIT_UPDATE_GOLDEN=1 and read that diff (`hyperpod-kit plan` says which changes
+    replace what).
+    """
+    folder = GOLDEN / example
+    for template in sorted(out.glob("*.template.json")):
+        text = _ASSET_HASH.sub("<asset-hash>", template.read_text())
+        normalized = json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"
+        golden = folder / template.name
+        if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
+            folder.mkdir(parents=True, exist_ok=True)
+            golden.write_text(normalized)
+        assert golden.is_file(), f"no golden file {golden}: run with HYPERPOD_KIT_UPDATE_GOLDEN=1"
+        assert normalized == golden.read_text(), (
+            f"{template.name} differs from {golden}: review the change, then regenerate with "
+            "HYPERPOD_KIT_UPDATE_GOLDEN=1"
+        )
