@@ -14,6 +14,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from hyperpod_kit.naming import parameter_name
+
 TRAINER_DIR = Path(__file__).resolve().parents[2] / "assets" / "trainer"
 # Build outputs and caches would change the asset hash (a rebuild) without changing the image.
 EXCLUDE = ["**/__pycache__", "**/*.egg-info", "**/.pytest_cache", "**/.mypy_cache", "**/*.pyc"]
@@ -32,7 +34,7 @@ class TrainerImage(Construct):
             platform=ecr_assets.Platform.LINUX_AMD64,  # HyperPod accelerated instances are x86_64
         )
         self.image_uri: str = self.asset.image_uri
-        self.image_parameter_name = f"/hyperpod-kit/{environment}/trainer-image"
+        self.image_parameter_name = parameter_name(environment, "trainer-image")
         ssm.StringParameter(
             self,
             "ImageUri",

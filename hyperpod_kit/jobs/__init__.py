@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hyperpod_kit.config.schema import EnvironmentConfig, JobConfig
+from hyperpod_kit.naming import parameter_name
 
 FSX_MOUNT = "/fsx"
 RDZV_PORT = 29500
@@ -22,7 +23,7 @@ class RenderedJob:
 
 def image_parameter(config: EnvironmentConfig) -> str:
     """The SSM parameter where the trainer-image stack publishes the image URI."""
-    return f"/hyperpod-kit/{config.name}/trainer-image"
+    return parameter_name(config.name, "trainer-image")
 
 
 def trainer_overrides(job: JobConfig) -> list[str]:

@@ -8,6 +8,8 @@ from aws_cdk import CfnOutput, Stack
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from hyperpod_kit.naming import parameter_name
+
 
 def publish(scope: Construct, *, environment: str, area: str, values: Mapping[str, str]) -> None:
     """Write ``values`` as JSON to ``/hyperpod-kit/<environment>/<area>``, and as stack outputs
@@ -17,7 +19,7 @@ def publish(scope: Construct, *, environment: str, area: str, values: Mapping[st
     ssm.StringParameter(
         scope,
         "Discovery",
-        parameter_name=f"/hyperpod-kit/{environment}/{area}",
+        parameter_name=parameter_name(environment, area),
         description=f"hyperpod-kit {area} handles of environment {environment}",
         string_value=Stack.of(scope).to_json_string(dict(values)),
     )
