@@ -49,7 +49,7 @@ def load_environment(
     file = str(path)
     text = _read(file)
     data, lines = parse_yaml(file, text)
-    config = _to_config(file, data, lines)
+    config = _to_config(file, data, lines).at_source(Path(file).parent)
     raw = run_validators(config, suppress=[*suppress, *config.validation.suppress])
     if aws is not None and not has_errors(raw):
         raw += run_aws_checks(config, aws)

@@ -2,53 +2,14 @@
 
 An AZ ID (``usw2-az2``) names the same physical zone in every account, unlike an AZ name
 (``us-west-2a``), which each account maps differently; that is why the environment file takes IDs.
-The prefix is derived from the region name (``ap-northeast-1`` -> ``apne1``), so a region newer than
-this table still validates; the table only tells a typo from a region.
+The prefix is derived from the region name (``ap-northeast-1`` -> ``apne1``), which covers regions
+that the dated table in `facts/regions.json` does not list (GovCloud, regions added to
+`validation.allow_regions`).
 """
 
 from __future__ import annotations
 
 import re
-
-KNOWN_REGIONS = frozenset(
-    {
-        "us-east-1",
-        "us-east-2",
-        "us-west-1",
-        "us-west-2",
-        "ca-central-1",
-        "ca-west-1",
-        "mx-central-1",
-        "sa-east-1",
-        "eu-west-1",
-        "eu-west-2",
-        "eu-west-3",
-        "eu-central-1",
-        "eu-central-2",
-        "eu-north-1",
-        "eu-south-1",
-        "eu-south-2",
-        "il-central-1",
-        "me-south-1",
-        "me-central-1",
-        "af-south-1",
-        "ap-east-1",
-        "ap-east-2",
-        "ap-south-1",
-        "ap-south-2",
-        "ap-northeast-1",
-        "ap-northeast-2",
-        "ap-northeast-3",
-        "ap-southeast-1",
-        "ap-southeast-2",
-        "ap-southeast-3",
-        "ap-southeast-4",
-        "ap-southeast-5",
-        "ap-southeast-7",
-        "us-gov-west-1",
-        "us-gov-east-1",
-    }
-)
 
 _DIRECTIONS = {
     "north": "n",

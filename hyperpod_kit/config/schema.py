@@ -9,9 +9,10 @@ schema error on that field.
 from __future__ import annotations
 
 from ipaddress import IPv4Network
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
 
 def hint(text: str, **extra: Any) -> dict[str, Any]:
@@ -84,6 +85,13 @@ class NewVpcConfig(Section):
         json_schema_extra=hint("a network address inside the VPC CIDR, such as 10.0.128.0/17"),
     )
     flow_logs: bool = Field(default=True, description="VPC flow logs to CloudWatch Logs.")
+    control_plane_subnet_cidr: Cidr | None = Field(
+        default=None,
+        description="EKS only: a second private subnet, in "
+        "network.control_plane_availability_zone_id, that only the EKS control plane uses (EKS "
+        "needs subnets in two zones; HyperPod nodes stay in the environment's zone).",
+        json_schema_extra=hint("a /24 or larger inside the VPC CIDR, such as 10.0.1.0/24"),
+    )
 
 
 class ExistingVpcConfig(Section):
@@ -102,6 +110,11 @@ class ExistingVpcConfig(Section):
         default_factory=list,
         description="Route tables to attach an S3 gateway endpoint to; empty: none is created.",
     )
+    control_plane_subnet_ids: list[SubnetId] = Field(
+        default_factory=list,
+        description="EKS only: private subnets in other availability zones for the EKS control "
+        "plane (with private_subnet_id they must span two zones).",
+    )
 
 
 class NetworkConfig(Section):
@@ -112,6 +125,12 @@ class NetworkConfig(Section):
     interface_endpoints: bool = Field(
         default=False,
         description="Interface endpoints for the AWS APIs that nodes call (clusters without NAT).",
+    )
+    control_plane_availability_zone_id: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{3,6}\d-az\d+$",
+        description="EKS only: the second zone, for network.vpc.control_plane_subnet_cidr.",
+        json_schema_extra=hint("another AZ ID of the region, like usw2-az1"),
     )
 
     @property
@@ -242,20 +261,88 @@ class StorageConfig(Section):
     lustre: LustreConfig = Field(default_factory=LustreConfig)
 
 
-# --- sections that later stacks fill in -------------------------------------------------------
+# --- people ------------------------------------------------------------------------------------
+
+USER_NAME = r"^[a-z][a-z0-9-]{0,31}$"
+
+
+class UserConfig(Section):
+    """A person of the environment: one POSIX identity on the cluster's nodes and in Studio, so
+    files written by a job and from a notebook have the same owner."""
+
+    name: str = Field(
+        pattern=USER_NAME,
+        description="Login name on the nodes and Studio profile name.",
+        json_schema_extra=hint(
+            "1-32 lowercase letters, digits and hyphens, starting with a letter"
+        ),
+    )
+    uid: int = Field(
+        ge=10000,
+        le=4000000,
+        description="POSIX user id, 10000-4000000 (Studio's range). Never give a removed user's "
+        "uid to someone else: their files on FSx would change owner.",
+    )
+    gid: int = Field(default=1001, ge=1001, le=4000000, description="POSIX group id, 1001-4000000.")
+    admin: bool = Field(default=False, description="Passwordless sudo on the cluster's nodes.")
+
+
+# --- cluster -----------------------------------------------------------------------------------
+
+NAME_63 = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
+DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+DEFAULT_DEEP_HEALTH_CHECKS: tuple[DeepHealthCheck, ...] = ("InstanceStress", "InstanceConnectivity")
+
+
+class GroupLifecycleConfig(Section):
+    """Steps of your own on a group's nodes, after hyperpod-kit's lifecycle script."""
+
+    scripts: list[str] = Field(
+        default_factory=list,
+        description="Shell scripts (paths relative to the environment file) run as root, in "
+        "order, at the end of node provisioning. HyperPod runs them again on replaced nodes, so "
+        "each must be idempotent.",
+    )
 
 
 class InstanceGroupConfig(Section):
-    name: str = Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+    name: str = Field(
+        pattern=NAME_63,
+        description="Instance group name (letters, digits, hyphens; 1-63).",
+        json_schema_extra=hint("letters, digits and single hyphens, like gpu-a"),
+    )
     role: Literal["controller", "login", "compute", "worker"] = Field(
         description="controller/login/compute for Slurm; worker for EKS."
     )
     instance_type: str = Field(
-        pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$", json_schema_extra=hint("like ml.p5.48xlarge")
+        pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$",
+        description="A HyperPod instance type (`ml.` prefix).",
+        json_schema_extra=hint("like ml.p5.48xlarge"),
     )
-    instance_count: int = Field(ge=0)
-    threads_per_core: Literal[1, 2] = 1
-    ebs_volume_gib: int = Field(default=500, ge=1, le=16384)
+    instance_count: int = Field(ge=0, le=6758)
+    threads_per_core: Literal[1, 2] = Field(
+        default=1, description="1 disables hyperthreading (usual for training)."
+    )
+    ebs_volume_gib: int = Field(
+        default=500, ge=1, le=16384, description="Extra EBS volume per node, at /opt/sagemaker."
+    )
+    deep_health_checks: list[DeepHealthCheck] | None = Field(
+        default=None,
+        description="Deep health checks HyperPod runs on a node before it takes work. Default: "
+        "InstanceStress and InstanceConnectivity on accelerated types, none on CPU types.",
+    )
+    partition: str | None = Field(
+        default=None,
+        pattern=NAME_63,
+        description="Slurm compute groups: the partition their nodes form (default: the group's "
+        "name). Every node is also in the `dev` partition.",
+        json_schema_extra=hint("letters, digits and single hyphens, no dots, like gpu"),
+    )
+    lifecycle: GroupLifecycleConfig = Field(default_factory=GroupLifecycleConfig)
+
+    @property
+    def slurm_partition(self) -> str:
+        return self.partition or self.name
 
 
 def _default_groups() -> list[InstanceGroupConfig]:
@@ -272,12 +359,112 @@ def _default_groups() -> list[InstanceGroupConfig]:
     ]
 
 
+class SlurmConfig(Section):
+    """Slurm set up by HyperPod from the API (Orchestrator.Slurm and each group's SlurmConfig)."""
+
+    config_strategy: Literal["Managed", "Overwrite", "Merge"] = Field(
+        default="Managed",
+        description="Managed: the API is the source of truth and manual slurm.conf edits make "
+        "updates fail. Overwrite: the API's config replaces manual edits. Merge: both are kept.",
+    )
+    enroot_pyxis: bool = Field(
+        default=True,
+        description="Containers in jobs (`srun --container-image`) through enroot and pyxis.",
+    )
+    enroot_pyxis_packages: str | None = Field(
+        default=None,
+        description="Folder (relative to the environment file) of enroot and pyxis .deb packages "
+        "built for the cluster's Slurm, installed on nodes whose AMI has none. Left out: the "
+        "AMI's copy is used, and jobs with a container image fail where it has none.",
+    )
+
+
+KUBERNETES_VERSION = r"^1\.\d{2}$"
+ADDON_VERSION = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
+
+
+class EksAddonsConfig(Section):
+    """EKS add-on versions (`aws eks describe-addon-versions --addon-name NAME`). Left out: the
+    version EKS picks for the cluster's Kubernetes version at create time."""
+
+    vpc_cni: str = Field(
+        default="v1.20.1-eksbuild.3",
+        pattern=ADDON_VERSION,
+        description="Amazon VPC CNI; HyperPod needs 1.18.3 or newer.",
+        json_schema_extra=hint("like v1.20.1-eksbuild.3"),
+    )
+    coredns: str | None = Field(default=None, pattern=ADDON_VERSION)
+    kube_proxy: str | None = Field(default=None, pattern=ADDON_VERSION)
+    pod_identity_agent: str | None = Field(default=None, pattern=ADDON_VERSION)
+    cert_manager: str | None = Field(default=None, pattern=ADDON_VERSION)
+    training_operator: str | None = Field(
+        default=None,
+        pattern=ADDON_VERSION,
+        description="amazon-sagemaker-hyperpod-training-operator (runs HyperPodPyTorchJob).",
+    )
+
+
+ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
+
+
+class EksConfig(Section):
+    """The EKS cluster HyperPod orchestrates through: created here, or an existing one."""
+
+    kubernetes_version: str = Field(
+        default="1.33",
+        pattern=KUBERNETES_VERSION,
+        description="Kubernetes version of a new EKS cluster.",
+        json_schema_extra=hint('a version HyperPod supports, quoted, like "1.33"'),
+    )
+    existing_cluster_name: str | None = Field(
+        default=None,
+        pattern=r"^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$",
+        description="Use this EKS cluster (same account and region; authentication mode API or "
+        "API_AND_CONFIG_MAP, HyperPod's Helm chart installed) instead of creating one.",
+    )
+    admin_role_arns: list[Annotated[str, Field(pattern=ROLE_ARN)]] = Field(
+        default_factory=list,
+        description="IAM roles given cluster-admin through EKS access entries.",
+    )
+    public_access_cidrs: list[Cidr] = Field(
+        default_factory=list,
+        description="Empty: the API endpoint is private (reach it from the VPC). Otherwise the "
+        "endpoint is also public, from these CIDRs only.",
+    )
+    hyperpod_access_entry: bool = Field(
+        default=False,
+        description="Create a HYPERPOD_LINUX access entry for the cluster's execution role. Off: "
+        "HyperPod is expected to create it (undocumented either way).",
+    )
+    helm_chart: str | None = Field(
+        default=None,
+        description="Folder (relative to the environment file) of the HyperPod Helm chart "
+        "(sagemaker-hyperpod-cli helm_chart/HyperPodHelmChart at a commit you pin), installed "
+        "before the HyperPod cluster. Left out: health monitoring, deep health checks and job "
+        "auto-restart are missing.",
+    )
+    addons: EksAddonsConfig = Field(default_factory=EksAddonsConfig)
+
+
 class ClusterConfig(Section):
-    node_recovery: Literal["Automatic", "None"] = "Automatic"
+    name: str | None = Field(
+        default=None,
+        pattern=NAME_63,
+        description="HyperPod cluster name (default: the environment's name).",
+        json_schema_extra=hint("letters, digits and single hyphens, 1-63"),
+    )
+    node_recovery: Literal["Automatic", "None"] = Field(
+        default="Automatic",
+        description="Automatic: HyperPod reboots or replaces a node that fails a health check.",
+    )
     instance_groups: list[InstanceGroupConfig] = Field(default_factory=_default_groups)
     training_plan_arn: str | None = Field(
-        default=None, pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$"
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$",
+        description="A SageMaker training plan whose reserved capacity the compute groups use.",
     )
+    slurm: SlurmConfig = Field(default_factory=SlurmConfig)
+    eks: EksConfig = Field(default_factory=EksConfig)
 
 
 class StudioConfig(Section):
@@ -294,8 +481,11 @@ class MonitoringConfig(Section):
     auto_repair: bool = True
 
 
+# --- trainer -----------------------------------------------------------------------------------
+
+
 class ElasticConfig(Section):
-    """HyperPodPyTorchJob ``elasticPolicy``: replicas come and go, the global batch stays."""
+    """HyperPodPyTorchJob ``elasticPolicy`` (EKS): replicas come and go, the global batch stays."""
 
     min_replicas: int = Field(ge=1)
     max_replicas: int = Field(ge=1)
@@ -306,13 +496,32 @@ class ElasticConfig(Section):
     faulty_scale_down_timeout_seconds: int = Field(default=600, ge=0)
 
 
+DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+
+
 class JobConfig(Section):
     """The training job that the job templates (sbatch, HyperPodPyTorchJob) launch."""
 
-    name: str = Field(default="pretrain", pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-    preset: str = "llama-1b"
+    name: str = Field(
+        default="pretrain",
+        pattern=DNS_LABEL,
+        max_length=40,
+        description="Job name: a DNS label of at most 40 characters (Kubernetes adds suffixes "
+        "such as -pod-0 to name pods and services).",
+        json_schema_extra=hint("lowercase letters, digits and hyphens, starting with a letter"),
+    )
+    instance_group: str | None = Field(
+        default=None,
+        description="The compute (Slurm) or worker (EKS) group the job runs on; needed when "
+        "there are several.",
+    )
+    preset: str = Field(default="llama-1b", description="The trainer's model preset.")
     nodes: int = Field(default=2, ge=1)
-    processes_per_node: int = Field(default=8, ge=1, description="GPUs per node.")
+    processes_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        description="Ranks per node (default: the instance type's GPU count).",
+    )
     global_batch_size: int = Field(default=256, ge=1)
     micro_batch_size: int = Field(default=1, ge=1)
     seq_len: int = Field(default=4096, ge=8)
@@ -324,19 +533,46 @@ class JobConfig(Section):
         default="uint32",
         description="Token id width of .bin shards; Llama 3 vocabularies need uint32.",
     )
-    checkpoint_dir: str = "/fsx/checkpoints"
+    checkpoint_dir: str = Field(
+        default="/fsx/checkpoints",
+        description="On the shared file system, so a replaced node resumes from it.",
+    )
     checkpoint_every: int = Field(default=100, ge=1)
     keep_last: int = Field(default=3, ge=1)
     auto_resume: bool = True
     stop_grace_seconds: int = Field(
         default=180,
         ge=30,
+        le=3600,
         description="Seconds between the stop signal (SIGTERM) and the kill: the final save.",
     )
-    max_retries: int = Field(default=3, ge=0)
-    partition: str | None = Field(default=None, description="Slurm partition (default: cluster's).")
-    namespace: str = Field(default="default", description="Kubernetes namespace (EKS).")
-    elastic: ElasticConfig | None = None
+    max_retries: int = Field(default=3, ge=0, le=100)
+    partition: str | None = Field(
+        default=None,
+        pattern=NAME_63,
+        description="Slurm partition (default: the job's compute group's partition).",
+    )
+    namespace: str = Field(
+        default="training",
+        pattern=DNS_LABEL,
+        max_length=63,
+        description="Kubernetes namespace of the job (EKS); the EKS stack creates it with the "
+        "FSx volume claim.",
+    )
+    user: str | None = Field(
+        default=None,
+        pattern=USER_NAME,
+        description="EKS: run the job's pods as this user of `users` (runAsUser/runAsGroup/"
+        "fsGroup), so checkpoints belong to them.",
+    )
+    template: str | None = Field(
+        default=None,
+        description="Your own jinja2 sbatch template (path relative to the environment file) "
+        "instead of the bundled one; it gets the same validated values.",
+    )
+    elastic: ElasticConfig | None = Field(
+        default=None, description="EKS only: elastic replicas (HyperPodPyTorchJob)."
+    )
 
 
 class TrainerConfig(Section):
@@ -353,6 +589,27 @@ class ValidationConfig(Section):
     suppress: list[str] = Field(
         default_factory=list,
         description="Names of semantic checks whose warnings and infos are not shown.",
+    )
+    allow_instance_types: list[Annotated[str, Field(pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$")]] = (
+        Field(
+            default_factory=list,
+            description="Instance types newer than hyperpod-kit's table, accepted as they are "
+            "(their GPUs and EFA interfaces are unknown, so checks that need them are skipped).",
+        )
+    )
+    allow_availability_zone_ids: list[Annotated[str, Field(pattern=r"^[a-z]{3,6}\d-az\d+$")]] = (
+        Field(
+            default_factory=list,
+            description="Availability zone IDs newer than hyperpod-kit's table.",
+        )
+    )
+    allow_regions: list[Annotated[str, Field(pattern=r"^[a-z]{2}(-gov)?-[a-z]+-\d$")]] = Field(
+        default_factory=list, description="Regions newer than hyperpod-kit's table."
+    )
+    allow_kubernetes_versions: list[Annotated[str, Field(pattern=KUBERNETES_VERSION)]] = Field(
+        default_factory=list,
+        description="Kubernetes versions HyperPod supports that are newer than hyperpod-kit's "
+        "list.",
     )
 
 
@@ -373,7 +630,7 @@ class EnvironmentConfig(Section):
         default=None,
         pattern=r"^\d{12}$",
         description="AWS account id; left out, the stacks deploy to the credentials' account.",
-        json_schema_extra=hint("12 digits"),
+        json_schema_extra=hint('12 digits, quoted: "111122223333"'),
     )
     availability_zone_id: str = Field(
         pattern=r"^[a-z]{3,6}\d-az\d+$",
@@ -383,7 +640,15 @@ class EnvironmentConfig(Section):
         ),
     )
     orchestrator: Literal["slurm", "eks"] = "slurm"
-    tags: dict[str, str] = Field(default_factory=dict)
+    tags: dict[str, str] = Field(
+        default_factory=dict,
+        description="Tags on every stack and resource (at most 49; keys may not start with aws:).",
+    )
+    users: list[UserConfig] = Field(
+        default_factory=list,
+        description="The environment's people: created on the cluster's nodes with homes on FSx, "
+        "and given Studio profiles with the same uid and gid.",
+    )
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
@@ -391,3 +656,19 @@ class EnvironmentConfig(Section):
     monitoring: MonitoringConfig = Field(default_factory=MonitoringConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
+
+    _source_dir: Path | None = PrivateAttr(default=None)
+
+    @property
+    def cluster_name(self) -> str:
+        return self.cluster.name or self.name
+
+    def at_source(self, source_dir: Path) -> EnvironmentConfig:
+        """This config, knowing the folder its relative paths (scripts, templates) start from."""
+        self._source_dir = source_dir.resolve()
+        return self
+
+    def resolve_path(self, path: str) -> Path:
+        """A path from the file: absolute as is, relative to the environment file's folder."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (self._source_dir or Path.cwd()) / p

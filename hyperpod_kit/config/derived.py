@@ -1,0 +1,106 @@
+"""Values that follow from the environment file, computed in one place.
+
+Validators, job templates and constructs all need "which group does the job run on", "how many
+ranks per node", "which deep health checks": deriving them once keeps the three from disagreeing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hyperpod_kit.config.facts import InstanceType, instance_type
+from hyperpod_kit.config.schema import (
+    DEFAULT_DEEP_HEALTH_CHECKS,
+    DeepHealthCheck,
+    EnvironmentConfig,
+    InstanceGroupConfig,
+    JobConfig,
+)
+
+FSX_MOUNT = "/fsx"
+
+
+def worker_role(config: EnvironmentConfig) -> str:
+    """The role of the groups that run jobs: compute (Slurm) or worker (EKS)."""
+    return "compute" if config.orchestrator == "slurm" else "worker"
+
+
+def worker_groups(config: EnvironmentConfig) -> list[InstanceGroupConfig]:
+    role = worker_role(config)
+    return [g for g in config.cluster.instance_groups if g.role == role]
+
+
+def job_group(config: EnvironmentConfig) -> InstanceGroupConfig | None:
+    """The group the training job runs on: named by `trainer.job.instance_group`, or the only
+    compute/worker group; None when that is ambiguous or names no such group."""
+    groups = worker_groups(config)
+    wanted = config.trainer.job.instance_group
+    if wanted is not None:
+        return next((g for g in groups if g.name == wanted), None)
+    return groups[0] if len(groups) == 1 else None
+
+
+def group_facts(group: InstanceGroupConfig | None) -> InstanceType | None:
+    """What the table knows of a group's instance type (None: unknown, e.g. an allowed new type)."""
+    return instance_type(group.instance_type) if group is not None else None
+
+
+def processes_per_node(config: EnvironmentConfig) -> int:
+    """Ranks per node: as set, else the job group's accelerators (one rank per GPU), else 1."""
+    job = config.trainer.job
+    if job.processes_per_node is not None:
+        return job.processes_per_node
+    facts = group_facts(job_group(config))
+    return facts.processes_per_node if facts is not None and facts.processes_per_node else 1
+
+
+def deep_health_checks(group: InstanceGroupConfig) -> list[DeepHealthCheck]:
+    """As set, else both checks on accelerated types and none on CPU types."""
+    if group.deep_health_checks is not None:
+        return list(group.deep_health_checks)
+    facts = instance_type(group.instance_type)
+    return list(DEFAULT_DEEP_HEALTH_CHECKS) if facts is not None and facts.accelerated else []
+
+
+def job_partition(config: EnvironmentConfig) -> str | None:
+    """The job's Slurm partition: as set, else its compute group's partition."""
+    job = config.trainer.job
+    if job.partition is not None:
+        return job.partition
+    group = job_group(config)
+    return group.slurm_partition if group is not None else None
+
+
+@dataclass(frozen=True)
+class TrainerSetting:
+    """One `--set KEY=VALUE` the job templates pass to the trainer, and the environment-file key
+    it comes from (so a value the trainer rejects is reported at the right line)."""
+
+    key: str
+    value: str
+    source: str  # path in the environment file, e.g. "trainer.job.seq_len"
+
+
+def trainer_settings(job: JobConfig) -> list[TrainerSetting]:
+    """The trainer configuration a job runs with: its `--set` overrides, in order."""
+    at = "trainer.job"
+
+    def s(key: str, value: object, field: str | None) -> TrainerSetting:
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        return TrainerSetting(key, text, f"{at}.{field}" if field else at)
+
+    return [
+        s("model.preset", job.preset, "preset"),
+        s("data.source", "tokens", None),
+        s("data.path", job.data_path, "data_path"),
+        s("data.token_dtype", job.token_dtype, "token_dtype"),
+        s("data.seq_len", job.seq_len, "seq_len"),
+        s("train.steps", job.max_steps, "max_steps"),
+        s("train.global_batch_size", job.global_batch_size, "global_batch_size"),
+        s("train.micro_batch_size", job.micro_batch_size, "micro_batch_size"),
+        s("checkpoint.dir", job.checkpoint_dir, "checkpoint_dir"),
+        s("checkpoint.every_steps", job.checkpoint_every, "checkpoint_every"),
+        s("checkpoint.keep_last", job.keep_last, "keep_last"),
+        s("checkpoint.async_save", True, None),
+        s("checkpoint.resume", True, None),
+    ]
