@@ -99,6 +99,10 @@ def test_interface_endpoints(synth: SynthFn, orchestrator: str, count: int) -> N
         "network": {"interface_endpoints": True},
     }
     if orchestrator == "eks":
+        overrides["network"] |= {
+            "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+            "control_plane_availability_zone_id": "usw2-az1",
+        }
         overrides["cluster"] = {
             "instance_groups": [
                 {

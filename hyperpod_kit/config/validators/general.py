@@ -1,39 +1,137 @@
-"""Environment-wide rules: region and availability zone."""
+"""Environment-wide rules: region, availability zone and tags, checked against dated tables."""
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Iterator
 
+from hyperpod_kit.config.facts import regions, regions_checked
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.regions import KNOWN_REGIONS, az_id_prefix
+from hyperpod_kit.config.regions import az_id_prefix
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators import validator
+
+# CloudFormation takes at most 50 stack tags; hyperpod-kit adds `hyperpod-kit:environment`.
+MAX_USER_TAGS = 49
+MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256
+_TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
+GOV_REGIONS = frozenset({"us-gov-west-1", "us-gov-east-1"})
+
+
+def _closest(value: str, choices: list[str]) -> str | None:
+    close = difflib.get_close_matches(value, choices, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 @validator("region-known", area="general")
 def check_region_known(config: EnvironmentConfig) -> Iterator[Finding]:
-    """The region is one this version knows (a warning: newer regions work)."""
-    if config.region not in KNOWN_REGIONS:
+    """The region is in the dated region table (or `validation.allow_regions`); warns where the
+    table does not list HyperPod."""
+    table = regions()
+    name = config.region
+    if name in config.validation.allow_regions or name in GOV_REGIONS:
+        return
+    known = table.get(name)
+    if known is None:
+        close = _closest(name, sorted(table))
+        yield Finding(
+            Level.ERROR,
+            "region",
+            f"{name!r} is not a region in hyperpod-kit's table (checked {regions_checked()})",
+            (f"did you mean {close!r}? " if close else "")
+            + f"if {name} is a region newer than the table, add it to validation.allow_regions",
+        )
+    elif not known.hyperpod_offered:
         yield Finding(
             Level.WARNING,
             "region",
-            f"{config.region!r} is not a region this version knows",
-            "check the spelling (e.g. us-west-2); a newer region is fine",
+            f"SageMaker HyperPod is not listed in {name} (table checked {regions_checked()})",
+            "pick a HyperPod region such as us-west-2, or suppress region-known if it is "
+            "offered there now",
         )
 
 
 @validator("az-id-in-region", area="general")
 def check_az_in_region(config: EnvironmentConfig) -> Iterator[Finding]:
-    """The availability zone ID belongs to the region (usw2-az2 is in us-west-2)."""
+    """The availability zone IDs belong to the region: `usw2-az2` is in us-west-2, `usw2-az9`
+    is nowhere."""
+    ids: list[tuple[str, str]] = [("availability_zone_id", config.availability_zone_id)]
+    if config.network.control_plane_availability_zone_id is not None:
+        ids.append(
+            (
+                "network.control_plane_availability_zone_id",
+                config.network.control_plane_availability_zone_id,
+            )
+        )
+    known = regions().get(config.region)
     prefix = az_id_prefix(config.region)
-    if prefix is None:
-        return
-    az_prefix = config.availability_zone_id.split("-az")[0]
-    if az_prefix != prefix:
+    for path, az in ids:
+        if az in config.validation.allow_availability_zone_ids:
+            continue
+        if known is not None and known.az_ids:
+            if az not in known.az_ids:
+                where = (
+                    "a zone of another region"
+                    if prefix is not None and not az.startswith(prefix + "-")
+                    else "not a zone of the region"
+                )
+                yield Finding(
+                    Level.ERROR,
+                    path,
+                    f"{az!r} is {where}: {config.region} has {', '.join(known.az_ids)} "
+                    f"(table checked {regions_checked()})",
+                    f"use one of them, e.g. {known.az_ids[0]}; a zone newer than "
+                    "the table goes in validation.allow_availability_zone_ids",
+                )
+        elif prefix is not None and az.split("-az")[0] != prefix:
+            yield Finding(
+                Level.ERROR,
+                path,
+                f"{az!r} is not in region {config.region} (its zones are {prefix}-az1, "
+                f"{prefix}-az2, ...)",
+                f"use an AZ ID of {config.region}, like {prefix}-az1",
+            )
+
+
+@validator("tags", area="general")
+def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Tags CloudFormation accepts: no `aws:` keys, at most 49, keys up to 128 and values up to
+    256 characters of the allowed set."""
+    tags = config.tags
+    if len(tags) > MAX_USER_TAGS:
         yield Finding(
             Level.ERROR,
-            "availability_zone_id",
-            f"{config.availability_zone_id!r} is not in region {config.region} "
-            f"(its zones are {prefix}-az1, {prefix}-az2, ...)",
-            f"use an AZ ID of {config.region}, like {prefix}-az1",
+            "tags",
+            f"{len(tags)} tags; CloudFormation takes 50 per stack and hyperpod-kit adds "
+            "hyperpod-kit:environment",
+            f"keep at most {MAX_USER_TAGS}",
         )
+    for key, value in tags.items():
+        at = f"tags.{key}"
+        if key.lower().startswith("aws:"):
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"tag keys starting with 'aws:' are reserved for AWS ({key!r})",
+                f"use another prefix, e.g. {config.name + ':' + key[4:]!r}",
+            )
+        if not 1 <= len(key) <= MAX_TAG_KEY:
+            yield Finding(
+                Level.ERROR, at, f"a tag key has 1-{MAX_TAG_KEY} characters", "shorten the key"
+            )
+        if len(value) > MAX_TAG_VALUE:
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"the value has {len(value)} characters; at most {MAX_TAG_VALUE}",
+                "shorten the value",
+            )
+        for what, text in (("key", key), ("value", value)):
+            if not _TAG_TEXT.match(text):
+                yield Finding(
+                    Level.ERROR,
+                    at,
+                    f"the tag {what} {text!r} has characters tags cannot hold",
+                    "use letters, digits, spaces and _ . : / = + - @",
+                )

@@ -1,17 +1,15 @@
-"""Network rules: CIDR sizes, containment and overlap, one VPC source."""
+"""Network rules: CIDR sizes, containment and overlap, one VPC source, room for every node's
+addresses, the EKS control plane's second subnet."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from ipaddress import IPv4Network
 
+from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.config.schema import EnvironmentConfig, NewVpcConfig
 from hyperpod_kit.config.validators import validator
-
-# A HyperPod accelerated instance takes one address per EFA interface (32 on a p5.48xlarge) plus
-# the primary; a /20 leaves room for about 120 such nodes, FSx and Studio.
-RECOMMENDED_PRIVATE_PREFIX = 20
 
 
 @validator("vpc-source", area="network")
@@ -29,9 +27,8 @@ def check_vpc_source(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("vpc-cidr", area="network")
 def check_vpc_cidr(config: EnvironmentConfig) -> Iterator[Finding]:
-    """VPC and subnet prefixes are /16 to /28, subnets lie inside the VPC and apart; warns below
-    a /20 private subnet.
-    """
+    """VPC and subnet prefixes are /16 to /28, and subnets lie inside the VPC and apart. (Whether
+    the private subnet is large enough for the nodes is `subnet-capacity`'s question.)"""
     vpc = config.network.new_vpc
     if vpc is None:
         return
@@ -68,14 +65,6 @@ def check_vpc_cidr(config: EnvironmentConfig) -> Iterator[Finding]:
             f"{vpc.private_subnet_cidr} overlaps the public subnet {vpc.public_subnet_cidr}",
             "give the subnets disjoint blocks, e.g. 10.0.0.0/24 and 10.0.128.0/17",
         )
-    if vpc.private_subnet_cidr.prefixlen > RECOMMENDED_PRIVATE_PREFIX:
-        yield Finding(
-            Level.WARNING,
-            "network.vpc.private_subnet_cidr",
-            f"{vpc.private_subnet_cidr} has {vpc.private_subnet_cidr.num_addresses - 5} usable "
-            "addresses; each accelerated node takes one per EFA interface (32 on p5.48xlarge)",
-            f"use a /{RECOMMENDED_PRIVATE_PREFIX} or larger",
-        )
 
 
 @validator("endpoints-without-nat", area="network")
@@ -90,3 +79,137 @@ def check_endpoints(config: EnvironmentConfig) -> Iterator[Finding]:
             "endpoints for the AWS APIs the nodes call",
             "set interface_endpoints: true if the subnet has no NAT route",
         )
+
+
+# Addresses outside the nodes: FSx file-server interfaces, interface endpoints, Studio apps.
+RESERVED_ADDRESSES = 64
+_SUBNET_RESERVED = 5  # AWS keeps the first four and the last address of every subnet
+
+
+def required_addresses(config: EnvironmentConfig) -> int:
+    """Private addresses the cluster subnet must hold: every node's primary interface and EFA
+    interfaces, on EKS one warm interface of pod addresses per node (VPC CNI), plus headroom."""
+    total = RESERVED_ADDRESSES
+    for group in config.cluster.instance_groups:
+        facts = instance_type(group.instance_type)
+        if facts is None:
+            continue
+        per_node = facts.addresses_per_node
+        if config.orchestrator == "eks":
+            per_node += facts.ipv4_per_eni or 0
+        total += group.instance_count * per_node
+    return total
+
+
+@validator("subnet-capacity", area="network")
+def check_subnet_capacity(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The new private subnet holds every node's addresses (one per EFA interface: 32 on a
+    p5.48xlarge), with room to replace nodes."""
+    vpc = config.network.new_vpc
+    if vpc is None:
+        return
+    usable = vpc.private_subnet_cidr.num_addresses - _SUBNET_RESERVED
+    needed = required_addresses(config)
+    at = "network.vpc.private_subnet_cidr"
+    if needed > usable:
+        prefix = max(16, 32 - (needed + _SUBNET_RESERVED - 1).bit_length())
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"{vpc.private_subnet_cidr} has {usable} usable addresses; the instance groups "
+            f"need about {needed} (a primary and one per EFA interface per node"
+            + (", plus pod addresses on EKS" if config.orchestrator == "eks" else "")
+            + ")",
+            f"use a /{prefix} or larger",
+        )
+    elif needed > usable * 0.8:
+        yield Finding(
+            Level.WARNING,
+            at,
+            f"the instance groups need about {needed} of {usable} usable addresses; replacing "
+            "or adding nodes may run out",
+            "use a larger private subnet",
+        )
+
+
+@validator("eks-control-plane-subnets", area="network")
+def check_control_plane_subnets(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A new EKS cluster needs a second private subnet in another zone for its control plane."""
+    net = config.network
+    needs = config.orchestrator == "eks" and config.cluster.eks.existing_cluster_name is None
+    vpc = net.new_vpc
+    if not needs:
+        given = (vpc is not None and vpc.control_plane_subnet_cidr is not None) or (
+            net.existing_vpc is not None and net.existing_vpc.control_plane_subnet_ids
+        )
+        if given or net.control_plane_availability_zone_id is not None:
+            yield Finding(
+                Level.WARNING,
+                "network",
+                "control-plane subnet settings are used only when hyperpod-kit creates an EKS "
+                "cluster; they are ignored",
+                "remove them",
+            )
+        return
+    if vpc is not None:
+        az = net.control_plane_availability_zone_id
+        if az is None:
+            yield Finding(
+                Level.ERROR,
+                "network.control_plane_availability_zone_id",
+                "a new EKS cluster needs a second availability zone for its control plane",
+                "add control_plane_availability_zone_id: another AZ ID of the region",
+            )
+        elif az == config.availability_zone_id:
+            yield Finding(
+                Level.ERROR,
+                "network.control_plane_availability_zone_id",
+                f"{az} is the environment's own zone; EKS needs subnets in two zones",
+                "use another AZ ID of the region",
+            )
+        cidr = vpc.control_plane_subnet_cidr
+        if cidr is None:
+            yield Finding(
+                Level.ERROR,
+                "network.vpc.control_plane_subnet_cidr",
+                "a new EKS cluster needs a second private subnet for its control plane",
+                f"add control_plane_subnet_cidr: {_free_block(vpc)}",
+            )
+            return
+        at = "network.vpc.control_plane_subnet_cidr"
+        if not cidr.subnet_of(vpc.cidr):
+            yield Finding(
+                Level.ERROR, at, f"{cidr} is not inside the VPC CIDR {vpc.cidr}", _free_block(vpc)
+            )
+        elif not 16 <= cidr.prefixlen <= 28:
+            yield Finding(
+                Level.ERROR, at, f"{cidr} has a /{cidr.prefixlen} prefix", "use a /24 to /28"
+            )
+        for key, other in (
+            ("public_subnet_cidr", vpc.public_subnet_cidr),
+            ("private_subnet_cidr", vpc.private_subnet_cidr),
+        ):
+            if cidr.overlaps(other):
+                yield Finding(
+                    Level.ERROR,
+                    at,
+                    f"{cidr} overlaps {key} {other}",
+                    f"use a free block such as {_free_block(vpc)}",
+                )
+    elif net.existing_vpc is not None and not net.existing_vpc.control_plane_subnet_ids:
+        yield Finding(
+            Level.ERROR,
+            "network.existing_vpc.control_plane_subnet_ids",
+            "a new EKS cluster needs private subnets in a second zone for its control plane",
+            "add control_plane_subnet_ids: [subnet-...] in another availability zone",
+        )
+
+
+def _free_block(vpc: NewVpcConfig) -> str:
+    """A /24 of the VPC that overlaps neither existing subnet (for hints)."""
+    for block in vpc.cidr.subnets(new_prefix=max(24, vpc.cidr.prefixlen)):
+        if not block.overlaps(vpc.public_subnet_cidr) and not block.overlaps(
+            vpc.private_subnet_cidr
+        ):
+            return str(block)
+    return "a free /24 of the VPC"

@@ -12,6 +12,11 @@ from hyperpod_kit.config.validators import validator
 LUSTRE = "storage.lustre"
 THROUGHPUT_TIERS = (125, 250, 500, 1000)
 MAX_DRAS = 8
+# The CloudFormation registry schema of AWS::FSx::FileSystem (bundled with cfn-lint) caps
+# StorageCapacity at 65,536 GiB for every file system type; the largest PERSISTENT_2 size
+# below it is 27 x 2400.
+CFN_MAX_CAPACITY_GIB = 65_536
+MAX_CAPACITY_GIB = 64_800
 METADATA_IOPS_SMALL = (1500, 3000, 6000, 12000)
 METADATA_IOPS_MAX = 192000
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -22,18 +27,29 @@ _RESERVED_SUFFIXES = ("-s3alias", "--ol-s3", ".mrap", "--x-s3", "--table-s3")
 
 @validator("lustre-capacity", area="storage")
 def check_lustre_capacity(config: EnvironmentConfig) -> Iterator[Finding]:
-    """PERSISTENT_2 capacity is 1200 GiB or a multiple of 2400 GiB."""
+    """PERSISTENT_2 capacity is 1200 GiB or a multiple of 2400 GiB, at most 64,800 GiB through
+    CloudFormation."""
     lustre = config.storage.lustre
     if lustre.existing is not None:
         return
     gib = lustre.storage_capacity_gib
+    at = f"{LUSTRE}.storage_capacity_gib"
     if gib != 1200 and gib % 2400 != 0:
         up = 1200 if gib < 1200 else -(-gib // 2400) * 2400
         yield Finding(
             Level.ERROR,
-            f"{LUSTRE}.storage_capacity_gib",
+            at,
             f"{gib} is not 1200 or a multiple of 2400 (PERSISTENT_2)",
-            f"use {up}",
+            f"use {min(up, MAX_CAPACITY_GIB)}",
+        )
+    elif gib > CFN_MAX_CAPACITY_GIB:
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"{gib:,} GiB is above {CFN_MAX_CAPACITY_GIB:,} GiB, the most CloudFormation's "
+            "AWS::FSx::FileSystem schema accepts",
+            f"use at most {MAX_CAPACITY_GIB:,}; for a larger file system, create it outside "
+            "CloudFormation and name it in storage.lustre.existing",
         )
 
 

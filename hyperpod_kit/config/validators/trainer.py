@@ -1,14 +1,32 @@
-"""Training-job rules: batch arithmetic and elastic bounds, checked before a job is rendered."""
+"""Training-job rules, checked before a job is rendered: the group it runs on, ranks against GPUs,
+paths on the shared file system, batch arithmetic, elastic bounds, and the trainer's own checks."""
 
 from __future__ import annotations
 
+import difflib
+import sys
 from collections.abc import Iterator
+from types import ModuleType
 
+from hyperpod_kit.config.derived import (
+    FSX_MOUNT,
+    group_facts,
+    job_group,
+    processes_per_node,
+    trainer_settings,
+    worker_groups,
+    worker_role,
+)
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import ElasticConfig, EnvironmentConfig
 from hyperpod_kit.config.validators import validator
 
 JOB = "trainer.job"
+# Trainer keys whose rules this module checks itself (with better hints).
+BATCH_KEYS = frozenset({"train.global_batch_size", "train.micro_batch_size"})
+# Folders that live on one node: a checkpoint there is gone when HyperPod replaces the node.
+NODE_LOCAL = ("/tmp", "/var/tmp", "/dev/shm", "/opt/dlami/nvme", "/opt/sagemaker", "/home", "/root",
+              "/scratch", "/mnt/local", "/local")  # fmt: skip
 
 
 def _within(elastic: ElasticConfig, n: int) -> bool:
@@ -28,11 +46,15 @@ def _divides(global_batch: int, micro: int, world: int) -> bool:
     return global_batch % (micro * world) == 0
 
 
+def _on_fsx(path: str) -> bool:
+    return path == FSX_MOUNT or path.startswith(FSX_MOUNT + "/")
+
+
 @validator("job-global-batch", area="trainer")
 def check_global_batch(config: EnvironmentConfig) -> Iterator[Finding]:
     """The global batch splits into micro batches on every rank."""
     job = config.trainer.job
-    world = job.nodes * job.processes_per_node
+    world = job.nodes * processes_per_node(config)
     if not _divides(job.global_batch_size, job.micro_batch_size, world):
         yield Finding(
             Level.ERROR,
@@ -51,6 +73,15 @@ def check_elastic(config: EnvironmentConfig) -> Iterator[Finding]:
     if elastic is None:
         return
     at = f"{JOB}.elastic"
+    if config.orchestrator == "slurm":
+        yield Finding(
+            Level.ERROR,
+            at,
+            "elastic replicas are a HyperPodPyTorchJob feature (EKS); a Slurm job has a fixed "
+            "node count",
+            "remove elastic, or use orchestrator: eks",
+        )
+        return
     if elastic.min_replicas > elastic.max_replicas:
         yield Finding(
             Level.ERROR,
@@ -76,12 +107,12 @@ def check_elastic(config: EnvironmentConfig) -> Iterator[Finding]:
         )
     # Past global / (micro x ranks per replica) replicas nothing divides: a range scan stops
     # one step beyond, so a huge max_replicas costs nothing.
+    ranks = processes_per_node(config)
     step = elastic.replica_increment_step or 1
-    limit = job.global_batch_size // (job.micro_batch_size * job.processes_per_node)
+    limit = job.global_batch_size // (job.micro_batch_size * ranks)
     sizes = elastic.replica_discrete_values or range(
         elastic.min_replicas, min(elastic.max_replicas, limit + step) + 1, step
     )
-    ranks = job.processes_per_node
     failing = [
         n
         for n in sizes
@@ -105,3 +136,224 @@ def check_elastic(config: EnvironmentConfig) -> Iterator[Finding]:
             f"[{elastic.min_replicas}, {elastic.max_replicas}]",
             "start within the range",
         )
+
+
+@validator("job-instance-group", area="trainer")
+def check_job_group(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The job runs on one compute (Slurm) or worker (EKS) group, large enough for its nodes
+    (and, elastic, for its largest replica count)."""
+    job = config.trainer.job
+    groups = worker_groups(config)
+    role = worker_role(config)
+    if not groups:
+        return  # instance-group-roles says so
+    group = job_group(config)
+    if group is None:
+        names = [g.name for g in groups]
+        if job.instance_group is None:
+            yield Finding(
+                Level.ERROR,
+                f"{JOB}.instance_group",
+                f"the cluster has {len(groups)} {role} groups ({', '.join(names)}); the job "
+                "must name one",
+                f"add instance_group: {names[0]}",
+            )
+        else:
+            close = difflib.get_close_matches(job.instance_group, names, n=1)
+            yield Finding(
+                Level.ERROR,
+                f"{JOB}.instance_group",
+                f"{job.instance_group!r} is not a {role} group",
+                f"did you mean {close[0]!r}?" if close else f"use one of {', '.join(names)}",
+            )
+        return
+    if job.nodes > group.instance_count:
+        yield Finding(
+            Level.ERROR,
+            f"{JOB}.nodes",
+            f"{job.nodes} nodes, but group {group.name!r} has {group.instance_count}",
+            f"use at most {group.instance_count} nodes, or raise that group's instance_count",
+        )
+    if job.elastic is not None and job.elastic.max_replicas > group.instance_count:
+        yield Finding(
+            Level.ERROR,
+            f"{JOB}.elastic.max_replicas",
+            f"{job.elastic.max_replicas} replicas, but group {group.name!r} has "
+            f"{group.instance_count} nodes",
+            f"use at most {group.instance_count}",
+        )
+
+
+@validator("job-processes-per-node", area="trainer")
+def check_processes(config: EnvironmentConfig) -> Iterator[Finding]:
+    """One rank per GPU: the bundled trainer needs NVIDIA GPUs, and no more ranks than GPUs."""
+    job = config.trainer.job
+    group = job_group(config)
+    facts = group_facts(group)
+    if group is None or facts is None:
+        return
+    at = f"{JOB}.processes_per_node"
+    if facts.accelerator_kind != "gpu":
+        what = "Trainium chips" if facts.accelerator_kind == "trainium" else "no GPU"
+        yield Finding(
+            Level.ERROR,
+            f"{JOB}.instance_group" if job.instance_group else at,
+            f"the job's group {group.name!r} is {group.instance_type}, with {what}; the bundled "
+            "trainer runs on NVIDIA GPUs",
+            "run the job on a GPU group (e.g. ml.p5.48xlarge)",
+        )
+        return
+    ranks = job.processes_per_node
+    if ranks is None:
+        return
+    if ranks > facts.gpus:
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"{ranks} processes per node, but {group.instance_type} has {facts.gpus} "
+            f"GPU{'s' if facts.gpus > 1 else ''}",
+            f"use {facts.gpus} (or leave processes_per_node out: one rank per GPU)",
+        )
+    elif ranks < facts.gpus:
+        yield Finding(
+            Level.WARNING,
+            at,
+            f"{ranks} processes per node leave {facts.gpus - ranks} of {facts.gpus} GPUs of "
+            f"{group.instance_type} idle",
+            f"use {facts.gpus}",
+        )
+
+
+@validator("job-paths", area="trainer")
+def check_paths(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Data and checkpoints are absolute paths; checkpoints are on the shared file system, so
+    that a job resumed on a replaced node finds them."""
+    job = config.trainer.job
+    for key in ("data_path", "checkpoint_dir"):
+        value: str = getattr(job, key)
+        at = f"{JOB}.{key}"
+        if not value.startswith("/"):
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"{value!r} is a relative path; every node and container starts in another folder",
+                f"use an absolute path on the shared file system, like {FSX_MOUNT}/{value}",
+            )
+        elif key == "checkpoint_dir" and not _on_fsx(value):
+            local = next((p for p in NODE_LOCAL if value == p or value.startswith(p + "/")), None)
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"{value!r} is "
+                + (f"node-local ({local})" if local else f"outside the shared {FSX_MOUNT}")
+                + ": a node HyperPod replaces comes back without it, and auto-resume starts over",
+                f"use a folder under {FSX_MOUNT}, like {FSX_MOUNT}/checkpoints/{job.name}",
+            )
+        elif key == "data_path" and not _on_fsx(value):
+            yield Finding(
+                Level.WARNING,
+                at,
+                f"{value!r} is outside the shared {FSX_MOUNT}; every node must have the same data "
+                "there",
+                f"put the token shards under {FSX_MOUNT}",
+            )
+
+
+@validator("job-auto-resume", area="trainer")
+def check_auto_resume(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Auto-resume needs HyperPod to replace faulty nodes (`node_recovery: Automatic`)."""
+    if config.trainer.job.auto_resume and config.cluster.node_recovery == "None":
+        yield Finding(
+            Level.ERROR,
+            f"{JOB}.auto_resume",
+            "auto_resume needs cluster.node_recovery: Automatic; with None a faulty node is "
+            "never replaced and the job cannot resume",
+            "set cluster.node_recovery: Automatic, or auto_resume: false",
+        )
+
+
+@validator("job-orchestrator", area="trainer")
+def check_job_orchestrator(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Settings of the other orchestrator's job template are not silently ignored."""
+    job = config.trainer.job
+    fields = job.model_fields_set
+    ignored: list[str]
+    if config.orchestrator == "slurm":
+        ignored = [k for k in ("namespace", "user") if k in fields]
+    else:
+        ignored = [k for k in ("partition", "template") if k in fields]
+    for key in ignored:
+        yield Finding(
+            Level.WARNING,
+            f"{JOB}.{key}",
+            f"{key} is used only by the "
+            + ("EKS" if config.orchestrator == "slurm" else "Slurm")
+            + " job template; it is ignored here",
+            f"remove {key}",
+        )
+    if (
+        config.orchestrator == "eks"
+        and job.user is not None
+        and job.user not in {u.name for u in config.users}
+    ):
+        yield Finding(
+            Level.ERROR,
+            f"{JOB}.user",
+            f"{job.user!r} is not in users",
+            "add the person to users, or name one who is",
+        )
+    if job.partition is not None and config.orchestrator == "slurm":
+        partitions = {g.slurm_partition for g in worker_groups(config)} | {"dev"}
+        if job.partition not in partitions:
+            yield Finding(
+                Level.ERROR,
+                f"{JOB}.partition",
+                f"no compute group forms partition {job.partition!r}",
+                f"use one of {', '.join(sorted(partitions))}",
+            )
+
+
+def trainer_config_module() -> ModuleType:
+    """The trainer's own (torch-free) config module: one source for presets, dtypes and rules.
+
+    Installed into the project's venv; from a plain checkout it is imported from assets/trainer.
+    """
+    try:
+        import hyperpod_trainer.config as module
+    except ImportError:
+        from hyperpod_kit.paths import TRAINER_DIR
+
+        sys.path.insert(0, str(TRAINER_DIR))
+        import hyperpod_trainer.config as module
+    return module
+
+
+@validator("job-trainer-config", area="trainer")
+def check_trainer_config(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The trainer accepts the job's settings (preset, token dtype, sequence length...): the
+    trainer's own `--check` rules, run here without torch."""
+    trainer = trainer_config_module()
+    job = config.trainer.job
+    settings = trainer_settings(job)
+    try:
+        trainer.load_config(None, [f"{s.key}={s.value}" for s in settings])
+    except trainer.ConfigError as e:
+        if e.path in BATCH_KEYS:
+            return  # job-global-batch says it, with the nearest size that works
+        source = next(
+            (s.source for s in settings if e.path == s.key or e.path.startswith(s.key + ".")),
+            next((s.source for s in settings if s.key.split(".")[0] == e.path.split(".")[0]), JOB),
+        )
+        hint = "the bundled trainer's rule; see docs/trainer.md"
+        if e.path == "model.preset":
+            presets = sorted(trainer_presets())
+            close = difflib.get_close_matches(job.preset, presets, n=1)
+            hint = (
+                f"did you mean {close[0]!r}? " if close else ""
+            ) + f"presets: {', '.join(presets)}"
+        yield Finding(Level.ERROR, source, f"the trainer rejects it: {e.message}", hint)
+
+
+def trainer_presets() -> list[str]:
+    presets: dict[str, object] = trainer_config_module().PRESETS
+    return list(presets)
