@@ -2,55 +2,73 @@
 
 Both launch the bundled trainer (`assets/trainer`) with the same `--set` overrides, so a job's
 batch, data and checkpoint settings live in one place: `trainer.job` of the environment file.
+Every rendered file is linted before anyone sees it: the script with `bash -n` and shellcheck,
+the manifest against the HyperPodPyTorchJob schema.
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import tempfile
 from dataclasses import dataclass
+from pathlib import Path
 
-from hyperpod_kit.config.schema import EnvironmentConfig, JobConfig
-from hyperpod_kit.naming import parameter_name
+import yaml
 
-FSX_MOUNT = "/fsx"
-RDZV_PORT = 29500
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.jobs.context import LocalRun, job_context
+
+__all__ = ["LocalRun", "RenderedJob", "lint", "render_jobs"]
 
 
 @dataclass(frozen=True)
 class RenderedJob:
     filename: str
     text: str
+    kind: str  # "sbatch" or "manifest"
 
 
-def image_parameter(config: EnvironmentConfig) -> str:
-    """The SSM parameter where the trainer-image stack publishes the image URI."""
-    return parameter_name(config.name, "trainer-image")
+def render_jobs(
+    config: EnvironmentConfig, *, image: str | None = None, local: LocalRun | None = None
+) -> list[RenderedJob]:
+    """The job file for the environment's orchestrator (`local`: the sbatch for a machine
+    without HyperPod)."""
+    from hyperpod_kit.jobs.eks import pytorch_job, render_pytorch_job
+    from hyperpod_kit.jobs.slurm import BUNDLED, render_sbatch
+
+    context = job_context(config, image=image, local=local)
+    name = context.job.name
+    if config.orchestrator == "slurm" or local is not None:
+        own = config.trainer.job.template
+        template = config.resolve_path(own) if own else BUNDLED
+        return [RenderedJob(f"{name}.sbatch", render_sbatch(context, template=template), "sbatch")]
+    manifest = pytorch_job(config, context)
+    text = render_pytorch_job(manifest, environment=config.name, has_image=image is not None)
+    return [RenderedJob(f"{name}.hyperpodpytorchjob.yaml", text, "manifest")]
 
 
-def trainer_overrides(job: JobConfig) -> list[str]:
-    """`--set` arguments of `python -m hyperpod_trainer` for this job."""
-    return [
-        f"model.preset={job.preset}",
-        "data.source=tokens",
-        f"data.path={job.data_path}",
-        f"data.token_dtype={job.token_dtype}",
-        f"data.seq_len={job.seq_len}",
-        f"train.steps={job.max_steps}",
-        f"train.global_batch_size={job.global_batch_size}",
-        f"train.micro_batch_size={job.micro_batch_size}",
-        f"checkpoint.dir={job.checkpoint_dir}",
-        f"checkpoint.every_steps={job.checkpoint_every}",
-        f"checkpoint.keep_last={job.keep_last}",
-        "checkpoint.async_save=true",
-        "checkpoint.resume=true",
-    ]
+def lint(job: RenderedJob) -> list[str]:
+    """What is wrong with a rendered job file; empty when it passes."""
+    if job.kind == "manifest":
+        from hyperpod_kit.jobs.eks import check_pytorch_job
+
+        return check_pytorch_job(yaml.safe_load(job.text))
+    return lint_shell(job.text, name=job.filename)
 
 
-def render_jobs(config: EnvironmentConfig, *, image: str | None = None) -> list[RenderedJob]:
-    """The job template for the environment's orchestrator."""
-    from hyperpod_kit.jobs.eks import render_pytorch_job
-    from hyperpod_kit.jobs.slurm import render_sbatch
-
-    name = config.trainer.job.name
-    if config.orchestrator == "slurm":
-        return [RenderedJob(f"{name}.sbatch", render_sbatch(config, image=image))]
-    return [RenderedJob(f"{name}.hyperpodpytorchjob.yaml", render_pytorch_job(config, image=image))]
+def lint_shell(text: str, *, name: str) -> list[str]:
+    """`bash -n` always; shellcheck too where it is installed (CI installs it)."""
+    with tempfile.TemporaryDirectory(prefix="hyperpod-kit-lint.") as folder:
+        path = Path(folder) / name
+        path.write_text(text)
+        checks = [["bash", "-n", str(path)]]
+        if shutil.which("shellcheck"):
+            checks.append(["shellcheck", "--format=gcc", str(path)])
+        problems: list[str] = []
+        for command in checks:
+            result = subprocess.run(command, capture_output=True, text=True, check=False)
+            if result.returncode != 0:
+                output = (result.stdout + result.stderr).replace(str(path), name)
+                problems += [line for line in output.splitlines() if line.strip()]
+        return problems

@@ -1,28 +1,36 @@
-"""The HyperPodPyTorchJob manifest: elastic policy, run policy, auto-resume, FSx volume."""
+"""The HyperPodPyTorchJob manifest, built as data and serialised (never YAML pasted as text).
+
+Elastic policy, run policy and auto-resume annotations from `trainer.job`; GPU and EFA requests
+from the instance-type table; the FSx claim the EKS stack creates in the job's namespace; the
+same shutdown window as the sbatch script (SIGTERM, then `stop_grace_seconds` for the final save).
+"""
 
 from __future__ import annotations
 
-import re
+import json
+from functools import cache
+from pathlib import Path
 from typing import Any
 
 import yaml
 
+from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.jobs import FSX_MOUNT, trainer_overrides
+from hyperpod_kit.jobs.context import JobContext
 
 API_VERSION = "sagemaker.amazonaws.com/v1"
 KIND = "HyperPodPyTorchJob"
 AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
 MAX_RETRIES = "sagemaker.amazonaws.com/job-max-retry-count"
-FSX_CLAIM = "fsx-claim"  # the static PV/PVC the EKS cluster stack creates for the file system
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+FSX_CLAIM = "fsx-claim"  # the static PV/PVC the EKS stack creates in the job's namespace
 IMAGE_PLACEHOLDER = "${TRAINER_IMAGE}"
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+SCHEMA = Path(__file__).resolve().parent / "templates" / "hyperpodpytorchjob.schema.json"
 
 
-def pytorch_job(config: EnvironmentConfig, *, image: str | None = None) -> dict[str, Any]:
-    job = config.trainer.job
-    elastic = job.elastic
-    workers = [g for g in config.cluster.instance_groups if g.role == "worker"]
+def pytorch_job(config: EnvironmentConfig, context: JobContext) -> dict[str, Any]:
+    job, net = context.job, context.network
+    elastic = config.trainer.job.elastic
     nnodes = f"{elastic.min_replicas}:{elastic.max_replicas}" if elastic else str(job.nodes)
     command = [
         "hyperpodrun",  # the HyperPod elastic agent's torchrun, installed in the trainer image
@@ -31,24 +39,35 @@ def pytorch_job(config: EnvironmentConfig, *, image: str | None = None) -> dict[
         "-m",
         "hyperpod_trainer",
     ]
-    for override in trainer_overrides(job):
-        command += ["--set", override]
-    gpus = str(job.processes_per_node)
-    pod_spec: dict[str, Any] = {
-        "containers": [
-            {
-                "name": "trainer",
-                "image": image or IMAGE_PLACEHOLDER,
-                "imagePullPolicy": "IfNotPresent",
-                "command": command,
-                "env": [{"name": "OMP_NUM_THREADS", "value": "1"},
-                        {"name": "FI_PROVIDER", "value": "efa"}],
-                "resources": {"requests": {"nvidia.com/gpu": gpus},
-                              "limits": {"nvidia.com/gpu": gpus}},
-                "volumeMounts": [{"name": "fsx", "mountPath": FSX_MOUNT},
-                                 {"name": "shm", "mountPath": "/dev/shm"}],
-            }
+    for key, value in context.settings:
+        command += ["--set", f"{key}={value}"]
+    env = [
+        {"name": "OMP_NUM_THREADS", "value": "1"},
+        {"name": "NCCL_DEBUG", "value": "WARN"},
+        # hyperpodrun (torchrun) waits this long for the ranks' final checkpoint after SIGTERM
+        {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(job.shutdown_timeout_seconds)},
+    ]
+    resources = {"nvidia.com/gpu": str(job.processes_per_node)}
+    if net.efa:
+        env.append({"name": "FI_PROVIDER", "value": "efa"})
+        if net.device_rdma:
+            env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
+        if net.efa_interfaces:
+            resources["vpc.amazonaws.com/efa"] = str(net.efa_interfaces)
+    container: dict[str, Any] = {
+        "name": "trainer",
+        "image": context.image or IMAGE_PLACEHOLDER,
+        "imagePullPolicy": "IfNotPresent",
+        "command": command,
+        "env": env,
+        "resources": {"requests": dict(resources), "limits": dict(resources)},
+        "volumeMounts": [
+            {"name": "fsx", "mountPath": FSX_MOUNT},
+            {"name": "shm", "mountPath": "/dev/shm"},
         ],
+    }
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
         "volumes": [
             {"name": "fsx", "persistentVolumeClaim": {"claimName": FSX_CLAIM}},
             {"name": "shm", "emptyDir": {"medium": "Memory"}},
@@ -56,12 +75,20 @@ def pytorch_job(config: EnvironmentConfig, *, image: str | None = None) -> dict[
         # SIGTERM, then this long for the final checkpoint before the kill.
         "terminationGracePeriodSeconds": job.stop_grace_seconds,
         # Only nodes that passed HyperPod's health checks take training pods.
-        "nodeSelector": {"sagemaker.amazonaws.com/node-health-status": "Schedulable"},
-    }  # fmt: skip
-    if len(workers) == 1:
-        pod_spec["nodeSelector"]["node.kubernetes.io/instance-type"] = workers[0].instance_type
+        "nodeSelector": {HEALTH_LABEL: "Schedulable"},
+    }
+    if net.instance_type is not None:
+        pod_spec["nodeSelector"]["node.kubernetes.io/instance-type"] = net.instance_type
+    user = next((u for u in config.users if u.name == config.trainer.job.user), None)
+    if user is not None:
+        # Checkpoints and logs on FSx belong to the person, as their Studio files do.
+        pod_spec["securityContext"] = {
+            "runAsUser": user.uid,
+            "runAsGroup": user.gid,
+            "fsGroup": user.gid,
+        }
     spec: dict[str, Any] = {
-        "nprocPerNode": gpus,
+        "nprocPerNode": str(job.processes_per_node),
         "replicaSpecs": [{"name": "pod", "replicas": job.nodes, "template": {"spec": pod_spec}}],
         "runPolicy": {"cleanPodPolicy": "None", "jobMaxRetryCount": job.max_retries},
     }
@@ -84,50 +111,40 @@ def pytorch_job(config: EnvironmentConfig, *, image: str | None = None) -> dict[
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
 
 
-def render_pytorch_job(config: EnvironmentConfig, *, image: str | None = None) -> str:
-    manifest = pytorch_job(config, image=image)
-    problems = check_pytorch_job(manifest)
-    if problems:  # the environment validators should make this impossible
-        raise ValueError("; ".join(problems))
-    header = f"# Generated by `hyperpod-kit jobs` from the environment {config.name}.\n" + (
+def render_pytorch_job(manifest: dict[str, Any], *, environment: str, has_image: bool) -> str:
+    header = f"# Generated by `hyperpod-kit jobs` from the environment {environment}.\n" + (
         ""
-        if image
+        if has_image
         else "# Set the image: TRAINER_IMAGE=<uri> envsubst < THIS | kubectl apply -f -\n"
     )
     return header + yaml.safe_dump(manifest, sort_keys=False, width=100)
 
 
+@cache
+def job_schema() -> dict[str, Any]:
+    schema: dict[str, Any] = json.loads(SCHEMA.read_text(encoding="utf-8"))
+    return schema
+
+
 def check_pytorch_job(manifest: Any) -> list[str]:
-    """Structural checks of a HyperPodPyTorchJob: required fields and replica bounds."""
-    problems: list[str] = []
-    if not isinstance(manifest, dict):
-        return ["the manifest is not a mapping"]
-    if manifest.get("apiVersion") != API_VERSION or manifest.get("kind") != KIND:
-        problems.append(f"apiVersion/kind must be {API_VERSION}/{KIND}")
-    name = (manifest.get("metadata") or {}).get("name")
-    if not isinstance(name, str) or not _DNS_LABEL.match(name) or len(name) > 63:
-        problems.append(f"metadata.name {name!r} is not a DNS label")
-    spec = manifest.get("spec") or {}
-    replica_specs = spec.get("replicaSpecs") or []
-    if len(replica_specs) != 1:
-        problems.append("spec.replicaSpecs must have exactly one entry")
+    """Problems of a HyperPodPyTorchJob against the schema of its fields (the CRD's, as the
+    HyperPod SDK models them) and the rules a schema cannot say."""
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(job_schema())
+    problems = [
+        f"{'.'.join(str(p) for p in e.absolute_path) or '(manifest)'}: {e.message}"
+        for e in sorted(validator.iter_errors(manifest), key=lambda e: list(e.absolute_path))
+    ]
+    if problems or not isinstance(manifest, dict):
         return problems
-    replicas = replica_specs[0].get("replicas")
-    containers = ((replica_specs[0].get("template") or {}).get("spec") or {}).get("containers")
-    if not containers or not all(c.get("image") and c.get("command") for c in containers):
-        problems.append("every container needs an image and a command")
-    if not str(spec.get("nprocPerNode", "")).isdigit():
-        problems.append("spec.nprocPerNode must be a whole number")
-    if not isinstance(replicas, int) or replicas < 1:
-        problems.append("spec.replicaSpecs[0].replicas must be at least 1")
+    spec = manifest["spec"]
+    replicas = spec["replicaSpecs"][0].get("replicas", 0)
     elastic = spec.get("elasticPolicy")
-    if elastic and isinstance(replicas, int):
-        low, high = elastic.get("minReplicas", 1), elastic.get("maxReplicas", 0)
+    if elastic:
+        low, high = elastic.get("minReplicas", 1), elastic.get("maxReplicas", replicas)
         if not low <= replicas <= high:
-            problems.append(f"replicas {replicas} outside elasticPolicy [{low}, {high}]")
+            problems.append(f"spec.replicaSpecs.0.replicas: {replicas} outside [{low}, {high}]")
         if "replicaIncrementStep" in elastic and "replicaDiscreteValues" in elastic:
-            problems.append("elasticPolicy takes replicaIncrementStep or replicaDiscreteValues")
-    run_policy = spec.get("runPolicy") or {}
-    if not isinstance(run_policy.get("jobMaxRetryCount", 0), int):
-        problems.append("spec.runPolicy.jobMaxRetryCount must be a number")
+            problems.append("spec.elasticPolicy: replicaIncrementStep or replicaDiscreteValues")
     return problems

@@ -1,8 +1,10 @@
-"""Job templates rendered from the environment file, checked structurally and by their consumers."""
+"""Job templates rendered from the environment file: hardware facts, validated values only, and
+linted output (bash -n, shellcheck, the HyperPodPyTorchJob schema)."""
 
 from __future__ import annotations
 
 import copy
+import os
 import shlex
 import shutil
 import subprocess
@@ -14,17 +16,53 @@ import yaml
 
 from hyperpod_kit.cli.main import main
 from hyperpod_kit.config import EnvironmentConfig, load_environment
-from hyperpod_kit.jobs import render_jobs, trainer_overrides
+from hyperpod_kit.config.derived import trainer_settings
+from hyperpod_kit.config.facts import instance_types
+from hyperpod_kit.jobs import LocalRun, RenderedJob, lint, render_jobs
+from hyperpod_kit.jobs.context import UnsafeValueError, job_context
 from hyperpod_kit.jobs.eks import AUTO_RESUME, MAX_RETRIES, check_pytorch_job, pytorch_job
-from hyperpod_kit.jobs.slurm import render_sbatch
+from hyperpod_kit.jobs.slurm import TemplateError
 from tests.conftest import REPO, default_data, merge
 
 EKS = REPO / "environments" / "eks.yaml"
+EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
 IMAGE = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainer:abc"
+GPU_TYPES = sorted(name for name, t in instance_types().items() if t.accelerator_kind == "gpu")
+needs_shellcheck = pytest.mark.skipif(
+    shutil.which("shellcheck") is None and os.environ.get("CI") != "true",
+    reason="shellcheck not installed (.ci/run installs it)",
+)
 
 
 def _config(overrides: dict[str, Any] | None = None) -> EnvironmentConfig:
     return EnvironmentConfig.model_validate(merge(default_data(), overrides or {}))
+
+
+def _on(instance_type: str, orchestrator: str = "slurm") -> EnvironmentConfig:
+    """The default job on one node group of `instance_type`."""
+    if orchestrator == "slurm":
+        groups = [
+            {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge",
+             "instance_count": 1},
+            {"name": "gpu", "role": "compute", "instance_type": instance_type, "instance_count": 2},
+        ]  # fmt: skip
+    else:
+        groups = [{"name": "gpu", "role": "worker", "instance_type": instance_type,
+                   "instance_count": 2}]  # fmt: skip
+    return _config({"orchestrator": orchestrator, "cluster": {"instance_groups": groups}})
+
+
+def _sbatch(config: EnvironmentConfig, **kw: Any) -> str:
+    (job,) = render_jobs(config, **kw)
+    assert job.kind == "sbatch"
+    return job.text
+
+
+def _manifest(config: EnvironmentConfig, image: str | None = IMAGE) -> dict[str, Any]:
+    (job,) = render_jobs(config, image=image)
+    assert job.kind == "manifest"
+    loaded: dict[str, Any] = yaml.safe_load(job.text)
+    return loaded
 
 
 def _eks() -> EnvironmentConfig:
@@ -35,21 +73,32 @@ def _eks() -> EnvironmentConfig:
 
 
 def test_sbatch_directives_and_launch_follow_the_job() -> None:
-    script = render_sbatch(_config())
+    script = _sbatch(_config())
     assert script.startswith("#!/bin/bash\n#SBATCH --job-name=pretrain\n#SBATCH --nodes=2\n")
     assert "#SBATCH --ntasks-per-node=1" in script
     assert "#SBATCH --signal=TERM@180" in script
     assert "export TORCH_ELASTIC_SHUTDOWN_TIMEOUT=170" in script
-    assert "#SBATCH --partition=ml.g5.8xlarge" in script  # the one compute group's partition
     assert "srun --auto-resume=1 --container-image=" in script
-    assert '--rdzv-endpoint="$HEAD_NODE:29500"' in script and "--rdzv-backend=c10d" in script
-    assert "--nproc-per-node=1" in script
+    assert "--rdzv-backend=c10d" in script and "exec torchrun" in script
+    assert "export HYPERPOD_NPROC=1 " in script  # ml.g5.8xlarge: one GPU, one rank
     assert "-m hyperpod_trainer" in script
     assert "aws ssm get-parameter --name /hyperpod-kit/hyperpod-dev/trainer-image" in script
+    assert "--requeue" not in script
+
+
+def test_sbatch_partition_is_the_compute_groups_partition() -> None:
+    """HyperPod's API-driven Slurm names partitions from SlurmConfig.PartitionNames (the group's
+    `partition`, default its name), never after the instance type."""
+    assert "#SBATCH --partition=compute\n" in _sbatch(_config())
+    groups = copy.deepcopy(default_data()["cluster"]["instance_groups"])
+    groups[2]["partition"] = "a100"
+    script = _sbatch(_config({"cluster": {"instance_groups": groups}}))
+    assert "#SBATCH --partition=a100\n" in script
+    assert "ml.g5.8xlarge" not in script.split("\n#SBATCH --partition")[1].splitlines()[0]
 
 
 def test_sbatch_without_auto_resume_and_with_a_fixed_image() -> None:
-    script = render_sbatch(
+    script = _sbatch(
         _config({"trainer": {"job": {"auto_resume": False, "partition": "dev"}}}), image=IMAGE
     )
     assert "--auto-resume" not in script
@@ -58,26 +107,104 @@ def test_sbatch_without_auto_resume_and_with_a_fixed_image() -> None:
     assert "aws ssm" not in script
 
 
-def test_sbatch_is_valid_bash(tmp_path: Path) -> None:
-    path = tmp_path / "job.sbatch"
-    path.write_text(render_sbatch(_config()))
-    result = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True, check=False)
+@pytest.mark.parametrize("instance_type", GPU_TYPES)
+def test_sbatch_follows_the_instance_types_interconnect(instance_type: str) -> None:
+    """EFA variables only where the type has EFA; device RDMA only where the EFA device has it
+    (libfabric aborts with FI_EFA_USE_DEVICE_RDMA=1 on a device without RDMA)."""
+    facts = instance_types()[instance_type]
+    script = _sbatch(_on(instance_type))
+    assert ("export FI_PROVIDER=efa" in script) == facts.efa
+    assert ("FI_EFA_USE_DEVICE_RDMA=1" in script) == (facts.efa and facts.rdma_read)
+    assert f"export HYPERPOD_NPROC={facts.gpus} " in script
+
+
+def test_g5_has_efa_without_device_rdma_and_p5_has_both() -> None:
+    g5 = _sbatch(_config())
+    assert "export FI_PROVIDER=efa" in g5 and "FI_EFA_USE_DEVICE_RDMA" not in g5
+    p5 = _sbatch(_on("ml.p5.48xlarge"))
+    assert "export FI_EFA_USE_DEVICE_RDMA=1" in p5
+    assert "# ml.p5.48xlarge: 32 EFA interface(s), RDMA" in p5
+    g5x = _sbatch(_on("ml.g5.xlarge"))
+    assert "FI_PROVIDER" not in g5x  # no EFA on a g5.xlarge: NCCL over TCP
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+def test_every_example_renders_lint_clean(example: Path) -> None:
+    (job,) = render_jobs(load_environment(example).config)
+    assert lint(job) == []
+
+
+@needs_shellcheck
+@pytest.mark.parametrize("instance_type", GPU_TYPES[::3])
+def test_generated_instance_types_render_shellcheck_clean(instance_type: str) -> None:
+    for config in (_on(instance_type), _config({"trainer": {"job": {"auto_resume": False}}})):
+        (job,) = render_jobs(config)
+        assert lint(job) == []
+        (local,) = render_jobs(config, local=LocalRun(fsx_root=Path("/tmp/x"), python="/p y"))
+        assert lint(local) == []
+
+
+def test_lint_reports_a_broken_script() -> None:
+    problems = lint(RenderedJob("x.sbatch", "#!/bin/bash\nif then\n", "sbatch"))
+    assert problems and any("x.sbatch" in p for p in problems)
+
+
+# --- running the rendered script ----------------------------------------------------------------
+
+
+def _run_rendered(script: str, tmp_path: Path, env: dict[str, str]) -> list[str]:
+    """Run the rendered sbatch with `srun` standing in as "run the command here" and the
+    launcher recording its arguments; returns the launcher's argv."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    srun = bin_dir / "srun"
+    srun.write_text('#!/bin/bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+    record = tmp_path / "argv"
+    fake_python = bin_dir / "python"
+    fake_python.write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" > {shlex.quote(str(record))}\n')
+    for f in (srun, fake_python):
+        f.chmod(0o755)
+    job = tmp_path / "job.sbatch"
+    job.write_text(script)
+    base = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "2"}
+    result = subprocess.run(
+        ["bash", str(job)], env=base | env, capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stderr
+    return record.read_text().splitlines()
 
 
-@pytest.mark.skipif(
-    shutil.which("shellcheck") is None, reason="shellcheck not installed (.ci/run installs it)"
+@pytest.mark.parametrize(
+    ("job_nodes", "step_nodes", "head"),
+    [
+        ("ip-10-1-2-[5-7,9]", None, "ip-10-1-2-5"),
+        ("ip-10-1-2-5,ip-10-1-3-1", None, "ip-10-1-2-5"),
+        ("node[01-04]", None, "node01"),
+        ("single", None, "single"),
+        ("ip-10-1-2-[5,7]", "ip-10-1-2-[7,11]", "ip-10-1-2-7"),  # restarted step, new first node
+    ],
 )
-def test_sbatch_is_shellcheck_clean(tmp_path: Path) -> None:
-    path = tmp_path / "job.sbatch"
-    path.write_text(render_sbatch(_config()))
-    result = subprocess.run(["shellcheck", str(path)], capture_output=True, text=True, check=False)
-    assert result.returncode == 0, result.stdout
+def test_rendezvous_host_comes_from_the_steps_node_list(
+    tmp_path: Path, job_nodes: str, step_nodes: str | None, head: str
+) -> None:
+    """The head node is computed inside the step auto-resume repeats: a restart on a replaced
+    first node uses the step's node list, not the one the batch script started with."""
+    local = LocalRun(fsx_root=tmp_path / "fsx", python=str(tmp_path / "bin" / "python"))
+    script = _sbatch(_config(), local=local)
+    env = {"SLURM_JOB_NODELIST": job_nodes}
+    if step_nodes:
+        env["SLURM_STEP_NODELIST"] = step_nodes
+    argv = _run_rendered(script, tmp_path, env)
+    assert argv[:2] == ["-m", "torch.distributed.run"]
+    assert f"--rdzv-endpoint={head}:29500" in argv
+    assert "--rdzv-id=77" in argv and "--nnodes=2" in argv and "--nproc-per-node=1" in argv
+    sets = [argv[i + 1] for i, a in enumerate(argv) if a == "--set"]
+    assert f"checkpoint.dir={tmp_path}/fsx/checkpoints" in sets
 
 
 def test_sbatch_enroot_image_name(tmp_path: Path) -> None:
     """The registry URI becomes enroot's host#repository:tag inside the script, as bash runs it."""
-    script = render_sbatch(_config(), image=IMAGE)
+    script = _sbatch(_config(), image=IMAGE)
     lines = [
         line for line in script.splitlines() if line.startswith(("IMAGE=", "CONTAINER_IMAGE="))
     ]
@@ -85,6 +212,59 @@ def test_sbatch_enroot_image_name(tmp_path: Path) -> None:
     probe.write_text("\n".join([*lines, 'echo "$CONTAINER_IMAGE"']) + "\n")
     out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "111122223333.dkr.ecr.us-west-2.amazonaws.com#trainer:abc"
+
+
+def test_local_variant_drops_hyperpod_flags_and_maps_fsx(tmp_path: Path) -> None:
+    script = _sbatch(_config(), local=LocalRun(fsx_root=tmp_path, python="/opt/py/bin/python"))
+    assert "srun --auto-resume" not in script and "--container-image" not in script
+    assert "#SBATCH --requeue" in script
+    assert "export HYPERPOD_PYTHON=/opt/py/bin/python" in script
+    assert f"--set checkpoint.dir={tmp_path}/checkpoints" in script
+    assert "FI_PROVIDER" not in script
+
+
+# --- values that reach a template ----------------------------------------------------------------
+
+
+def test_a_value_that_bypassed_validation_never_reaches_a_directive() -> None:
+    """The schema rejects a partition with a newline; if validation were bypassed, rendering
+    still refuses rather than inject an #SBATCH line."""
+    config = _config()
+    job = config.trainer.job.model_copy(update={"partition": "gpu\n#SBATCH --uid=0"})
+    bad = config.model_copy(update={"trainer": config.trainer.model_copy(update={"job": job})})
+    with pytest.raises(UnsafeValueError, match="partition"):
+        job_context(bad)
+
+
+def test_values_that_need_quoting_are_quoted(tmp_path: Path) -> None:
+    config = _config({"trainer": {"job": {"checkpoint_dir": "/fsx/my ckpt/$(id)"}}})
+    script = _sbatch(config)
+    assert "--set 'checkpoint.dir=/fsx/my ckpt/$(id)'" in script
+    assert lint(RenderedJob("j.sbatch", script, "sbatch")) == []
+
+
+def test_a_users_own_template_gets_the_same_values(tmp_path: Path) -> None:
+    own = tmp_path / "mine.sbatch.j2"
+    own.write_text(
+        "#!/bin/bash\n#SBATCH --job-name={{ job.name }}\n"
+        "echo {{ job.checkpoint_dir | q }} {{ network.efa }} {{ settings | length }}\n"
+    )
+    config = _config({"trainer": {"job": {"template": str(own)}}})
+    assert (
+        _sbatch(config)
+        == "#!/bin/bash\n#SBATCH --job-name=pretrain\necho /fsx/checkpoints True 13\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [("{{ job.nme }}", "has no attribute 'nme'"), ("{% if %}", "mine.sbatch.j2:1:")],
+)
+def test_a_broken_user_template_is_a_clear_error(tmp_path: Path, text: str, problem: str) -> None:
+    own = tmp_path / "mine.sbatch.j2"
+    own.write_text(text)
+    with pytest.raises(TemplateError, match=problem):
+        render_jobs(_config({"trainer": {"job": {"template": str(own)}}}))
 
 
 # --- the trainer accepts what the templates pass --------------------------------------------------
@@ -95,7 +275,7 @@ def test_overrides_are_accepted_by_the_trainer() -> None:
     from hyperpod_trainer.config import load_config
 
     job = _config().trainer.job
-    cfg = load_config(None, trainer_overrides(job))
+    cfg = load_config(None, [f"{s.key}={s.value}" for s in trainer_settings(job)])
     assert cfg.model.preset == job.preset
     assert cfg.train.global_batch_size == job.global_batch_size
     assert cfg.train.micro_batch_size == job.micro_batch_size
@@ -110,20 +290,21 @@ def test_overrides_are_accepted_by_the_trainer() -> None:
 
 def test_sbatch_passes_exactly_the_overrides() -> None:
     job = _config().trainer.job
-    words = shlex.split(
-        render_sbatch(_config()).split("-m hyperpod_trainer", 1)[1].replace("\\\n", "")
-    )
-    assert words == [w for o in trainer_overrides(job) for w in ("--set", o)]
+    tail = _sbatch(_config()).split("hyperpod-trainer \\\n", 1)[1].replace("\\\n", "")
+    assert shlex.split(tail) == [
+        w for s in trainer_settings(job) for w in ("--set", f"{s.key}={s.value}")
+    ]
 
 
 # --- EKS -----------------------------------------------------------------------------------------
 
 
 def test_pytorch_job_manifest_for_the_elastic_example() -> None:
-    manifest = yaml.safe_load(render_jobs(_eks(), image=IMAGE)[0].text)
+    manifest = _manifest(_eks())
     assert check_pytorch_job(manifest) == []
     assert manifest["apiVersion"] == "sagemaker.amazonaws.com/v1"
     assert manifest["kind"] == "HyperPodPyTorchJob"
+    assert manifest["metadata"]["namespace"] == "training"
     assert manifest["metadata"]["annotations"] == {AUTO_RESUME: "true", MAX_RETRIES: "3"}
     spec = manifest["spec"]
     assert spec["nprocPerNode"] == "4"
@@ -139,52 +320,98 @@ def test_pytorch_job_manifest_for_the_elastic_example() -> None:
     (container,) = pod["containers"]
     assert container["image"] == IMAGE
     assert container["command"][:4] == ["hyperpodrun", "--nnodes=1:4", "--nproc-per-node=4", "-m"]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "4"}
+    # ml.g5.12xlarge: 4 GPUs, 1 EFA interface, no device RDMA
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "4", "vpc.amazonaws.com/efa": "1"}
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in env
     assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in pod["volumes"]
     assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.g5.12xlarge"
-    assert pod["terminationGracePeriodSeconds"] == 180
+
+
+def test_eks_shutdown_window_matches_the_sbatch() -> None:
+    """SIGTERM, then stop_grace_seconds before the kill: hyperpodrun waits the same
+    TORCH_ELASTIC_SHUTDOWN_TIMEOUT as the sbatch's torchrun, so the final save fits."""
+    config = _eks()
+    job = config.trainer.job.model_copy(update={"stop_grace_seconds": 600})
+    config = config.model_copy(update={"trainer": config.trainer.model_copy(update={"job": job})})
+    pod = _manifest(config)["spec"]["replicaSpecs"][0]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
+    assert pod["terminationGracePeriodSeconds"] == 600
+    assert env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "590"
+    script = _sbatch(_config({"trainer": {"job": {"stop_grace_seconds": 600}}}))
+    assert "#SBATCH --signal=TERM@600" in script
+    assert "export TORCH_ELASTIC_SHUTDOWN_TIMEOUT=590" in script
+
+
+@pytest.mark.parametrize("instance_type", GPU_TYPES)
+def test_manifest_requests_gpus_and_efa_of_the_instance_type(instance_type: str) -> None:
+    facts = instance_types()[instance_type]
+    manifest = _manifest(_on(instance_type, "eks"))
+    assert check_pytorch_job(manifest) == []
+    container = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    limits = container["resources"]["limits"]
+    assert limits["nvidia.com/gpu"] == str(facts.gpus)
+    efa = limits.get("vpc.amazonaws.com/efa")
+    assert efa == (str(facts.efa_interfaces) if facts.efa_interfaces else None)
+
+
+def test_pods_run_as_the_jobs_user() -> None:
+    data = yaml.safe_load(EKS.read_text())
+    data["users"] = [{"name": "alice", "uid": 10001, "gid": 2001}]
+    data["trainer"]["job"]["user"] = "alice"
+    config = EnvironmentConfig.model_validate(data)
+    pod = _manifest(config)["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsUser": 10001, "runAsGroup": 2001, "fsGroup": 2001}
 
 
 def test_pytorch_job_without_elastic_or_auto_resume() -> None:
-    config = _eks().model_copy(deep=True)
+    config = _eks()
     job = config.trainer.job.model_copy(update={"elastic": None, "auto_resume": False})
     config = config.model_copy(update={"trainer": config.trainer.model_copy(update={"job": job})})
-    manifest = pytorch_job(config)
+    manifest = pytorch_job(config, job_context(config))
+    assert check_pytorch_job(manifest) == []
     assert "elasticPolicy" not in manifest["spec"]
     assert "annotations" not in manifest["metadata"]
-    assert manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] == (
-        "${TRAINER_IMAGE}"
-    )
-    assert (
-        "--nnodes=2"
-        in manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]["command"]
-    )
+    container = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]["containers"][0]
+    assert container["image"] == "${TRAINER_IMAGE}"
+    assert "--nnodes=2" in container["command"]
 
 
 def _broken(change: str) -> dict[str, Any]:
-    manifest = copy.deepcopy(pytorch_job(_eks(), image=IMAGE))
+    manifest = copy.deepcopy(_manifest(_eks()))
     spec = manifest["spec"]
+    pod = spec["replicaSpecs"][0]["template"]["spec"]
     if change == "kind":
         manifest["kind"] = "PyTorchJob"
     elif change == "name":
         manifest["metadata"]["name"] = "Bad_Name"
+    elif change == "long-name":
+        manifest["metadata"]["name"] = "a" * 41
     elif change == "replicas":
         spec["replicaSpecs"][0]["replicas"] = 9
     elif change == "both-steps":
         spec["elasticPolicy"]["replicaIncrementStep"] = 1
     elif change == "no-image":
-        spec["replicaSpecs"][0]["template"]["spec"]["containers"][0]["image"] = ""
+        del pod["containers"][0]["image"]
     elif change == "nproc":
         spec["nprocPerNode"] = "four"
+    elif change == "unknown-key":
+        spec["runPolcy"] = spec.pop("runPolicy")
+    elif change == "quantity":
+        pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "eight"
+    elif change == "clean-pod-policy":
+        spec["runPolicy"]["cleanPodPolicy"] = "Never"
     return manifest
 
 
 @pytest.mark.parametrize(
     ("change", "problem"),
     [
-        ("kind", "apiVersion/kind"), ("name", "not a DNS label"),
-        ("replicas", "outside elasticPolicy [1, 4]"), ("both-steps", "replicaIncrementStep or"),
-        ("no-image", "needs an image"), ("nproc", "nprocPerNode"),
+        ("kind", "'HyperPodPyTorchJob' was expected"), ("name", "does not match"),
+        ("long-name", "is too long"), ("replicas", "outside [1, 4]"),
+        ("both-steps", "replicaIncrementStep or"), ("no-image", "'image' is a required property"),
+        ("nproc", "does not match"), ("unknown-key", "'runPolcy' was unexpected"),
+        ("quantity", "does not match"), ("clean-pod-policy", "is not one of"),
     ],
 )  # fmt: skip
 def test_check_pytorch_job_catches_broken_manifests(change: str, problem: str) -> None:
@@ -197,11 +424,13 @@ def test_check_pytorch_job_catches_broken_manifests(change: str, problem: str) -
 
 def test_jobs_command_writes_the_orchestrators_template(tmp_path: Path) -> None:
     assert main(["jobs", str(EKS), "-o", str(tmp_path / "jobs"), "--image", IMAGE]) == 0
-    (written,) = (tmp_path / "jobs").iterdir()
-    assert written.name == "elastic-pretrain.hyperpodpytorchjob.yaml"
-    assert check_pytorch_job(yaml.safe_load(written.read_text())) == []
+    written = [p for p in (tmp_path / "jobs").iterdir() if not p.name.startswith(".")]
+    assert [p.name for p in written] == ["elastic-pretrain.hyperpodpytorchjob.yaml"]
+    assert check_pytorch_job(yaml.safe_load(written[0].read_text())) == []
     assert main(["jobs", str(REPO / "environments/default.yaml"), "-o", str(tmp_path / "s")]) == 0
-    assert [p.name for p in (tmp_path / "s").iterdir()] == ["pretrain.sbatch"]
+    assert [p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")] == [
+        "pretrain.sbatch"
+    ]
 
 
 def test_jobs_command_on_a_bad_file_writes_nothing(tmp_path: Path) -> None:

@@ -1,0 +1,149 @@
+"""What a job template may use: validated values of the environment file, and the hardware facts of
+the job's instance type. Nothing else reaches a template, so a template (the bundled one or a
+user's) cannot be handed a raw string from the file.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from hyperpod_kit.config.derived import (
+    FSX_MOUNT,
+    group_facts,
+    job_group,
+    job_partition,
+    processes_per_node,
+    trainer_settings,
+)
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.naming import parameter_name
+
+RDZV_PORT = 29500
+# Values that go into `#SBATCH` lines or Kubernetes names unquoted: validated by the schema's
+# patterns already; checked again here so that a bypassed validation can never inject a line.
+_WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+class UnsafeValueError(ValueError):
+    """A value that a template would place unquoted is not a plain identifier."""
+
+
+def _word(value: str, what: str) -> str:
+    if not _WORD.match(value):
+        raise UnsafeValueError(f"{what} {value!r} is not a plain identifier")
+    return value
+
+
+@dataclass(frozen=True)
+class JobValues:
+    name: str
+    nodes: int
+    processes_per_node: int
+    partition: str | None
+    stop_grace_seconds: int
+    shutdown_timeout_seconds: int
+    auto_resume: bool
+    max_retries: int
+    checkpoint_dir: str
+    namespace: str
+
+
+@dataclass(frozen=True)
+class NetworkValues:
+    """The job's interconnect, from the instance-type table."""
+
+    instance_type: str | None
+    efa: bool
+    efa_interfaces: int | None  # None: EFA, but the table does not know how many interfaces
+    device_rdma: bool
+
+
+@dataclass(frozen=True)
+class LocalRun:
+    """Render for a machine without HyperPod (the local Slurm test, `make demo`): no container,
+    no `--auto-resume` (Slurm's `--requeue` instead), FSx is a local folder."""
+
+    fsx_root: Path
+    python: str
+
+
+@dataclass(frozen=True)
+class JobContext:
+    environment: str
+    job: JobValues
+    network: NetworkValues
+    settings: list[tuple[str, str]]  # the trainer's --set KEY=VALUE, in order
+    image: str | None
+    image_parameter: str
+    fsx_mount: str
+    rdzv_port: int
+    local: LocalRun | None
+    launcher: str
+
+    def as_template_vars(self) -> dict[str, object]:
+        return {
+            "environment": self.environment,
+            "job": self.job,
+            "network": self.network,
+            "settings": self.settings,
+            "image": self.image,
+            "image_parameter": self.image_parameter,
+            "fsx_mount": self.fsx_mount,
+            "rdzv_port": self.rdzv_port,
+            "local": self.local,
+            "launcher": self.launcher,
+        }
+
+
+def shutdown_timeout(stop_grace_seconds: int) -> int:
+    """How long torchrun waits for the ranks after forwarding SIGTERM: the grace period less the
+    time the scheduler needs to deliver the signal and torchrun to exit."""
+    return max(stop_grace_seconds - 10, 1)
+
+
+def job_context(
+    config: EnvironmentConfig, *, image: str | None = None, local: LocalRun | None = None
+) -> JobContext:
+    """The values every job template gets, from a config that passed validation."""
+    job = config.trainer.job
+    facts = group_facts(job_group(config))
+    partition = job_partition(config) if config.orchestrator == "slurm" else None
+
+    def on_this_machine(value: str) -> str:
+        if local is not None and (value == FSX_MOUNT or value.startswith(FSX_MOUNT + "/")):
+            return str(local.fsx_root) + value[len(FSX_MOUNT) :]
+        return value
+
+    settings = [(s.key, on_this_machine(s.value)) for s in trainer_settings(job)]
+    efa = facts is not None and facts.efa and local is None
+    return JobContext(
+        environment=config.name,
+        job=JobValues(
+            name=_word(job.name, "job name"),
+            nodes=job.nodes,
+            processes_per_node=processes_per_node(config),
+            partition=_word(partition, "partition") if partition else None,
+            stop_grace_seconds=job.stop_grace_seconds,
+            shutdown_timeout_seconds=shutdown_timeout(job.stop_grace_seconds),
+            auto_resume=job.auto_resume,
+            max_retries=job.max_retries,
+            checkpoint_dir=on_this_machine(job.checkpoint_dir),
+            namespace=_word(job.namespace, "namespace"),
+        ),
+        network=NetworkValues(
+            instance_type=facts.name if facts is not None else None,
+            efa=efa,
+            efa_interfaces=facts.efa_interfaces if efa and facts is not None else 0,
+            device_rdma=efa and facts is not None and facts.device_rdma,
+        ),
+        settings=settings,
+        image=image,
+        image_parameter=parameter_name(config.name, "trainer-image"),
+        fsx_mount=FSX_MOUNT,
+        rdzv_port=RDZV_PORT,
+        local=local,
+        # A constant of ours, never a value from the file: it sits inside a quoted script.
+        launcher='"$HYPERPOD_PYTHON" -m torch.distributed.run' if local else "torchrun",
+    )
