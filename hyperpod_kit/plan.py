@@ -26,7 +26,17 @@ STATEFUL_TYPES = frozenset(
     }
 )  # fmt: skip
 
-Action = Literal["add", "update", "replace", "remove"]
+Action = Literal["add", "update", "replace", "refuse", "remove"]
+
+# Properties that the registry schema does not mark create-only but whose change the service
+# refuses: CloudFormation would try an update and fail (and roll back) mid-deploy.
+REFUSED_PROPERTIES: dict[str, tuple[str, ...]] = {
+    # HyperPod's API-driven Slurm: a group's NodeType cannot change (recreate the group).
+    "AWS::SageMaker::Cluster": ("/properties/InstanceGroups/*/SlurmConfig/NodeType",),
+}
+# List items are paired by the value that names them, so a reordered list is not read as every
+# item changing (an instance group moved in the file is the same group).
+LIST_KEYS = ("InstanceGroupName", "Name", "Key", "Id")
 _SUB_REF = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 
 
@@ -45,12 +55,17 @@ class Change:
 
     @property
     def dangerous(self) -> bool:
-        """Replacing or removing a stateful resource: its data would be lost or orphaned."""
-        return self.stateful and self.action in ("replace", "remove")
+        """Replacing or removing a stateful resource (its data lost or orphaned), or an update
+        the service refuses (the deploy fails and rolls back half-way)."""
+        return self.action == "refuse" or (self.stateful and self.action in ("replace", "remove"))
 
     def render(self) -> str:
-        mark = {"add": "+", "update": "~", "replace": "!", "remove": "-"}[self.action]
-        label = self.action.upper() if self.action in ("replace", "remove") else self.action
+        mark = {"add": "+", "update": "~", "replace": "!", "refuse": "!", "remove": "-"}[
+            self.action
+        ]
+        label = {"replace": "REPLACE", "remove": "REMOVE", "refuse": "UPDATE REFUSED"}.get(
+            self.action, self.action
+        )
         extra = " (stateful)" if self.stateful and self.action != "add" else ""
         if self.action == "remove" and self.retained:
             extra += " (retained: orphaned, not deleted)"
@@ -68,11 +83,12 @@ class Plan:
 
     def summary(self) -> str:
         counts = {a: sum(1 for c in self.changes if c.action == a) for a in
-                  ("add", "update", "replace", "remove")}  # fmt: skip
+                  ("add", "update", "replace", "refuse", "remove")}  # fmt: skip
+        refused = f", {counts['refuse']} the service refuses" if counts["refuse"] else ""
         return (
             f"{counts['add']} to add, {counts['update']} to update, {counts['replace']} to "
-            f"replace, {counts['remove']} to remove; {len(self.dangerous)} stateful "
-            "replaced or removed"
+            f"replace, {counts['remove']} to remove{refused}; {len(self.dangerous)} dangerous "
+            "(stateful replaced or removed, or refused)"
         )
 
 
@@ -97,12 +113,12 @@ def plan(baseline: Path, candidate: Path) -> Plan:
             if change is not None:
                 changes[(stack, logical)] = change
     _spread_replacements(new, changes)
-    order = {"remove": 0, "replace": 1, "update": 2, "add": 3}
+    order = {"remove": 0, "refuse": 1, "replace": 2, "update": 3, "add": 4}
     ranked = sorted(changes.values(), key=lambda c: (not c.dangerous, order[c.action], c.stack))
     return Plan(ranked)
 
 
-def _compare(
+def _compare(  # noqa: PLR0911 - one return per kind of change
     stack: str, logical: str, before: dict[str, Any] | None, after: dict[str, Any] | None
 ) -> Change | None:
     if after is None:
@@ -117,14 +133,13 @@ def _compare(
     props_before, props_after = before.get("Properties", {}), after.get("Properties", {})
     if props_before == props_after and _policies(before) == _policies(after):
         return None
-    create_only = [
-        pointer for pointer in create_only_properties(kind)
-        if _at(props_before, pointer) != _at(props_after, pointer)
-    ]  # fmt: skip
+    create_only = _changed(props_before, props_after, create_only_properties(kind))
     if create_only:
-        return Change(
-            stack, logical, kind, "replace", tuple(f"{_name(p)} changed" for p in create_only)
-        )
+        return Change(stack, logical, kind, "replace", tuple(f"{p} changed" for p in create_only))
+    refused = _changed(props_before, props_after, REFUSED_PROPERTIES.get(kind, ()))
+    if refused:
+        why = tuple(f"{p} changed, which the service refuses" for p in refused)
+        return Change(stack, logical, kind, "refuse", why)
     changed = sorted(k for k in props_before.keys() | props_after.keys()
                      if props_before.get(k) != props_after.get(k))  # fmt: skip
     return Change(stack, logical, kind, "update", tuple(changed) or ("policies",))
@@ -155,9 +170,10 @@ def _spread_replacements(
                 if current is not None and current.action in ("replace", "add"):
                     continue
                 reasons = [
-                    f"{_name(pointer)} refers to replaced {dep[1]}"
+                    f"{where} refers to replaced {dep[1]}"
                     for pointer in create_only_properties(res["Type"])
-                    for dep in _references(stack, _at(res.get("Properties", {}), pointer), exports)
+                    for where, value in _values(res.get("Properties", {}), pointer).items()
+                    for dep in _references(stack, value, exports)
                     if dep in replaced
                 ]
                 if reasons:
@@ -193,14 +209,38 @@ def _references(
     return found
 
 
-def _at(properties: dict[str, Any], pointer: str) -> Any:
-    """The value at a schema pointer such as ``/properties/LustreConfiguration/DeploymentType``."""
-    node: Any = properties
-    for part in pointer.split("/")[2:]:
-        if not isinstance(node, dict):
-            return None
-        node = node.get(part)
-    return node
+def _values(properties: dict[str, Any], pointer: str) -> dict[str, Any]:
+    """The values at a schema pointer, by where they are: ``/properties/LustreConfiguration/
+    DeploymentType`` gives one (None when absent); ``/properties/InstanceGroups/*/InstanceType``
+    one per list item, named by the item (``InstanceGroups[gpu].InstanceType``)."""
+    found: dict[str, Any] = {}
+
+    def walk(node: Any, parts: list[str], where: str) -> None:
+        if not parts:
+            found[where] = node
+            return
+        part, rest = parts[0], parts[1:]
+        if part == "*":
+            for i, item in enumerate(node if isinstance(node, list) else []):
+                label = next((str(item[k]) for k in LIST_KEYS if isinstance(item, dict)
+                              and isinstance(item.get(k), str)), str(i))  # fmt: skip
+                walk(item, rest, f"{where}[{label}]")
+        else:
+            walk(node.get(part) if isinstance(node, dict) else None, rest,
+                 f"{where}.{part}" if where else part)  # fmt: skip
+
+    walk(properties, pointer.split("/")[2:], "")
+    return found
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any], pointers: tuple[str, ...]) -> list[str]:
+    """Where the values at `pointers` differ; list items only in one template are additions or
+    removals (updates), not changes."""
+    changed: list[str] = []
+    for pointer in pointers:
+        old, new = _values(before, pointer), _values(after, pointer)
+        changed += [where for where in old if where in new and old[where] != new[where]]
+    return changed
 
 
 @cache
@@ -215,8 +255,3 @@ def create_only_properties(resource_type: str) -> tuple[str, ...]:
     except ResourceNotFoundError:  # an unknown type: nothing is known to replace it
         return ()
     return tuple(p for p in schema.get("createOnlyProperties", []) if p.startswith("/properties/"))
-
-
-def _name(pointer: str) -> str:
-    """``/properties/LustreConfiguration/KmsKeyId`` -> ``LustreConfiguration.KmsKeyId``"""
-    return pointer.removeprefix("/properties/").replace("/", ".")

@@ -108,3 +108,71 @@ def test_type_change_is_a_replacement(tmp_path: Path) -> None:
     )
     (change,) = plan(base, new).changes
     assert change.action == "replace" and change.why == ("type was AWS::S3::Bucket",)
+
+
+# --- the HyperPod cluster: paths through instance groups -----------------------------------------
+
+
+def _group(name: str, itype: str = "ml.p5.48xlarge", node_type: str = "Compute") -> dict[str, Any]:
+    return {
+        "InstanceGroupName": name,
+        "InstanceType": itype,
+        "InstanceCount": 2,
+        "ExecutionRole": "arn:aws:iam::111122223333:role/r",
+        "SlurmConfig": {"NodeType": node_type},
+    }
+
+
+def _cluster(*groups: dict[str, Any], orchestrator: dict[str, Any] | None = None) -> dict[str, Any]:
+    props = {
+        "ClusterName": "dev",
+        "InstanceGroups": list(groups),
+        "Orchestrator": orchestrator or {"Slurm": {"SlurmConfigStrategy": "Managed"}},
+    }
+    return {
+        "Resources": {"HyperPodCluster": {"Type": "AWS::SageMaker::Cluster", "Properties": props}}
+    }
+
+
+def _plan_clusters(tmp_path: Path, before: dict[str, Any], after: dict[str, Any]) -> list[Any]:
+    base = _assembly(tmp_path / "a", {"c": before})
+    new = _assembly(tmp_path / "b", {"c": after})
+    return plan(base, new).changes
+
+
+def test_instance_type_of_a_group_replaces_the_cluster(tmp_path: Path) -> None:
+    """Create-only paths through lists: a group's InstanceType is create-only, so changing it
+    replaces the cluster (every node); the reason names the group."""
+    (change,) = _plan_clusters(
+        tmp_path, _cluster(_group("gpu")), _cluster(_group("gpu", "ml.p5e.48xlarge"))
+    )
+    assert change.action == "replace" and change.dangerous
+    assert change.why == ("InstanceGroups[gpu].InstanceType changed",)
+
+
+def test_reordering_or_adding_groups_is_an_update(tmp_path: Path) -> None:
+    """Groups are paired by name: a moved group is the same group; a new one is an update."""
+    before = _cluster(_group("a"), _group("b", "ml.g5.8xlarge"))
+    after = _cluster(_group("b", "ml.g5.8xlarge"), _group("a"), _group("c", "ml.g6.8xlarge"))
+    (change,) = _plan_clusters(tmp_path, before, after)
+    assert change.action == "update" and not change.dangerous
+
+
+def test_node_type_change_is_refused(tmp_path: Path) -> None:
+    """NodeType is not create-only in the schema, but HyperPod refuses to change it: plan says
+    so before CloudFormation fails half-way."""
+    (change,) = _plan_clusters(
+        tmp_path, _cluster(_group("x", node_type="Login")), _cluster(_group("x"))
+    )
+    assert change.action == "refuse" and change.dangerous
+    assert "InstanceGroups[x].SlurmConfig.NodeType changed" in change.why[0]
+    assert "UPDATE REFUSED" in change.render()
+
+
+def test_switching_orchestrator_replaces_the_cluster(tmp_path: Path) -> None:
+    eks = {"Eks": {"ClusterArn": "arn:aws:eks:us-west-2:111122223333:cluster/x"}}
+    (change,) = _plan_clusters(
+        tmp_path, _cluster(_group("g")), _cluster(_group("g"), orchestrator=eks)
+    )
+    assert change.action == "replace"
+    assert "Orchestrator.Eks changed" in change.why
