@@ -197,7 +197,7 @@ def test_a_file_over_the_size_bound_is_refused_unread(tmp_path: Path) -> None:
     assert f.hint == "an environment file is a few KB: check that this is the right file"
 
 
-def _filler(line: str) -> Callable[[], str]:
+def filler(line: str) -> Callable[[], str]:
     """A valid file padded with `line` up to exactly MAX_FILE_BYTES."""
 
     def make() -> str:
@@ -212,10 +212,10 @@ def _filler(line: str) -> Callable[[], str]:
 @pytest.mark.parametrize(
     "make",
     [
-        pytest.param(_filler("\n"), id="blank-lines"),
-        pytest.param(_filler("...\n"), id="document-end-markers"),
-        pytest.param(_filler("# " + "x" * 77 + "\n"), id="comments"),
-        pytest.param(_filler(" " * 79 + "\n"), id="spaces"),
+        pytest.param(filler("\n"), id="blank-lines"),
+        pytest.param(filler("...\n"), id="document-end-markers"),
+        pytest.param(filler("# " + "x" * 77 + "\n"), id="comments"),
+        pytest.param(filler(" " * 79 + "\n"), id="spaces"),
         pytest.param(
             lambda: HEAD + "tags: {a: '" + "x" * (MAX_FILE_BYTES - 200) + "'}\n", id="str"
         ),
