@@ -462,6 +462,9 @@ class ClusterConfig(Section):
         default=None,
         pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$",
         description="A SageMaker training plan whose reserved capacity the compute groups use.",
+        json_schema_extra=hint(
+            "like arn:aws:sagemaker:us-west-2:111122223333:training-plan/my-plan"
+        ),
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
     eks: EksConfig = Field(default_factory=EksConfig)
@@ -470,14 +473,24 @@ class ClusterConfig(Section):
 class StudioConfig(Section):
     enabled: bool = False
     partitions: Literal["per_user", "shared"] = "per_user"
-    users: list[Annotated[str, Field(pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")]] = Field(
-        default_factory=list
-    )
+    users: list[
+        Annotated[
+            str,
+            Field(
+                pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$",
+                json_schema_extra=hint("letters, digits and single hyphens, like alice"),
+            ),
+        ]
+    ] = Field(default_factory=list)
 
 
 class MonitoringConfig(Section):
     enabled: bool = True
-    alarm_email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+    alarm_email: str | None = Field(
+        default=None,
+        pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
+        json_schema_extra=hint("an e-mail address like ml-oncall@example.com"),
+    )
     auto_repair: bool = True
 
 
@@ -630,7 +643,7 @@ class EnvironmentConfig(Section):
         default=None,
         pattern=r"^\d{12}$",
         description="AWS account id; left out, the stacks deploy to the credentials' account.",
-        json_schema_extra=hint('12 digits, quoted: "111122223333"'),
+        json_schema_extra=hint("12 digits"),
     )
     availability_zone_id: str = Field(
         pattern=r"^[a-z]{3,6}\d-az\d+$",
