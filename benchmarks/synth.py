@@ -1,15 +1,17 @@
-"""How long `python app.py` takes for the default environment, against a minimal CDK app.
+"""How long `hyperpod-kit synth` (validation, every stack, cdk-nag and cfn-lint) takes for an
+environment, against a minimal CDK app (one VPC and one security group, synthesized by CDK alone).
 
-Both are run as fresh processes (what `cdk synth` does), alternately, `--runs` times each; the
-medians and their ratio are printed. The minimal app is one stack with one S3 bucket, so the ratio
-says what hyperpod-kit adds (validation, two stacks, cdk-nag) on top of CDK's own start-up cost.
+Both run as fresh processes, alternately, `--runs` times each; the medians and their ratio are
+printed. The ratio says what hyperpod-kit adds on top of what any CDK app pays (starting Node and
+loading aws-cdk-lib through jsii), so it can be compared across machines.
 
-    python benchmarks/synth.py [--runs 5] [--env environments/default.yaml]
+    python benchmarks/synth.py [--runs 5] [--env environments/default.yaml] [--json out.json]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import statistics
@@ -21,25 +23,26 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 MINIMAL_APP = """
+import sys
 import aws_cdk as cdk
-from aws_cdk import aws_s3 as s3
-app = cdk.App()
+from aws_cdk import aws_ec2 as ec2
+app = cdk.App(outdir=sys.argv[1])
 stack = cdk.Stack(app, "Minimal", env=cdk.Environment(region="us-west-2"))
-s3.Bucket(stack, "Bucket")
+vpc = ec2.Vpc(stack, "Vpc", max_azs=1, nat_gateways=0)
+ec2.SecurityGroup(stack, "Group", vpc=vpc)
 app.synth()
 """
+QUIET = {
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1",
+}
 
 
-def _time(args: list[str], context: str | None = None) -> float:
+def _time(args: list[str]) -> float:
     with tempfile.TemporaryDirectory() as out:
-        env = os.environ | {
-            "CDK_OUTDIR": out,
-            "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
-        }
-        if context:
-            env["CDK_CONTEXT_JSON"] = context
         started = time.perf_counter()
-        subprocess.run(args, cwd=REPO, env=env, check=True, capture_output=True)
+        subprocess.run([*args, str(Path(out) / "cdk.out")], cwd=REPO, env=os.environ | QUIET,
+                       check=True, capture_output=True)  # fmt: skip
         return time.perf_counter() - started
 
 
@@ -47,25 +50,42 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--env", default="environments/default.yaml")
+    parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args()
 
-    context = f'{{"environment": "{args.env}"}}'
+    kit_cmd = [sys.executable, "-m", "hyperpod_kit.cli.main", "synth", args.env, "-o"]
+    minimal_cmd = [sys.executable, "-c", MINIMAL_APP]
     kit, minimal = [], []
     for _ in range(args.runs):
-        kit.append(_time([sys.executable, "app.py"], context))
-        minimal.append(_time([sys.executable, "-c", MINIMAL_APP]))
-    kit_s, min_s = statistics.median(kit), statistics.median(minimal)
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}"
+        kit.append(_time(kit_cmd))
+        minimal.append(_time(minimal_cmd))
+    ratio = statistics.median(kit) / statistics.median(minimal)
+    machine = (
+        f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"load average {os.getloadavg()[0]:.1f}"
     )
-    print(f"{'app':<28} {'median s':>9} {'min s':>7} {'max s':>7}  (n={args.runs})")
+    print(f"machine: {machine}")
+    print(f"{'app':<44} {'median s':>9} {'min s':>7} {'max s':>7}  (n={args.runs})")
     for label, times in (
-        ("minimal CDK app (1 bucket)", minimal),
-        (f"hyperpod-kit {args.env}", kit),
+        ("minimal CDK app (VPC + security group)", minimal),
+        (f"hyperpod-kit synth {args.env}", kit),
     ):
         median = statistics.median(times)
-        print(f"{label:<28} {median:>9.2f} {min(times):>7.2f} {max(times):>7.2f}")
-    print(f"ratio hyperpod-kit / minimal: {kit_s / min_s:.2f}x")
+        print(f"{label:<44} {median:>9.2f} {min(times):>7.2f} {max(times):>7.2f}")
+    print(f"ratio hyperpod-kit synth (both gates) / minimal: {ratio:.2f}x")
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {
+                    "machine": machine,
+                    "env": args.env,
+                    "kit_s": kit,
+                    "minimal_s": minimal,
+                    "ratio": ratio,
+                },
+                indent=1,
+            )
+        )
     return 0
 
 
