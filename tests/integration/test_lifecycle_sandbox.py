@@ -353,6 +353,16 @@ def test_network_calls_retry_with_backoff(sandbox: Any) -> None:
     assert len(waits) == 2 and 2 <= waits[0] <= 3 and 4 <= waits[1] <= 6
 
 
+def test_status_publishing_gives_up_for_the_run_not_for_each_user(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.knob("aws_fail", "100")  # SSM unreachable, or the role lacks ssm:PutParameter
+    result = ok(node.run())  # provisioning does not depend on the status
+    assert len([c for c in node.calls("aws") if "put-parameter" in c]) == 6  # one user's retries
+    assert "no more status this run" in result.stdout
+    assert not (node.state / "ssm").exists()
+    assert not node.path("/var/lib/hyperpod-kit/status/alice.json").exists()  # retried next time
+
+
 # --- the timer: later changes to users -----------------------------------------------------------
 
 
