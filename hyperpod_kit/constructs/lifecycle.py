@@ -1,0 +1,259 @@
+"""`LifecycleScripts`: the environment's node scripts, uploaded where HyperPod reads them.
+
+The scripts are rendered at synth (hyperpod_kit/lifecycle.py) into a folder named by their content
+hash, and `BucketDeployment` copies that folder, unpacked, to ``s3://<bucket>/lifecycle/<hash>/``:
+a change to any byte moves the prefix (and so the cluster's ``SourceS3Uri``), an unchanged synth
+changes nothing, and ``prune=False`` keeps older prefixes for nodes still provisioning from them.
+No Docker: the deployment's Lambda carries the AWS CLI as a layer asset.
+
+The bucket is named ``sagemaker-<account>-<region>-<environment>`` because the managed policy
+``AmazonSageMakerClusterInstanceRolePolicy`` reads only ``sagemaker-*`` buckets; `grant_read` adds
+an explicit grant anyway. The SSM parameter ``/hyperpod-kit/<env>/lifecycle`` names the newest
+upload for the nodes' user sync, written only after the upload is complete.
+
+Handles: ``bucket``, ``bucket_name``, ``prefix``, ``content_hash``, ``source_s3_uri``,
+``on_create``, ``users_uri`` (Slurm), ``parameter_name``, ``status_parameter_prefix``,
+``deployment``; ``grant_read(role)``, ``grant_user_sync(role)``.
+"""
+
+from __future__ import annotations
+
+import re
+
+from aws_cdk import Aws, CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_deployment as s3deploy
+from aws_cdk import aws_ssm as ssm
+from cdk_nag import NagSuppressions
+from constructs import Construct, IConstruct
+
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.lifecycle import (
+    ON_CREATE,
+    USERS_FILE,
+    LifecycleBundle,
+    build_bundle,
+    lifecycle_parameter,
+    partition_status_parameter,
+    stage_bundle,
+)
+
+BUCKET_NAME_MAX = 63  # S3 bucket names are 3-63 characters
+ACCOUNT_ID_LENGTH = 12
+# What the staged folder must never carry into the upload. The staged folder holds only rendered
+# files, so this is a guard, not a filter (a shared ASSET_EXCLUDES list would replace it).
+ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/.DS_Store"]
+
+
+def lifecycle_bucket_name(environment: str, region: str, account: str | None) -> str:
+    """``sagemaker-<account>-<region>-<environment>``; the account may be a token (the stack's
+    account), counted as its 12 digits. Raises ValueError when it cannot fit in 63 characters."""
+    account_text = account if account is not None else Aws.ACCOUNT_ID
+    length = len(f"sagemaker--{region}-{environment}") + ACCOUNT_ID_LENGTH
+    if length > BUCKET_NAME_MAX:
+        raise ValueError(
+            f"lifecycle bucket name sagemaker-<account>-{region}-{environment} would be {length} "
+            f"characters; S3 allows {BUCKET_NAME_MAX}"
+        )
+    return f"sagemaker-{account_text}-{region}-{environment}"
+
+
+class LifecycleScripts(Construct):
+    """The rendered lifecycle scripts in a ``sagemaker-`` bucket, under a content-hashed prefix.
+
+    The cluster must depend on this construct (``cluster.node.add_dependency(lifecycle)``), so no
+    node provisions before its scripts are in S3.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        bundle: LifecycleBundle | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        self.bundle = bundle if bundle is not None else build_bundle(config)
+        self.content_hash: str = self.bundle.content_hash
+        self.prefix: str = self.bundle.prefix
+        self.on_create: str = ON_CREATE
+        self.parameter_name: str = lifecycle_parameter(config.name)
+        self.status_parameter_prefix: str = partition_status_parameter(config.name)
+
+        logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            encryption=s3.BucketEncryption.S3_MANAGED,  # log delivery cannot write to SSE-KMS
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            removal_policy=RemovalPolicy.RETAIN,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+        )
+        NagSuppressions.add_resource_suppressions(
+            logs,
+            [
+                {
+                    "id": "AwsSolutions-S1",
+                    "reason": "This is the access-log bucket; logging it to itself would loop.",
+                }
+            ],
+        )
+        bucket = s3.Bucket(
+            self,
+            "Bucket",
+            bucket_name=lifecycle_bucket_name(config.name, config.region, config.account),
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+            server_access_logs_bucket=logs,
+            server_access_logs_prefix="lifecycle-bucket/",
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        _pin_logical_id(logs, "LifecycleAccessLogsBucket")
+        _pin_logical_id(bucket, "LifecycleBucket")
+        self.bucket: s3.IBucket = bucket
+        self.bucket_name: str = bucket.bucket_name
+        self.source_s3_uri: str = f"s3://{bucket.bucket_name}/{self.prefix}"
+        self.users_uri: str | None = (
+            f"{self.source_s3_uri}{USERS_FILE}" if USERS_FILE in self.bundle.files else None
+        )
+
+        folder = stage_bundle(self.bundle)
+        self.deployment = s3deploy.BucketDeployment(
+            self,
+            "Upload",
+            sources=[s3deploy.Source.asset(str(folder), exclude=ASSET_EXCLUDES)],
+            destination_bucket=bucket,
+            destination_key_prefix=self.prefix,
+            extract=True,  # unpacked: HyperPod reads the files, not a zip
+            prune=False,  # older prefixes stay for nodes that still provision from them
+            retain_on_delete=True,
+            memory_limit=512,
+        )
+        _suppress_deployment_findings(self.deployment)
+
+        pointer: dict[str, str] = {
+            "hash": self.content_hash,
+            "source_s3_uri": self.source_s3_uri,
+            "on_create": self.on_create,
+        }
+        if self.users_uri is not None:
+            pointer["users_uri"] = self.users_uri
+        self.pointer = ssm.StringParameter(
+            self,
+            "Pointer",
+            parameter_name=self.parameter_name,
+            description=f"hyperpod-kit {config.name}: the newest lifecycle upload (user sync)",
+            string_value=Stack.of(self).to_json_string(pointer),
+        )
+        self.pointer.node.add_dependency(self.deployment)  # never point at a partial upload
+
+    def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
+        """Read the lifecycle uploads (the cluster's execution role), beyond the managed policy."""
+        grant = self.bucket.grant_read(grantee, "lifecycle/*")
+        _suppress_grant_wildcards(
+            grantee,
+            [
+                "Action::s3:GetBucket*",
+                "Action::s3:GetObject*",
+                "Action::s3:List*",
+                {"regex": r"/^Resource::.*LifecycleBucket.*\/lifecycle\/\*$/"},
+            ],
+            "Read-only access to this environment's lifecycle uploads (bucket grant_read on "
+            "lifecycle/*): nodes download whole content-hashed prefixes whose keys are not known "
+            "in advance.",
+        )
+        return grant
+
+    def grant_user_sync(self, grantee: iam.IGrantable) -> iam.Grant:
+        """What the nodes' user sync needs besides `grant_read`: read the pointer parameter and
+        write the partition status parameters."""
+        self.pointer.grant_read(grantee)
+        stack = Stack.of(self)
+        status_arn = stack.format_arn(
+            service="ssm",
+            resource="parameter",
+            resource_name=f"{self.status_parameter_prefix.lstrip('/')}/*",
+        )
+        grant = iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["ssm:PutParameter"],
+            resource_arns=[status_arn],
+        )
+        prefix = re.escape(self.status_parameter_prefix.lstrip("/")).replace("/", "\\/")
+        _suppress_grant_wildcards(
+            grantee,
+            [{"regex": rf"/^Resource::arn:[^:]+:ssm:[^:]+:.+:parameter\/{prefix}\/\*$/"}],
+            "The controller writes one partition-status parameter per user of the environment, "
+            "under this environment's own prefix; users are added after deploy.",
+        )
+        return grant
+
+
+def _suppress_grant_wildcards(
+    grantee: iam.IGrantable, applies_to: list[str | dict[str, str]], reason: str
+) -> None:
+    """cdk-nag IAM5 on the grantee's policy, for exactly the wildcards this construct granted."""
+    if isinstance(grantee, Construct):  # a role of this app (an imported principal has no policy)
+        NagSuppressions.add_resource_suppressions(
+            grantee,
+            [{"id": "AwsSolutions-IAM5", "reason": reason, "appliesTo": applies_to}],
+            apply_to_children=True,
+        )
+
+
+def _pin_logical_id(bucket: s3.Bucket, logical_id: str) -> None:
+    """Pin the logical id: a refactoring must never replace a named, retained bucket."""
+    cfn = bucket.node.default_child
+    assert isinstance(cfn, s3.CfnBucket)
+    cfn.override_logical_id(logical_id)
+
+
+def _suppress_deployment_findings(deployment: s3deploy.BucketDeployment) -> None:
+    """cdk-nag findings on the BucketDeployment's singleton Lambda, per resource, with reasons."""
+    stack = Stack.of(deployment)
+    handler = next(
+        (c for c in stack.node.children if c.node.id.startswith("Custom::CDKBucketDeployment")),
+        None,
+    )
+    targets: list[IConstruct] = [deployment.handler_role]
+    if handler is not None:
+        targets.append(handler)
+        function = handler.node.default_child
+        if isinstance(function, CfnResource):
+            # CDK makes the function depend on its role and also reads the role's ARN: cfn-lint
+            # W3005 calls the explicit dependency redundant. Harmless, and not ours to change.
+            function.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+    for target in targets:
+        NagSuppressions.add_resource_suppressions(
+            target,
+            [
+                {
+                    "id": "AwsSolutions-IAM4",
+                    "reason": "CDK's BucketDeployment handler uses AWSLambdaBasicExecutionRole "
+                    "for its own CloudWatch logs only.",
+                    "appliesTo": [
+                        "Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                        "AWSLambdaBasicExecutionRole"
+                    ],
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "CDK's BucketDeployment handler copies the asset zip into the "
+                    "lifecycle bucket: object wildcards on the CDK asset bucket and on this "
+                    "bucket, which CDK generates (grantRead/grantReadWrite).",
+                },
+                {
+                    "id": "AwsSolutions-L1",
+                    "reason": "The BucketDeployment handler's runtime is chosen and updated by "
+                    "aws-cdk-lib, not by this project.",
+                },
+            ],
+            apply_to_children=True,
+        )

@@ -1,0 +1,346 @@
+"""The node scripts HyperPod runs when it provisions a node, rendered from the environment file.
+
+`lifecycle/` holds jinja2 templates (``*.j2``: rendered with validated values only, StrictUndefined,
+``| q`` shell-quotes) and static files (copied as they are). `build_bundle` adds what the
+environment file names (each group's own scripts, the enroot/pyxis packages) and the users file,
+and hashes everything: the upload goes to ``lifecycle/<hash>/``, so its S3 prefix changes exactly
+when a byte of it changes, and a node still provisioning from the previous prefix keeps it.
+
+What runs on a node, and in which order: docs/lifecycle.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+import jinja2
+
+from hyperpod_kit.config.derived import FSX_MOUNT
+from hyperpod_kit.config.facts import instance_type
+from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
+from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.paths import LIFECYCLE_DIR
+
+ON_CREATE = "on_create.sh"
+USERS_FILE = "users.json"
+TEMPLATE_SUFFIX = ".j2"
+GROUP_SCRIPTS_DIR = "groups"
+ENROOT_PACKAGES_DIR = "packages/enroot-pyxis"
+SYNC_INTERVAL_MINUTES = 5
+# API-driven Slurm configuration fails an update when this file is anywhere under SourceS3Uri.
+FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
+
+# Files only Slurm nodes use, and only with enroot/pyxis on: left out of other uploads, so an EKS
+# upload holds nothing it does not run (and its hash does not move when Slurm-only files change).
+SLURM_ONLY = ("steps/users.sh", "bin/hyperpod-kit-user-sync", "systemd/")
+ENROOT_ONLY = ("steps/enroot_pyxis.sh",)
+
+# Values a template places in shell or unit files: checked again here, whatever the schema said,
+# so a bypassed validation can never put anything but a plain word into a node script.
+_GROUP = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_USER = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+_ENV = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
+_REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+_DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_~-]*\.deb$")
+_UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class LifecycleError(Exception):
+    """The environment's lifecycle files cannot be built: a template error, a missing or unsafe
+    file, a value that is not a plain word."""
+
+
+def _checked(pattern: re.Pattern[str], value: str, what: str) -> str:
+    if not pattern.match(value):
+        raise LifecycleError(f"{what} {value!r} is not a plain name")
+    return value
+
+
+@dataclass(frozen=True)
+class UserValues:
+    name: str
+    uid: int
+    gid: int
+    admin: bool
+
+
+@dataclass(frozen=True)
+class GroupValues:
+    name: str
+    role: str
+    instance_type: str
+    accelerated: bool | None  # None: a type newer than the fact table
+    efa: bool | None
+    scripts: tuple[str, ...]  # paths in the upload, in run order
+
+
+@dataclass(frozen=True)
+class MonitoringValues:
+    enabled: bool
+    auto_repair: bool
+
+
+@dataclass(frozen=True)
+class LifecycleContext:
+    """Everything a lifecycle template may use. Nothing else reaches a template."""
+
+    environment: str
+    region: str
+    cluster_name: str
+    orchestrator: str
+    fsx_mount: str
+    lifecycle_parameter: str
+    status_parameter_prefix: str
+    groups: tuple[GroupValues, ...]
+    users: tuple[UserValues, ...]
+    enroot_pyxis: bool
+    enroot_packages_dir: str  # folder of the upload, or "" when the AMI's copy is the only source
+    monitoring: MonitoringValues
+    sync_interval_minutes: int
+
+    def as_template_vars(self) -> dict[str, object]:
+        return {
+            "environment": self.environment,
+            "region": self.region,
+            "cluster_name": self.cluster_name,
+            "orchestrator": self.orchestrator,
+            "fsx_mount": self.fsx_mount,
+            "lifecycle_parameter": self.lifecycle_parameter,
+            "status_parameter_prefix": self.status_parameter_prefix,
+            "groups": self.groups,
+            "users": self.users,
+            "enroot_pyxis": self.enroot_pyxis,
+            "enroot_packages_dir": self.enroot_packages_dir,
+            "monitoring": self.monitoring,
+            "sync_interval_minutes": self.sync_interval_minutes,
+        }
+
+
+def lifecycle_parameter(environment: str) -> str:
+    """The SSM parameter that names the newest lifecycle upload (the user sync reads it)."""
+    return parameter_name(environment, "lifecycle")
+
+
+def partition_status_parameter(environment: str, user: str | None = None) -> str:
+    """Where the controller publishes a user's FSx partition status (Studio waits on it); without
+    a user, the prefix of all of them."""
+    prefix = parameter_name(environment, "partitions")
+    return prefix if user is None else f"{prefix}/{_checked(_USER, user, 'user name')}"
+
+
+def _script_name(index: int, path: Path) -> str:
+    return f"{index:02d}-{_UNSAFE_FILE_CHARS.sub('_', path.name)}"
+
+
+def _group_script_paths(config: EnvironmentConfig, group: InstanceGroupConfig) -> list[str]:
+    return [
+        f"{GROUP_SCRIPTS_DIR}/{group.name}/{_script_name(i, config.resolve_path(script))}"
+        for i, script in enumerate(group.lifecycle.scripts, start=1)
+    ]
+
+
+def _enroot_packages(config: EnvironmentConfig) -> dict[str, Path]:
+    """Upload path -> source of each enroot/pyxis package (Slurm with enroot_pyxis only)."""
+    slurm = config.cluster.slurm
+    if config.orchestrator != "slurm" or not slurm.enroot_pyxis or not slurm.enroot_pyxis_packages:
+        return {}
+    folder = config.resolve_path(slurm.enroot_pyxis_packages)
+    if not folder.is_dir():
+        raise LifecycleError(f"cluster.slurm.enroot_pyxis_packages: {folder} is not a folder")
+    debs = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".deb")
+    if not debs:
+        raise LifecycleError(f"cluster.slurm.enroot_pyxis_packages: {folder} has no .deb files")
+    return {
+        f"{ENROOT_PACKAGES_DIR}/{_checked(_DEB, deb.name, 'package file name')}": deb
+        for deb in debs
+    }
+
+
+def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
+    """The values every lifecycle template gets, from a config that passed validation."""
+    environment = _checked(_ENV, config.name, "environment name")
+    groups = []
+    for g in config.cluster.instance_groups:
+        facts = instance_type(g.instance_type)
+        groups.append(
+            GroupValues(
+                name=_checked(_GROUP, g.name, "instance group name"),
+                role=g.role,
+                instance_type=g.instance_type,
+                accelerated=facts.accelerated if facts is not None else None,
+                efa=facts.efa if facts is not None else None,
+                scripts=tuple(_group_script_paths(config, g)),
+            )
+        )
+    slurm = config.orchestrator == "slurm"
+    enroot = slurm and config.cluster.slurm.enroot_pyxis
+    return LifecycleContext(
+        environment=environment,
+        region=_checked(_REGION, config.region, "region"),
+        cluster_name=_checked(_GROUP, config.cluster_name, "cluster name"),
+        orchestrator=config.orchestrator,
+        fsx_mount=FSX_MOUNT,
+        lifecycle_parameter=lifecycle_parameter(environment),
+        status_parameter_prefix=partition_status_parameter(environment),
+        groups=tuple(groups),
+        users=tuple(
+            UserValues(_checked(_USER, u.name, "user name"), u.uid, u.gid, u.admin)
+            for u in config.users
+        ),
+        enroot_pyxis=enroot,
+        enroot_packages_dir=ENROOT_PACKAGES_DIR if _enroot_packages(config) else "",
+        monitoring=MonitoringValues(config.monitoring.enabled, config.monitoring.auto_repair),
+        sync_interval_minutes=SYNC_INTERVAL_MINUTES,
+    )
+
+
+def _wanted(relative: str, context: LifecycleContext) -> bool:
+    if context.orchestrator != "slurm" and relative.startswith(SLURM_ONLY):
+        return False
+    return context.enroot_pyxis or not relative.startswith(ENROOT_ONLY)
+
+
+def users_document(context: LifecycleContext) -> str:
+    """The users file the nodes apply (and the user sync fetches): data, never shell."""
+    document = {
+        "version": 1,
+        "environment": context.environment,
+        "home_root": context.fsx_mount,
+        "users": [
+            {"name": u.name, "uid": u.uid, "gid": u.gid, "admin": u.admin} for u in context.users
+        ],
+    }
+    return json.dumps(document, indent=2) + "\n"
+
+
+def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR) -> dict[str, str]:
+    """Every text file of the upload (relative path -> content): the templates of `source`
+    rendered, its static files, the users file (Slurm) and each group's own scripts."""
+    context = lifecycle_context(config)
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(source),
+        undefined=jinja2.StrictUndefined,  # a misspelt name is an error, not an empty string
+        keep_trailing_newline=True,
+        autoescape=False,  # shell, not HTML: values are quoted with `q` where they need it
+    )
+    env.filters["q"] = lambda value: shlex.quote(str(value))
+    files: dict[str, str] = {}
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        relative = path.relative_to(source).as_posix()
+        if "__pycache__" in relative or relative.endswith(".pyc"):
+            continue
+        target = relative.removesuffix(TEMPLATE_SUFFIX)
+        if not _wanted(target, context):
+            continue
+        if relative.endswith(TEMPLATE_SUFFIX):
+            try:
+                text = env.get_template(relative).render(**context.as_template_vars())
+            except jinja2.TemplateSyntaxError as e:
+                raise LifecycleError(f"{path}:{e.lineno}: {e.message}") from None
+            except jinja2.UndefinedError as e:
+                raise LifecycleError(f"{path}: {e.message}") from None
+            files[target] = text if text.endswith("\n") else text + "\n"
+        else:
+            files[target] = path.read_text(encoding="utf-8")
+    if context.orchestrator == "slurm":
+        files[USERS_FILE] = users_document(context)
+    for group, g in zip(context.groups, config.cluster.instance_groups, strict=True):
+        for target, script in zip(group.scripts, g.lifecycle.scripts, strict=True):
+            path = config.resolve_path(script)
+            try:
+                files[target] = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as e:
+                raise LifecycleError(
+                    f"{g.name}: lifecycle script {script!r} cannot be read as text ({e})"
+                ) from None
+    _check_names(files)
+    return files
+
+
+def _check_names(paths: Mapping[str, object]) -> None:
+    for relative in paths:
+        parts = PurePosixPath(relative).parts
+        if FORBIDDEN_NAMES.intersection(parts):
+            raise LifecycleError(
+                f"{relative}: API-driven Slurm configuration fails when a "
+                "provisioning_parameters.json is in the lifecycle upload"
+            )
+        if relative.startswith("/") or ".." in parts:
+            raise LifecycleError(f"{relative}: not a path inside the upload")
+
+
+def content_hash(files: Mapping[str, bytes]) -> str:
+    """sha256 over the sorted paths and contents: equal exactly when the uploads are equal."""
+    digest = hashlib.sha256()
+    for relative in sorted(files):
+        data = files[relative]
+        digest.update(f"{relative}\0{len(data)}\0".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+@dataclass(frozen=True)
+class LifecycleBundle:
+    """The whole upload: every file as bytes (rendered text and copied packages) and its hash."""
+
+    files: Mapping[str, bytes]
+    content_hash: str
+
+    @property
+    def prefix(self) -> str:
+        """The S3 key prefix of this upload."""
+        return f"lifecycle/{self.content_hash}/"
+
+    def text(self, relative: str) -> str:
+        return self.files[relative].decode("utf-8")
+
+    def write_to(self, folder: Path) -> None:
+        """Write every file under `folder` (scripts executable; S3 keeps no modes, nodes run
+        them with bash anyway)."""
+        for relative, data in self.files.items():
+            target = folder / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(data)
+            executable = relative.endswith(".sh") or relative.startswith("bin/")
+            target.chmod(0o755 if executable else 0o644)
+
+
+def build_bundle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR) -> LifecycleBundle:
+    """The environment's lifecycle upload: rendered files, group scripts, packages, hash."""
+    files = {k: v.encode("utf-8") for k, v in render_lifecycle(config, source=source).items()}
+    for relative, path in _enroot_packages(config).items():
+        files[relative] = path.read_bytes()
+    _check_names(files)
+    return LifecycleBundle(files=dict(sorted(files.items())), content_hash=content_hash(files))
+
+
+def stage_bundle(bundle: LifecycleBundle, *, under: Path | None = None) -> Path:
+    """The bundle written to a folder named by its hash, outside any CDK output folder (so a
+    failed or repeated synth never mixes two uploads). Written to a sibling and renamed: a
+    folder that exists is complete, and is reused."""
+    root = (under or Path(tempfile.gettempdir())) / "hyperpod-kit-lifecycle"
+    folder = root / bundle.content_hash
+    if folder.is_dir():
+        return folder
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{bundle.content_hash[:12]}-", dir=root))
+    try:
+        bundle.write_to(staging)
+        staging.chmod(0o755)
+        os.rename(staging, folder)
+    except OSError:
+        if not folder.is_dir():
+            raise
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return folder

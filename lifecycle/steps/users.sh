@@ -1,0 +1,29 @@
+#!/bin/bash
+# Slurm nodes: the environment's users, now and later.
+#  1. installs the user sync (bin/hyperpod-kit-user-sync) and its systemd timer;
+#  2. waits a little for FSx at /fsx (HyperPod mounts it from InstanceStorageConfigs);
+#  3. runs the sync once with the users.json of this upload (users, homes, sudoers, status);
+#  4. enables the timer, which applies the newest users.json every few minutes from then on.
+set -euo pipefail
+# shellcheck source=lib/common.sh
+source "$HPK_BUNDLE/lib/common.sh"
+# shellcheck source=lib/settings.sh
+source "$HPK_BUNDLE/lib/settings.sh"
+
+UNITS_CHANGED=0
+put_file "$HPK_BUNDLE/bin/hyperpod-kit-user-sync" "$ROOT$HPK_HOME/bin/hyperpod-kit-user-sync" 755
+for unit in hyperpod-kit-user-sync.service hyperpod-kit-user-sync.timer; do
+  put_file "$HPK_BUNDLE/systemd/$unit" "$ROOT/etc/systemd/system/$unit" 644
+  UNITS_CHANGED=$((UNITS_CHANGED | PUT_FILE_CHANGED))
+done
+
+if ! retry 6 is_mounted "$HPK_FSX"; then
+  warn "$HPK_FSX is not mounted: users are created now, their homes when the sync finds $HPK_FSX"
+fi
+
+bash "$ROOT$HPK_HOME/bin/hyperpod-kit-user-sync" --users "$HPK_BUNDLE/users.json"
+
+if ((UNITS_CHANGED)); then
+  systemctl daemon-reload
+fi
+systemctl enable --now hyperpod-kit-user-sync.timer

@@ -1,0 +1,305 @@
+"""Recording fakes of the commands that the lifecycle scripts use to change a machine.
+
+Each fake is this file, run as ``python3 lifecycle_fakes.py NAME ARGS...`` by a small wrapper named
+NAME in a folder put first on PATH (see `install_fakes`); the read-only ones that the scripts call
+often (getent, stat, mountpoint, ...) are a bash script instead, because starting python for each
+made a sandbox run take seconds. Every call is appended to
+``$FAKE_STATE/calls.jsonl``. Fakes that change state keep it in the sandbox root the scripts write
+under (``$FAKE_ROOT/etc/passwd``, ``/etc/group``, ``/etc/shadow``) or in ``$FAKE_STATE`` (owners of
+files, SSM parameters, S3 objects). A fake asked to touch a path outside the sandbox fails loudly:
+that is a script that forgot its ROOT prefix.
+
+Knobs, as files in ``$FAKE_STATE``: ``ips`` (hostname -I), ``mounts`` (node paths that are mount
+points), ``active`` (systemd units that are active), ``visudo_fail``, ``aws_fail`` (failures before
+success), ``apt_fail`` (same), ``ssm/<name>`` and ``s3/<bucket>/<key>`` (what AWS holds).
+
+Standard library only: it runs under the system python3, as an unprivileged user.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+
+# Commands that must never run during provisioning (nothing is fetched from GitHub; nothing runs
+# through sudo, the scripts already are root): the fake records the call and fails.
+FORBIDDEN = ("curl", "wget", "git", "sudo", "pip", "pip3")
+FAKES = (
+    "useradd", "groupadd", "usermod", "userdel", "chown", "systemd-tmpfiles", "apt-get", "apt",
+    "dpkg", "visudo", "aws", *FORBIDDEN,
+)  # fmt: skip
+FAST_FAKES = ("getent", "stat", "mountpoint", "hostname", "systemctl", "sleep")
+
+FAST_FAKE = r"""#!/bin/bash
+# Read-only fakes in bash; see lifecycle_fakes.py. Usage: fast-fake NAME ARGS...
+name=$1
+shift
+json="{\"cmd\": \"$name\", \"args\": ["
+sep=""
+for a in "$@"; do
+  a=${a//\\/\\\\}
+  a=${a//\"/\\\"}
+  json+="$sep\"$a\""
+  sep=", "
+done
+printf '%s]}\n' "$json" >>"$FAKE_STATE/calls.jsonl"
+in_sandbox() {
+  case "$1" in
+    "$FAKE_ROOT" | "$FAKE_ROOT"/*) ;;
+    *) echo "fake: $1 is outside the sandbox $FAKE_ROOT (missing \$ROOT prefix?)" >&2; exit 99 ;;
+  esac
+}
+case $name in
+  getent)
+    col=1
+    [[ $2 =~ ^[0-9]+$ ]] && col=3
+    awk -F: -v c="$col" -v k="$2" '$c == k { print; found = 1; exit } END { exit found ? 0 : 2 }' \
+      "$FAKE_ROOT/etc/$1" 2>/dev/null || exit 2
+    ;;
+  stat)
+    [[ $1 == -c && $# == 3 ]] || { echo "fake: only stat -c FORMAT PATH" >&2; exit 99; }
+    fmt=$2 path=$3
+    in_sandbox "$path"
+    read -r uid gid mode <<<"$(/usr/bin/stat -c '%u %g %a' "$path")" || exit 1
+    if [[ -f $FAKE_STATE/owners ]]; then
+      while read -r p u g; do [[ $p == "$path" ]] && uid=$u gid=$g; done <"$FAKE_STATE/owners"
+    fi
+    fmt=${fmt//%u/$uid}
+    fmt=${fmt//%g/$gid}
+    echo "${fmt//%a/$mode}"
+    ;;
+  mountpoint)
+    path=${!#}
+    in_sandbox "$path"
+    node=${path#"$FAKE_ROOT"}
+    for m in $(cat "$FAKE_STATE/mounts" 2>/dev/null); do [[ $m == "${node:-/}" ]] && exit 0; done
+    exit 32
+    ;;
+  hostname)
+    if [[ ${1:-} == -I ]]; then cat "$FAKE_STATE/ips" 2>/dev/null; echo; else echo fake-node; fi
+    ;;
+  systemctl)
+    if [[ ${1:-} == is-active ]]; then
+      for u in $(cat "$FAKE_STATE/active" 2>/dev/null); do [[ $u == "${!#}" ]] && exit 0; done
+      exit 3
+    fi
+    ;;
+esac
+exit 0
+"""
+
+
+def install_fakes(bin_dir: Path, python: str = "/usr/bin/python3") -> None:
+    """Write one wrapper per faked command into `bin_dir`, plus a copy of this module."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    module = bin_dir / "lifecycle_fakes.py"
+    shutil.copyfile(__file__, module)
+    fast = bin_dir / "fast-fake"
+    fast.write_text(FAST_FAKE)
+    fast.chmod(0o755)
+    for name in (*FAKES, *FAST_FAKES):
+        wrapper = bin_dir / name
+        if name in FAST_FAKES:
+            wrapper.write_text(f'#!/bin/sh\nexec {fast} {name} "$@"\n')
+        else:  # -S: no site-packages (quicker; the fakes need the standard library only)
+            wrapper.write_text(f'#!/bin/sh\nexec {python} -S {module} {name} "$@"\n')
+        wrapper.chmod(0o755)
+
+
+ROOT = Path(os.environ.get("FAKE_ROOT", "/nonexistent-sandbox"))
+STATE = Path(os.environ.get("FAKE_STATE", "/nonexistent-state"))
+BIN = Path(os.environ.get("FAKE_BIN", "/nonexistent-bin"))
+
+
+def fail(message: str, code: int = 99) -> int:
+    print(f"fake: {message}", file=sys.stderr)
+    return code
+
+
+def in_sandbox(path: str) -> Path:
+    p = Path(path)
+    if not p.is_absolute() or ROOT not in (p, *p.parents):
+        raise SystemExit(fail(f"{path} is outside the sandbox {ROOT} (missing $ROOT prefix?)"))
+    return p
+
+
+def knob(name: str) -> str | None:
+    path = STATE / name
+    return path.read_text() if path.exists() else None
+
+
+def take_failure(name: str) -> bool:
+    """True (and one fewer) while the knob `name` counts failures still to happen."""
+    text = knob(name)
+    if not text or int(text) <= 0:
+        return False
+    (STATE / name).write_text(str(int(text) - 1))
+    return True
+
+
+def table(name: str) -> list[list[str]]:
+    path = ROOT / "etc" / name
+    if not path.exists():
+        return []
+    return [line.split(":") for line in path.read_text().splitlines() if line]
+
+
+def write_table(name: str, rows: list[list[str]]) -> None:
+    path = ROOT / "etc" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(":".join(r) + "\n" for r in rows))
+
+
+def options(args: list[str], with_value: set[str]) -> tuple[dict[str, str], list[str]]:
+    opts: dict[str, str] = {}
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in with_value:
+            opts[a] = args[i + 1]
+            i += 2
+        elif a.startswith("-"):
+            opts[a] = ""
+            i += 1
+        else:
+            rest.append(a)
+            i += 1
+    return opts, rest
+
+
+def owners() -> dict[str, list[int]]:
+    """Owners the fake chown recorded: ``$FAKE_STATE/owners``, lines of "PATH UID GID"."""
+    path = STATE / "owners"
+    rows = [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+    return {p: [int(u), int(g)] for p, u, g in rows}
+
+
+def useradd(args: list[str]) -> int:
+    o, rest = options(args, {"-u", "-g", "-d", "-s", "-c"})
+    (name,) = rest
+    rows = table("passwd")
+    if any(r[0] == name for r in rows) or any(r[2] == o["-u"] for r in rows):
+        return fail(f"useradd: {name} or uid {o['-u']} exists", 9)
+    if not any(r[2] == o["-g"] for r in table("group")):
+        return fail(f"useradd: group {o['-g']} does not exist", 6)
+    rows.append([name, "x", o["-u"], o["-g"], o.get("-c", ""), o["-d"], o.get("-s", "/bin/sh")])
+    write_table("passwd", rows)
+    return 0
+
+
+def groupadd(args: list[str]) -> int:
+    o, (name,) = options(args, {"-g"})
+    rows = table("group")
+    if any(r[0] == name or r[2] == o["-g"] for r in rows):
+        return fail(f"groupadd: {name} or gid {o['-g']} exists", 9)
+    rows.append([name, "x", o["-g"], ""])
+    write_table("group", rows)
+    return 0
+
+
+def usermod(args: list[str]) -> int:
+    o, (name,) = options(args, {"-g", "--expiredate"})
+    rows = table("passwd")
+    if not any(r[0] == name for r in rows):
+        return fail(f"usermod: user {name} does not exist", 6)
+    if "-g" in o:
+        for r in rows:
+            if r[0] == name:
+                r[3] = o["-g"]
+        write_table("passwd", rows)
+    if "--expiredate" in o:
+        shadow = [r for r in table("shadow") if r[0] != name]
+        shadow.append([name, o["--expiredate"]])
+        write_table("shadow", sorted(shadow))
+    return 0
+
+
+def chown(args: list[str]) -> int:
+    if any(a.startswith("-") for a in args):
+        return fail(f"chown {args}: the scripts never chown with options (no -R)")
+    spec, path = args
+    uid, gid = spec.split(":")
+    target = in_sandbox(path)
+    if not target.exists():
+        return fail(f"chown: {path} does not exist", 1)
+    found = owners()
+    found[str(target)] = [int(uid), int(gid)]
+    text = "".join(f"{p} {u} {g}\n" for p, (u, g) in sorted(found.items()))
+    (STATE / "owners").write_text(text)
+    return 0
+
+
+def apt_get(args: list[str]) -> int:
+    if take_failure("apt_fail"):
+        return fail("apt-get: Could not get lock /var/lib/dpkg/lock-frontend", 100)
+    if "install" in args:
+        for deb in (a for a in args if a.endswith(".deb")):
+            name = Path(deb).name
+            if not Path(deb).is_file():
+                return fail(f"apt-get: {deb} does not exist", 100)
+            if name.startswith("enroot"):
+                enroot = BIN / "enroot"
+                enroot.write_text("#!/bin/sh\nexit 0\n")
+                enroot.chmod(0o755)
+            elif "pyxis" in name:
+                plugin = ROOT / "usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so"
+                plugin.parent.mkdir(parents=True, exist_ok=True)
+                plugin.write_text("fake pyxis plugin\n")
+    return 0
+
+
+def visudo(args: list[str]) -> int:
+    o, _ = options(args, {"-f"})
+    if not Path(o["-f"]).is_file():
+        return fail("visudo: no such file", 1)
+    return 1 if knob("visudo_fail") is not None else 0
+
+
+def aws(args: list[str]) -> int:  # noqa: PLR0911 - one branch per faked call
+    o, rest = options(args, {"--region", "--name", "--query", "--output", "--type", "--value"})
+    if "--region" not in o:
+        return fail("aws: every call names its region")
+    if take_failure("aws_fail"):
+        return fail("aws: Could not connect to the endpoint URL", 255)
+    if rest[:2] == ["ssm", "get-parameter"]:
+        path = STATE / "ssm" / o["--name"].lstrip("/")
+        if not path.exists():
+            return fail("aws: ParameterNotFound", 254)
+        print(path.read_text())
+        return 0
+    if rest[:2] == ["ssm", "put-parameter"]:
+        path = STATE / "ssm" / o["--name"].lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(o["--value"])
+        return 0
+    if rest[:2] == ["s3", "cp"]:
+        uri, dest = rest[2], rest[3]
+        source = STATE / "s3" / uri.removeprefix("s3://")
+        if not source.exists():
+            return fail(f"aws: {uri} does not exist", 1)
+        shutil.copyfile(source, dest)
+        return 0
+    return fail(f"aws {rest}: not faked")
+
+
+def main(argv: list[str]) -> int:
+    name, args = argv[0], argv[1:]
+    STATE.mkdir(parents=True, exist_ok=True)
+    with (STATE / "calls.jsonl").open("a") as f:
+        f.write(json.dumps({"cmd": name, "args": args}) + "\n")
+    if name in FORBIDDEN:
+        return fail(f"{name} must not run during provisioning", 97)
+    handlers = {
+        "useradd": useradd, "groupadd": groupadd, "usermod": usermod, "chown": chown,
+        "apt-get": apt_get, "visudo": visudo, "aws": aws,
+    }  # fmt: skip
+    handler = handlers.get(name)
+    return handler(args) if handler else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

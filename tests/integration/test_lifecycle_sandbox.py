@@ -1,0 +1,609 @@
+"""The lifecycle scripts, run for real in a sandbox root, twice.
+
+A temporary folder stands for ``/`` (the scripts spell every absolute path ``$ROOT/...``, and
+``HYPERPOD_KIT_ROOT`` sets it); the commands that would change the real machine are recording
+fakes first on PATH (tests/integration/lifecycle_fakes.py). When the tests run as root, the
+scripts run as ``nobody``, so a path that misses its ROOT prefix fails instead of writing to this
+machine's /etc.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.lifecycle import build_bundle
+from tests.conftest import default_data, merge
+from tests.integration.lifecycle_fakes import install_fakes
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+NOBODY = 65534
+# Changes a second run must not make: the machine is already as the first run left it.
+MUTATING = {"useradd", "groupadd", "usermod", "chown", "apt-get", "systemd-tmpfiles"}
+LOGS = ("var/log/hyperpod-kit/", "var/log/provision/")
+
+pytestmark = pytest.mark.skipif(
+    not Path(SYSTEM_PYTHON).exists() or shutil.which("bash") is None,
+    reason="needs bash and /usr/bin/python3",
+)
+
+USERS = [
+    {"name": "alice", "uid": 10001, "gid": 1001, "admin": True},
+    {"name": "bob", "uid": 10002, "gid": 1001},
+    {"name": "carol", "uid": 10003, "gid": 20003},
+]
+CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/a1b2c3d4e5f6"
+IPS = {"controller": "10.0.128.10", "login": "10.0.128.11", "compute": "10.0.128.20"}
+
+
+def config(
+    overrides: dict[str, Any] | None = None, *, source: Path | None = None
+) -> EnvironmentConfig:
+    data = merge(default_data(), {"users": USERS, **(overrides or {})})
+    loaded = EnvironmentConfig.model_validate(data)
+    return loaded.at_source(source) if source else loaded
+
+
+class Node:
+    """One sandboxed node: a root folder, the fakes, the rendered upload."""
+
+    def __init__(self, base: Path, cfg: EnvironmentConfig, group: str) -> None:
+        self.base, self.cfg, self.group = base, cfg, group
+        self.root, self.state, self.bin = base / "root", base / "fake", base / "bin"
+        self.bundle = base / "lifecycle"
+        for d in (self.root, self.state):
+            d.mkdir()
+        install_fakes(self.bin, SYSTEM_PYTHON)
+        build_bundle(cfg).write_to(self.bundle)
+        etc = self.root / "etc"
+        etc.mkdir()
+        (etc / "passwd").write_text(
+            "root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n"
+        )
+        (etc / "group").write_text("root:x:0:\nubuntu:x:1000:\n")
+        (self.root / "fsx").mkdir()
+        (self.root / "opt/slurm/etc").mkdir(parents=True)
+        (self.root / "opt/slurm/etc/plugstack.conf").write_text("# HyperPod's plugstack\n")
+        groups = [
+            {
+                "Name": g.name,
+                "InstanceType": g.instance_type,
+                "Instances": [
+                    {
+                        "InstanceName": f"{g.name}-1",
+                        "InstanceId": f"i-0{i:016x}",
+                        "CustomerIpAddress": IPS.get(g.name, f"10.0.130.{i}"),
+                    }
+                ],
+            }
+            for i, g in enumerate(cfg.cluster.instance_groups)
+        ]
+        self.write(
+            "/opt/ml/config/resource_config.json",
+            json.dumps(
+                {
+                    "ClusterConfig": {
+                        "ClusterArn": CLUSTER_ARN,
+                        "ClusterName": cfg.cluster_name,
+                    },
+                    "InstanceGroups": groups,
+                }
+            ),
+        )
+        own_ip = next(i["Instances"][0]["CustomerIpAddress"] for i in groups if i["Name"] == group)
+        self.knob("ips", f"172.17.0.1 {own_ip}")
+        self.knob("mounts", "/fsx /opt/dlami/nvme /opt/sagemaker")
+
+    def write(self, node_path: str, text: str) -> Path:
+        path = self.root / node_path.lstrip("/")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        return path
+
+    def path(self, node_path: str) -> Path:
+        return self.root / node_path.lstrip("/")
+
+    def knob(self, name: str, value: str | None) -> None:
+        path = self.state / name
+        if value is None:
+            path.unlink(missing_ok=True)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(value)
+
+    def run(
+        self, *command: str, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run a command of the upload (default: on_create.sh) as HyperPod would, in the sandbox."""
+        (self.state / "calls.jsonl").unlink(missing_ok=True)
+        argv = ["bash", *(command or (str(self.bundle / "on_create.sh"),))]
+        full_env = {
+            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
+            "HYPERPOD_KIT_ROOT": str(self.root),
+            "FAKE_ROOT": str(self.root),
+            "FAKE_STATE": str(self.state),
+            "FAKE_BIN": str(self.bin),
+            "HOME": str(self.base),
+            "LANG": "C.UTF-8",
+            "TMPDIR": str(self.base / "tmp"),
+            **(env or {}),
+        }
+        (self.base / "tmp").mkdir(exist_ok=True)
+        if os.geteuid() == 0:  # run unprivileged: a missing $ROOT prefix cannot touch this machine
+            subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(self.base)], check=True)
+            argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
+        return subprocess.run(
+            argv, cwd=self.bundle, env=full_env, capture_output=True, text=True, timeout=120,
+            check=False,
+        )  # fmt: skip
+
+    def calls(self, name: str | None = None) -> list[list[str]]:
+        path = self.state / "calls.jsonl"
+        rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        return [[r["cmd"], *r["args"]] for r in rows if name is None or r["cmd"] == name]
+
+    def mutations(self) -> list[list[str]]:
+        found = [c for c in self.calls() if c[0] in MUTATING]
+        found += [c for c in self.calls("systemctl") if c[1] in ("daemon-reload", "restart")]
+        found += [c for c in self.calls("aws") if "put-parameter" in c]
+        return found
+
+    def owners(self) -> dict[str, list[int]]:
+        path = self.state / "owners"
+        rows = [line.split() for line in path.read_text().splitlines()] if path.exists() else []
+        return {p: [int(u), int(g)] for p, u, g in rows}
+
+    def owner(self, node_path: str) -> tuple[int, int, str]:
+        path = self.path(node_path)
+        uid, gid = self.owners()[str(path)]
+        return uid, gid, format(stat.S_IMODE(path.stat().st_mode), "o")
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the scripts left in the sandbox except the (growing) logs."""
+        tree: dict[str, Any] = {}
+        for path in sorted(self.root.rglob("*")):
+            relative = path.relative_to(self.root).as_posix()
+            if relative.startswith(LOGS):
+                continue
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            content = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else "dir"
+            tree[relative] = (mode, content)
+        ssm = {
+            p.relative_to(self.state).as_posix(): p.read_text()
+            for p in sorted((self.state / "ssm").rglob("*"))
+            if p.is_file()
+        }
+        return {"tree": tree, "owners": self.owners(), "ssm": ssm}
+
+    def log(self) -> str:
+        return self.path("/var/log/hyperpod-kit/lifecycle.log").read_text()
+
+    def passwd(self) -> dict[str, list[str]]:
+        rows = self.path("/etc/passwd").read_text().splitlines()
+        return {r.split(":")[0]: r.split(":") for r in rows}
+
+
+@pytest.fixture
+def sandbox() -> Iterator[Any]:
+    bases: list[Path] = []
+
+    def make(cfg: EnvironmentConfig, group: str = "controller") -> Node:
+        base = Path(tempfile.mkdtemp(prefix="hpk-node-", dir="/tmp"))
+        base.chmod(0o755)
+        bases.append(base)
+        return Node(base, cfg, group)
+
+    yield make
+    for base in bases:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+# --- a Slurm node, twice -------------------------------------------------------------------------
+
+
+def test_controller_twice_same_tree_and_no_second_change(sandbox: Any) -> None:
+    node = sandbox(config())
+    first = ok(node.run())
+    after_first = node.snapshot()
+    first_calls = node.mutations()
+    ok(node.run())
+    assert node.snapshot() == after_first
+    assert node.mutations() == [], "the second run changed the machine again"
+    assert first_calls, "the first run did nothing"
+    assert "lifecycle complete" in first.stdout  # stdout: what HyperPod keeps
+    assert node.log().count("lifecycle complete") == 2  # one log file per node, appended
+    provision_log = node.path("/var/log/provision/provisioning.log").read_text()
+    assert "this node: instance group controller, role controller" in provision_log
+
+
+def test_users_groups_homes_and_sudo(sandbox: Any) -> None:
+    node = sandbox(config())
+    ok(node.run())
+    users = node.passwd()
+    assert users["alice"][2:4] == ["10001", "1001"] and users["alice"][5:] == [
+        "/fsx/alice",
+        "/bin/bash",
+    ]
+    assert users["bob"][2:4] == ["10002", "1001"]
+    assert users["carol"][2:4] == ["10003", "20003"]
+    groups = {r.split(":")[2]: r.split(":")[0] for r in node.path("/etc/group").read_text().split()}
+    assert groups["1001"] == "hyperpod-1001"  # shared by alice and bob
+    assert groups["20003"] == "carol"  # carol's own
+    for name, uid, gid in (("alice", 10001, 1001), ("bob", 10002, 1001), ("carol", 10003, 20003)):
+        assert node.owner(f"/fsx/{name}") == (uid, gid, "700")
+    assert all("-R" not in c for c in node.calls("chown"))
+    sudoers = node.path("/etc/sudoers.d/90-hyperpod-kit-alice")
+    assert sudoers.read_text() == "alice ALL=(ALL) NOPASSWD:ALL\n"
+    assert format(stat.S_IMODE(sudoers.stat().st_mode), "o") == "440"
+    assert not node.path("/etc/sudoers.d/90-hyperpod-kit-bob").exists()
+    assert [c[:3] for c in node.calls("visudo")] == [["visudo", "-c", "-q"]]
+    assert node.path("/etc/hyperpod-kit/node.env").read_text() == (
+        "HPK_GROUP=controller\nHPK_ROLE=controller\n"
+    )
+
+
+def test_existing_home_is_never_taken_over(sandbox: Any) -> None:
+    node = sandbox(config())
+    home = node.path("/fsx/bob")
+    home.mkdir()
+    (home / "results.txt").write_text("bob's work\n")
+    ok(node.run())
+    assert str(home) not in node.owners()
+    status = json.loads((node.state / "ssm/hyperpod-kit/hyperpod-dev/partitions/bob").read_text())
+    assert status["exists"] is True and status["ready"] is False
+
+
+def test_user_sync_timer_installed_and_enabled(sandbox: Any) -> None:
+    node = sandbox(config())
+    ok(node.run())
+    timer = node.path("/etc/systemd/system/hyperpod-kit-user-sync.timer").read_text()
+    assert "OnUnitActiveSec=5min" in timer
+    service = node.path("/etc/systemd/system/hyperpod-kit-user-sync.service").read_text()
+    assert "ExecStart=/bin/bash /opt/hyperpod-kit/bin/hyperpod-kit-user-sync" in service
+    assert node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync").is_file()
+    assert ["systemctl", "daemon-reload"] in node.calls("systemctl")
+    assert ["systemctl", "enable", "--now", "hyperpod-kit-user-sync.timer"] in node.calls(
+        "systemctl"
+    )
+
+
+def test_controller_publishes_partition_status(sandbox: Any) -> None:
+    node = sandbox(config())
+    ok(node.run())
+    puts = [c for c in node.calls("aws") if "put-parameter" in c]
+    assert len(puts) == 3
+    assert all(c[c.index("--region") + 1] == "us-west-2" for c in puts)
+    status = json.loads((node.state / "ssm/hyperpod-kit/hyperpod-dev/partitions/alice").read_text())
+    assert status == {
+        "user": "alice", "uid": 10001, "gid": 1001, "path": "/fsx/alice", "exists": True,
+        "owner_uid": 10001, "owner_gid": 1001, "mode": "0700", "locked": False, "ready": True,
+    }  # fmt: skip
+
+
+def test_compute_node_creates_users_but_publishes_nothing(sandbox: Any) -> None:
+    node = sandbox(config(), group="compute")
+    ok(node.run())
+    assert "alice" in node.passwd()
+    assert not [c for c in node.calls("aws") if "put-parameter" in c]
+
+
+def test_fsx_not_mounted_yet_homes_follow_with_the_sync(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.knob("mounts", "/opt/dlami/nvme")
+    result = ok(node.run())
+    assert "alice" in node.passwd()
+    assert not node.path("/fsx/alice").exists()
+    assert "/fsx is not mounted" in result.stdout
+    assert len(node.calls("sleep")) >= 5  # waited with backoff before going on
+    node.knob("mounts", "/fsx /opt/dlami/nvme")
+    ok(
+        node.run(
+            str(node.bundle / "bin/hyperpod-kit-user-sync"),
+            "--users",
+            str(node.bundle / "users.json"),
+        )
+    )
+    assert node.owner("/fsx/alice") == (10001, 1001, "700")
+
+
+def test_uid_taken_fails_provisioning_with_the_reason(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.path("/etc/passwd").write_text(
+        node.path("/etc/passwd").read_text() + "alice:x:5000:5000::/home/alice:/bin/bash\n"
+    )
+    result = node.run()
+    assert result.returncode == 1
+    assert "alice exists with uid 5000, not 10001" in result.stdout
+    assert "FAILED in creating users" in result.stdout
+    assert "bob" in node.passwd()  # the others are still applied
+    assert ["sleep", "60"] in node.calls("sleep")  # the default grace for the logs to ship
+
+
+def test_sudoers_that_visudo_rejects_is_not_installed(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.knob("visudo_fail", "")
+    result = node.run()
+    assert result.returncode == 1
+    assert not node.path("/etc/sudoers.d/90-hyperpod-kit-alice").exists()
+    assert "does not pass visudo -c" in result.stdout
+
+
+def test_network_calls_retry_with_backoff(sandbox: Any) -> None:
+    node = sandbox(config({"users": USERS[:1]}))
+    node.knob("aws_fail", "2")
+    ok(node.run())
+    assert len([c for c in node.calls("aws") if "put-parameter" in c]) == 3  # 2 failures, 1 success
+    waits = [int(c[1]) for c in node.calls("sleep")]
+    assert len(waits) == 2 and 2 <= waits[0] <= 3 and 4 <= waits[1] <= 6
+
+
+def test_status_publishing_gives_up_for_the_run_not_for_each_user(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.knob("aws_fail", "100")  # SSM unreachable, or the role lacks ssm:PutParameter
+    result = ok(node.run())  # provisioning does not depend on the status
+    assert len([c for c in node.calls("aws") if "put-parameter" in c]) == 6  # one user's retries
+    assert "no more status this run" in result.stdout
+    assert not (node.state / "ssm").exists()
+    assert not node.path("/var/lib/hyperpod-kit/status/alice.json").exists()  # retried next time
+
+
+# --- the timer: later changes to users -----------------------------------------------------------
+
+
+def publish_users(node: Node, users: list[dict[str, Any]]) -> None:
+    key = "sagemaker-111122223333-us-west-2-hyperpod-dev/lifecycle/abc/users.json"
+    target = node.state / "s3" / key
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps({"version": 1, "users": users}))
+    pointer = node.state / "ssm/hyperpod-kit/hyperpod-dev/lifecycle"
+    pointer.parent.mkdir(parents=True, exist_ok=True)
+    pointer.write_text(json.dumps({"users_uri": f"s3://{key}", "hash": "abc"}))
+
+
+def test_timer_sync_adds_locks_and_unlocks(sandbox: Any) -> None:
+    node = sandbox(config())
+    ok(node.run())
+    sync = str(node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync"))  # the installed copy
+    dave = {"name": "dave", "uid": 10004, "gid": 1001, "admin": False}
+    publish_users(node, [USERS[1], USERS[2], dave])  # alice removed, dave added
+
+    ok(node.run(sync))
+    assert node.passwd()["dave"][2] == "10004"
+    assert node.owner("/fsx/dave") == (10004, 1001, "700")
+    assert ["usermod", "--expiredate", "1", "alice"] in node.calls("usermod")
+    assert not node.path("/etc/sudoers.d/90-hyperpod-kit-alice").exists()
+    assert node.path("/fsx/alice").is_dir() and "alice" in node.passwd()  # locked, never deleted
+    status = json.loads((node.state / "ssm/hyperpod-kit/hyperpod-dev/partitions/alice").read_text())
+    assert status["locked"] is True and status["ready"] is False
+    assert node.path("/var/lib/hyperpod-kit/users/locked").read_text() == "alice\n"
+    assert "users in sync" in node.path("/var/log/hyperpod-kit/user-sync.log").read_text()
+
+    settled = node.snapshot()
+    ok(node.run(sync))
+    assert node.mutations() == [] and node.snapshot() == settled
+
+    publish_users(node, [*USERS, dave])  # alice back
+    ok(node.run(sync))
+    assert ["usermod", "--expiredate", "", "alice"] in node.calls("usermod")
+    assert node.path("/etc/sudoers.d/90-hyperpod-kit-alice").exists()
+    assert node.path("/var/lib/hyperpod-kit/users/locked").read_text() == ""
+
+
+def test_timer_sync_keeps_going_when_aws_is_down(sandbox: Any) -> None:
+    node = sandbox(config())
+    ok(node.run())
+    node.knob("aws_fail", "100")
+    result = node.run(str(node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync")))
+    assert result.returncode == 1
+    assert "cannot read SSM /hyperpod-kit/hyperpod-dev/lifecycle" in result.stdout
+    assert len(node.calls("sleep")) == 5  # six attempts
+    assert "alice" in node.passwd()  # nothing undone
+
+
+# --- hooks and the groups' own scripts -----------------------------------------------------------
+
+
+def scripts_env(tmp: Path, bodies: dict[str, str]) -> dict[str, Any]:
+    for name, body in bodies.items():
+        (tmp / name).write_text("#!/bin/bash\nset -eu\n" + body)
+    groups = [
+        {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge",
+         "instance_count": 1},
+        {"name": "login", "role": "login", "instance_type": "ml.m5.xlarge", "instance_count": 1},
+        {
+            "name": "compute", "role": "compute", "instance_type": "ml.g5.8xlarge",
+            "instance_count": 2,
+            "lifecycle": {"scripts": sorted(bodies)},
+        },
+    ]  # fmt: skip
+    return {"cluster": {"instance_groups": groups}}
+
+
+def test_hooks_then_group_scripts_in_order(sandbox: Any, tmp_path: Path) -> None:
+    record = 'echo "$0 $HPK_GROUP $HPK_ROLE" >> "$HYPERPOD_KIT_ROOT/var/tmp/order"\n'
+    overrides = scripts_env(tmp_path, {"b-second.sh": record, "a first.sh": record})
+    node = sandbox(config(overrides, source=tmp_path), group="compute")
+    node.path("/var/tmp").mkdir(parents=True)
+    result = ok(node.run())
+    order = node.path("/var/tmp/order").read_text().splitlines()
+    assert [line.split("/")[-1] for line in order] == [
+        "01-a_first.sh compute compute",
+        "02-b-second.sh compute compute",
+    ]
+    out = result.stdout
+    assert out.index("step: hook 50-health.sh") < out.index(
+        "step: group script compute/01-a_first.sh"
+    )
+    assert "health: no node-side checks are installed" in out
+
+
+def test_failing_group_script_fails_provisioning_with_its_name(
+    sandbox: Any, tmp_path: Path
+) -> None:
+    overrides = scripts_env(
+        tmp_path, {"1-ok.sh": "true\n", "2-broken.sh": "exit 3\n", "3-never.sh": "touch /never\n"}
+    )
+    node = sandbox(config(overrides, source=tmp_path), group="compute")
+    result = node.run(env={"HYPERPOD_KIT_FAIL_GRACE_SECONDS": "7"})
+    assert result.returncode == 1
+    assert "ERROR: group script compute/02-2-broken.sh failed (exit 3)" in result.stdout
+    assert "FAILED in group script compute/02-2-broken.sh" in node.log()
+    assert "03-3-never.sh" not in result.stdout
+    assert ["sleep", "7"] in node.calls("sleep")  # time for the logs to ship
+
+
+def test_other_groups_do_not_run_compute_scripts(sandbox: Any, tmp_path: Path) -> None:
+    overrides = scripts_env(tmp_path, {"x.sh": "exit 1\n"})
+    node = sandbox(config(overrides, source=tmp_path), group="login")
+    ok(node.run())
+
+
+# --- missing resource config, unknown node -------------------------------------------------------
+
+
+def test_no_resource_config_exits_0_with_a_message(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.path("/opt/ml/config/resource_config.json").unlink()
+    result = ok(node.run())
+    assert "resource_config.json does not exist: not a HyperPod cluster node" in result.stdout
+    assert node.mutations() == []
+    assert not node.path("/opt/hyperpod-kit").exists()
+
+
+def test_node_not_in_resource_config_fails(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.knob("ips", "192.168.9.9")
+    result = node.run()
+    assert result.returncode == 1
+    assert "cannot tell this node's instance group" in result.stdout
+
+
+# --- enroot and pyxis ----------------------------------------------------------------------------
+
+
+def enroot_block(node: Node) -> list[str]:
+    text = node.path("/etc/enroot/enroot.conf").read_text()
+    return [line for line in text.splitlines() if line.startswith("ENROOT_")]
+
+
+def test_enroot_pyxis_from_the_ami(sandbox: Any) -> None:
+    node = sandbox(config())
+    enroot = node.bin / "enroot"
+    enroot.write_text("#!/bin/sh\n")
+    enroot.chmod(0o755)
+    node.write("/usr/local/lib/slurm/spank_pyxis.so", "plugin")
+    node.write(
+        "/usr/local/share/pyxis/pyxis.conf", "required /usr/local/lib/slurm/spank_pyxis.so\n"
+    )
+    node.write("/etc/enroot/enroot.conf", "ENROOT_SQUASH_OPTIONS -comp lzo\n")
+    plugstack = "include /usr/local/share/pyxis/*.conf\n"
+    node.write("/opt/slurm/etc/plugstack.conf", plugstack)
+    result = ok(node.run())
+    assert node.calls("apt-get") == []
+    assert node.path("/opt/slurm/etc/plugstack.conf").read_text() == plugstack
+    assert not node.path("/opt/slurm/etc/plugstack.conf.d").exists()
+    assert "pyxis: already configured" in result.stdout
+    assert enroot_block(node) == [
+        "ENROOT_SQUASH_OPTIONS -comp lzo",  # the AMI's own settings stay
+        "ENROOT_RUNTIME_PATH /opt/dlami/nvme/enroot/runtime/user-$(id -u)",
+        "ENROOT_CACHE_PATH /opt/dlami/nvme/enroot/cache/user-$(id -u)",
+        "ENROOT_DATA_PATH /opt/dlami/nvme/enroot/data/user-$(id -u)",
+        "ENROOT_TEMP_PATH /opt/dlami/nvme/enroot/tmp",
+    ]
+    mode = stat.S_IMODE(node.path("/opt/dlami/nvme/enroot/data").stat().st_mode)
+    assert mode == 0o1777
+
+
+def test_enroot_pyxis_from_the_bundled_packages(sandbox: Any, tmp_path: Path) -> None:
+    packages = tmp_path / "debs"
+    packages.mkdir()
+    for name in ("enroot_3.5.0-1_amd64.deb", "enroot+caps_3.5.0-1_amd64.deb",
+                 "nvslurm-plugin-pyxis_0.20.0-1_amd64.deb"):  # fmt: skip
+        (packages / name).write_bytes(b"!<arch>\n")
+    cfg = config({"cluster": {"slurm": {"enroot_pyxis_packages": "debs"}}}, source=tmp_path)
+    node = sandbox(cfg, group="compute")
+    node.knob("active", "slurmd")
+    node.knob("mounts", "/fsx /opt/sagemaker")  # no local NVMe on this type
+    node.knob("apt_fail", "1")  # the dpkg lock is busy once
+    ok(node.run())
+    installs = [c for c in node.calls("apt-get") if "install" in c]
+    assert [[Path(a).name for a in c if a.endswith(".deb")] for c in installs] == [
+        ["enroot+caps_3.5.0-1_amd64.deb", "enroot_3.5.0-1_amd64.deb"],
+        ["nvslurm-plugin-pyxis_0.20.0-1_amd64.deb"],
+    ]
+    assert all("DPkg::Lock::Timeout=300" in c for c in node.calls("apt-get"))
+    assert len([c for c in node.calls("apt-get") if "update" in c]) == 2  # 1 lock failure + 1
+    pyxis = "/usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so"
+    assert (
+        node.path("/opt/slurm/etc/plugstack.conf.d/pyxis.conf").read_text() == f"required {pyxis}\n"
+    )
+    assert node.path("/opt/slurm/etc/plugstack.conf").read_text() == (
+        "# HyperPod's plugstack\ninclude /opt/slurm/etc/plugstack.conf.d/pyxis.conf\n"
+    )
+    assert ["systemctl", "restart", "slurmd"] in node.calls("systemctl")
+    assert "ENROOT_DATA_PATH /opt/sagemaker/enroot/data/user-$(id -u)" in enroot_block(node)
+
+    settled = node.snapshot()
+    ok(node.run())  # everything is there now: no install, no restart
+    assert node.calls("apt-get") == [] and node.mutations() == []
+    assert node.snapshot() == settled
+
+
+def test_enroot_pyxis_neither_warns_and_continues(sandbox: Any) -> None:
+    node = sandbox(config())
+    result = ok(node.run())
+    assert "WARNING: enroot is not on this AMI and no packages are bundled" in result.stdout
+    assert "WARNING: the pyxis plugin (spank_pyxis.so) is not on this AMI" in result.stdout
+    assert node.calls("apt-get") == []
+    assert not node.path("/etc/enroot").exists()
+
+
+def test_enroot_pyxis_off_runs_no_container_step(sandbox: Any) -> None:
+    node = sandbox(config({"cluster": {"slurm": {"enroot_pyxis": False}}}))
+    result = ok(node.run())
+    assert "enroot" not in result.stdout
+
+
+# --- EKS -----------------------------------------------------------------------------------------
+
+
+def test_eks_worker_only_logs_hooks_and_group_scripts(sandbox: Any, tmp_path: Path) -> None:
+    (tmp_path / "setup.sh").write_text('echo ran >> "$HYPERPOD_KIT_ROOT/var/tmp/eks"\n')
+    eks = merge(
+        {k: v for k, v in default_data().items() if k != "trainer"},
+        {
+            "orchestrator": "eks",
+            "network": {"vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+                        "control_plane_availability_zone_id": "usw2-az1"},
+            "cluster": {"instance_groups": [
+                {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
+                 "instance_count": 2, "lifecycle": {"scripts": ["setup.sh"]}},
+            ]},
+            "users": USERS,
+        },
+    )  # fmt: skip
+    cfg = EnvironmentConfig.model_validate(eks).at_source(tmp_path)
+    node = sandbox(cfg, group="workers")
+    node.path("/var/tmp").mkdir(parents=True)
+    result = ok(node.run())
+    assert "role worker" in result.stdout
+    assert node.path("/var/tmp/eks").read_text() == "ran\n"
+    assert "alice" not in node.passwd()
+    assert node.calls("systemctl") == [] and node.calls("aws") == []
+    assert not node.path("/etc/systemd").exists()

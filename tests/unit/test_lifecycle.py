@@ -1,0 +1,378 @@
+"""The lifecycle upload rendered from the environment file: validated values only, shellcheck-clean
+scripts for every example, a hash that moves exactly with the content, and the node-side JSON
+helper (lifecycle/lib/node.py) on well-formed and hostile input."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.lifecycle import (
+    ENROOT_PACKAGES_DIR,
+    LifecycleError,
+    build_bundle,
+    content_hash,
+    lifecycle_context,
+    partition_status_parameter,
+    render_lifecycle,
+    stage_bundle,
+)
+from hyperpod_kit.paths import LIFECYCLE_DIR
+from tests.conftest import REPO, default_data, merge
+
+EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
+USERS = [
+    {"name": "alice", "uid": 10001, "gid": 1001, "admin": True},
+    {"name": "bob", "uid": 10002, "gid": 1001},
+]
+needs_shellcheck = pytest.mark.skipif(
+    shutil.which("shellcheck") is None and os.environ.get("CI") != "true",
+    reason="shellcheck not installed (.ci/run installs it)",
+)
+
+
+def config(
+    overrides: dict[str, Any] | None = None, source: Path | None = None
+) -> EnvironmentConfig:
+    loaded = EnvironmentConfig.model_validate(merge(default_data(), overrides or {}))
+    return loaded.at_source(source) if source else loaded
+
+
+def eks(overrides: dict[str, Any] | None = None) -> EnvironmentConfig:
+    data = merge(
+        {k: v for k, v in default_data().items() if k != "trainer"},
+        {
+            "orchestrator": "eks",
+            "cluster": {"instance_groups": [
+                {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
+                 "instance_count": 2},
+            ]},
+        },
+    )  # fmt: skip
+    return EnvironmentConfig.model_validate(merge(data, overrides or {}))
+
+
+def bash_files(files: dict[str, bytes]) -> list[str]:
+    return sorted(
+        p for p, data in files.items() if p.endswith(".sh") or data.startswith(b"#!/bin/bash")
+    )
+
+
+def shellcheck(folder: Path, scripts: list[str]) -> str:
+    """shellcheck every script from the upload's root, following `source` between them."""
+    result = subprocess.run(
+        ["shellcheck", "-x", "--severity=style", *scripts],
+        cwd=folder, capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    return result.stdout + result.stderr
+
+
+def variants(tmp: Path) -> list[EnvironmentConfig]:
+    """The examples plus the branches they do not reach: own scripts, packages, EKS, all off."""
+    (tmp / "setup.sh").write_text("#!/bin/bash\necho setup\n")
+    (tmp / "debs").mkdir(exist_ok=True)
+    (tmp / "debs" / "enroot_3.5.0-1_amd64.deb").write_bytes(b"!<arch>\n")
+    groups = default_data()["cluster"]["instance_groups"]
+    groups = [*groups[:2], {**groups[2], "lifecycle": {"scripts": ["setup.sh"]}}]
+    return [
+        *(load_environment(e).config for e in EXAMPLES),
+        config(
+            {"users": USERS, "cluster": {"instance_groups": groups,
+                                         "slurm": {"enroot_pyxis_packages": "debs"}}},
+            source=tmp,
+        ),
+        config({"cluster": {"slurm": {"enroot_pyxis": False}}, "monitoring": {"enabled": False}}),
+        eks({"users": USERS}),
+    ]  # fmt: skip
+
+
+# --- every example, linted ----------------------------------------------------------------------
+
+
+@needs_shellcheck
+def test_every_variant_renders_shellcheck_clean(tmp_path: Path) -> None:
+    for i, cfg in enumerate(variants(tmp_path)):
+        bundle = build_bundle(cfg)
+        folder = tmp_path / f"upload-{i}"
+        bundle.write_to(folder)
+        scripts = bash_files(dict(bundle.files))
+        assert "on_create.sh" in scripts and "lib/common.sh" in scripts
+        assert shellcheck(folder, scripts) == "", cfg.name
+
+
+def test_every_variant_parses_and_compiles(tmp_path: Path) -> None:
+    for i, cfg in enumerate(variants(tmp_path)):
+        bundle = build_bundle(cfg)
+        folder = tmp_path / f"upload-{i}"
+        bundle.write_to(folder)
+        for script in bash_files(dict(bundle.files)):
+            result = subprocess.run(
+                ["bash", "-n", script], cwd=folder, capture_output=True, check=False
+            )
+            assert result.returncode == 0, (script, result.stderr)
+        compile(bundle.text("lib/node.py"), "node.py", "exec")
+
+
+def test_no_provisioning_parameters_and_nothing_left_unrendered(tmp_path: Path) -> None:
+    for cfg in variants(tmp_path):
+        files = render_lifecycle(cfg)
+        assert not any("provisioning_parameters" in p for p in files)
+        for path, text in files.items():
+            if (LIFECYCLE_DIR / f"{path}.j2").exists():  # a template: fully rendered
+                assert "{{" not in text and "{%" not in text and "{#" not in text, path
+
+
+def test_a_template_folder_with_provisioning_parameters_is_refused(tmp_path: Path) -> None:
+    source = tmp_path / "lifecycle"
+    shutil.copytree(LIFECYCLE_DIR, source)
+    (source / "provisioning_parameters.json").write_text("{}")
+    with pytest.raises(LifecycleError, match=r"provisioning_parameters\.json"):
+        render_lifecycle(config(), source=source)
+
+
+def test_a_misspelt_template_variable_is_an_error(tmp_path: Path) -> None:
+    source = tmp_path / "lifecycle"
+    shutil.copytree(LIFECYCLE_DIR, source)
+    (source / "extra.sh.j2").write_text("echo {{ enviroment }}\n")
+    with pytest.raises(LifecycleError, match=r"extra\.sh\.j2.*enviroment"):
+        render_lifecycle(config(), source=source)
+
+
+# --- what the upload holds ----------------------------------------------------------------------
+
+
+def test_slurm_upload_holds_users_and_the_sync() -> None:
+    files = render_lifecycle(config({"users": USERS}))
+    users = json.loads(files["users.json"])
+    assert users == {
+        "version": 1,
+        "environment": "hyperpod-dev",
+        "home_root": "/fsx",
+        "users": [
+            {"name": "alice", "uid": 10001, "gid": 1001, "admin": True},
+            {"name": "bob", "uid": 10002, "gid": 1001, "admin": False},
+        ],
+    }
+    for path in ("bin/hyperpod-kit-user-sync", "steps/users.sh", "steps/enroot_pyxis.sh",
+                 "systemd/hyperpod-kit-user-sync.timer", "hooks.d/50-health.sh"):  # fmt: skip
+        assert path in files
+    assert not any(p.endswith(".j2") for p in files)
+    on_create = files["on_create.sh"]
+    assert on_create.index("steps/users.sh") < on_create.index("steps/enroot_pyxis.sh")
+    assert on_create.index("steps/enroot_pyxis.sh") < on_create.index("hooks.d")
+    assert on_create.index("hooks.d") < on_create.index("GROUP_SCRIPTS")
+
+
+def test_eks_upload_is_minimal() -> None:
+    files = render_lifecycle(eks({"users": USERS}))
+    assert sorted(files) == [
+        "hooks.d/50-health.sh", "lib/common.sh", "lib/node.py", "lib/settings.sh",
+        "on_create.sh", "steps/install.sh",
+    ]  # fmt: skip
+    assert "steps/users.sh" not in files["on_create.sh"]
+    assert "workers) echo worker ;;" in files["lib/settings.sh"]
+
+
+def test_enroot_off_leaves_out_the_container_step() -> None:
+    files = render_lifecycle(config({"cluster": {"slurm": {"enroot_pyxis": False}}}))
+    assert "steps/enroot_pyxis.sh" not in files
+    assert "enroot" not in files["on_create.sh"]
+
+
+def test_settings_are_the_validated_values_quoted() -> None:
+    settings = render_lifecycle(config())["lib/settings.sh"]
+    assert "HPK_ENVIRONMENT=hyperpod-dev\n" in settings
+    assert "HPK_REGION=us-west-2\n" in settings
+    assert "HPK_LIFECYCLE_PARAMETER=/hyperpod-kit/hyperpod-dev/lifecycle\n" in settings
+    assert "HPK_STATUS_PARAMETER_PREFIX=/hyperpod-kit/hyperpod-dev/partitions\n" in settings
+    assert "HPK_ENROOT_PACKAGES=''\n" in settings
+    assert "    compute) echo compute ;;\n" in settings
+    assert partition_status_parameter("hyperpod-dev", "alice") == (
+        "/hyperpod-kit/hyperpod-dev/partitions/alice"
+    )
+
+
+def test_group_scripts_are_copied_in_order_with_safe_names(tmp_path: Path) -> None:
+    (tmp_path / "my setup;rm.sh").write_text("echo one\n")
+    (tmp_path / "two.sh").write_text("echo two\n")
+    groups = default_data()["cluster"]["instance_groups"]
+    groups[2] = {**groups[2], "lifecycle": {"scripts": ["two.sh", "my setup;rm.sh"]}}
+    files = render_lifecycle(config({"cluster": {"instance_groups": groups}}, source=tmp_path))
+    assert files["groups/compute/01-two.sh"] == "echo two\n"
+    assert files["groups/compute/02-my_setup_rm.sh"] == "echo one\n"
+    line = "  compute) GROUP_SCRIPTS=(groups/compute/01-two.sh groups/compute/02-my_setup_rm.sh) ;;"
+    assert line in files["on_create.sh"]
+
+
+def test_enroot_packages_are_bundled_bytes_for_bytes(tmp_path: Path) -> None:
+    (tmp_path / "debs").mkdir()
+    (tmp_path / "debs" / "enroot+caps_3.5.0-1_amd64.deb").write_bytes(b"\x00\x01binary")
+    (tmp_path / "debs" / "README").write_text("not a package")
+    cfg = config({"cluster": {"slurm": {"enroot_pyxis_packages": "debs"}}}, source=tmp_path)
+    bundle = build_bundle(cfg)
+    key = f"{ENROOT_PACKAGES_DIR}/enroot+caps_3.5.0-1_amd64.deb"
+    assert bundle.files[key] == b"\x00\x01binary"
+    assert not any(p.endswith("README") for p in bundle.files)
+    assert f"HPK_ENROOT_PACKAGES={ENROOT_PACKAGES_DIR}\n" in bundle.text("lib/settings.sh")
+
+
+def test_unsafe_values_never_reach_a_template() -> None:
+    """Values that bypassed validation (model_copy skips it) are refused, not quoted."""
+    base = config()
+    group = base.cluster.instance_groups[0].model_copy(update={"name": "a;reboot"})
+    bad = base.model_copy(
+        update={"cluster": base.cluster.model_copy(update={"instance_groups": [group]})}
+    )
+    with pytest.raises(LifecycleError, match="instance group name 'a;reboot'"):
+        lifecycle_context(bad)
+    with pytest.raises(LifecycleError, match="region"):
+        lifecycle_context(base.model_copy(update={"region": "us-west-2$(id)"}))
+
+
+def test_q_quotes_what_it_is_given() -> None:
+    assert shlex.split(f"x={shlex.quote('a b')}") == ["x=a b"]  # the filter is shlex.quote
+
+
+# --- the hash -----------------------------------------------------------------------------------
+
+
+def test_hash_moves_exactly_with_the_content(tmp_path: Path) -> None:
+    same = [build_bundle(config({"users": USERS})).content_hash for _ in range(2)]
+    assert same[0] == same[1]
+    assert len(same[0]) == 64
+    other_user = build_bundle(config({"users": USERS[:1]})).content_hash
+    assert other_user != same[0]
+    (tmp_path / "s.sh").write_text("echo 1\n")
+    groups = default_data()["cluster"]["instance_groups"]
+    groups[2] = {**groups[2], "lifecycle": {"scripts": ["s.sh"]}}
+    overrides = {"cluster": {"instance_groups": groups}}
+    first = build_bundle(config(overrides, source=tmp_path)).content_hash
+    (tmp_path / "s.sh").write_text("echo 2\n")
+    assert build_bundle(config(overrides, source=tmp_path)).content_hash != first
+    # EKS nodes get no users file: people changes do not touch an EKS cluster's lifecycle.
+    assert build_bundle(eks({"users": USERS})).content_hash == build_bundle(eks()).content_hash
+
+
+def test_hash_covers_paths_and_contents() -> None:
+    assert content_hash({"a": b"1"}) != content_hash({"b": b"1"})
+    assert content_hash({"a": b"1"}) != content_hash({"a": b"2"})
+    assert content_hash({"a": b"1", "b": b""}) != content_hash({"a": b"1b"})
+
+
+def test_bundle_prefix_and_staging(tmp_path: Path) -> None:
+    bundle = build_bundle(config())
+    assert bundle.prefix == f"lifecycle/{bundle.content_hash}/"
+    folder = stage_bundle(bundle, under=tmp_path)
+    assert folder.name == bundle.content_hash
+    assert stage_bundle(bundle, under=tmp_path) == folder  # reused
+    staged = {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+    assert staged == dict(bundle.files)
+    assert os.access(folder / "on_create.sh", os.X_OK)
+    assert [p.name for p in (tmp_path / "hyperpod-kit-lifecycle").iterdir()] == [folder.name]
+
+
+# --- lifecycle/lib/node.py ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def node() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("hpk_node", LIFECYCLE_DIR / "lib" / "node.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["hpk_node"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+RESOURCE_CONFIG = {
+    "ClusterConfig": {"ClusterArn": "arn:aws:sagemaker:us-west-2:1:cluster/x", "ClusterName": "c"},
+    "InstanceGroups": [
+        {"Name": "controller", "Instances": [{"InstanceName": "controller-1",
+                                              "CustomerIpAddress": "10.0.0.5"}]},
+        {"Name": "gpu", "Instances": [{"CustomerIpAddress": "10.0.0.6"},
+                                      {"CustomerIpAddress": "10.0.0.7"}]},
+    ],
+}  # fmt: skip
+
+
+def test_node_group_of(node: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "rc.json"
+    path.write_text(json.dumps(RESOURCE_CONFIG))
+    assert node.group_of(str(path), ["172.17.0.1", "10.0.0.7"]) == "gpu"
+    with pytest.raises(LookupError):
+        node.group_of(str(path), ["10.9.9.9"])
+    bad = {"InstanceGroups": [{"Name": "x;y", "Instances": [{"CustomerIpAddress": "1.1.1.1"}]}]}
+    path.write_text(json.dumps(bad))
+    with pytest.raises(node.NodeInputError):
+        node.group_of(str(path), ["1.1.1.1"])
+
+
+def test_node_users_lines_and_group_names(node: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "users.json"
+    carol = {"name": "carol", "uid": 10003, "gid": 5000}
+    path.write_text(render_lifecycle(config({"users": [*USERS, carol]}))["users.json"])
+    assert node.users(str(path)) == [
+        "G 1001 hyperpod-1001",
+        "G 5000 carol",
+        "U alice 10001 1001 1",
+        "U bob 10002 1001 0",
+        "U carol 10003 5000 0",
+    ]
+
+
+@pytest.mark.parametrize(
+    "user",
+    [
+        {"name": "Alice", "uid": 10001, "gid": 1001},
+        {"name": "a$(id)", "uid": 10001, "gid": 1001},
+        {"name": "alice", "uid": 99, "gid": 1001},
+        {"name": "alice", "uid": True, "gid": 1001},
+        {"name": "alice", "uid": "10001", "gid": 1001},
+        {"name": "alice", "uid": 10001, "gid": 1001, "admin": "yes"},
+    ],
+)
+def test_node_users_refuses_a_bad_entry(node: ModuleType, tmp_path: Path, user: Any) -> None:
+    path = tmp_path / "users.json"
+    path.write_text(json.dumps({"users": [user]}))
+    with pytest.raises(node.NodeInputError):
+        node.users(str(path))
+
+
+def test_node_users_refuses_duplicates(node: ModuleType, tmp_path: Path) -> None:
+    path = tmp_path / "users.json"
+    path.write_text(json.dumps({"users": [USERS[0], {**USERS[1], "uid": 10001}]}))
+    with pytest.raises(node.NodeInputError, match="listed twice"):
+        node.users(str(path))
+
+
+def test_node_cli_exit_codes(tmp_path: Path) -> None:
+    script = str(LIFECYCLE_DIR / "lib" / "node.py")
+    path = tmp_path / "rc.json"
+    path.write_text(json.dumps(RESOURCE_CONFIG))
+
+    def run(*args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, script, *args], input=stdin, capture_output=True,
+                              text=True, check=False)  # fmt: skip
+
+    assert run("group-of", str(path), "10.0.0.5").stdout == "controller\n"
+    assert run("group-of", str(path), "10.1.1.1").returncode == 3
+    assert run("group-of", str(tmp_path / "missing.json"), "1.1.1.1").returncode == 2
+    uri = "s3://sagemaker-1-us-west-2-dev/lifecycle/abc/users.json"
+    assert run("field", "users_uri", stdin=json.dumps({"users_uri": uri})).stdout == uri + "\n"
+    assert run("field", "users_uri", stdin='{"users_uri": "s3://b/$(reboot)"}').returncode == 2
+    assert run("field", "users_uri", stdin="not json").returncode == 2
+    assert run("nonsense").returncode == 2
