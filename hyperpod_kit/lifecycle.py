@@ -224,7 +224,8 @@ def users_document(context: LifecycleContext) -> str:
 
 def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR) -> dict[str, str]:
     """Every text file of the upload (relative path -> content): the templates of `source`
-    rendered, its static files, the users file (Slurm) and each group's own scripts."""
+    rendered, its static files and each group's own scripts. The users file is not part of it
+    (see `users_upload`): people change without touching the cluster."""
     context = lifecycle_context(config)
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(source),
@@ -251,8 +252,6 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
             files[target] = text if text.endswith("\n") else text + "\n"
         else:
             files[target] = path.read_text(encoding="utf-8")
-    if context.orchestrator == "slurm":
-        files[USERS_FILE] = users_document(context)
     for group, g in zip(context.groups, config.cluster.instance_groups, strict=True):
         for target, script in zip(group.scripts, g.lifecycle.scripts, strict=True):
             path = config.resolve_path(script)
@@ -288,12 +287,29 @@ def content_hash(files: Mapping[str, bytes]) -> str:
     return digest.hexdigest()
 
 
+def users_upload(config: EnvironmentConfig) -> bytes | None:
+    """The users file the nodes' user sync applies (Slurm), uploaded beside the scripts under its
+    own hash: adding a person changes this object and the pointer to it, never the cluster's
+    SourceS3Uri (which would be an UpdateCluster for each new user)."""
+    context = lifecycle_context(config)
+    return users_document(context).encode("utf-8") if context.orchestrator == "slurm" else None
+
+
 @dataclass(frozen=True)
 class LifecycleBundle:
-    """The whole upload: every file as bytes (rendered text and copied packages) and its hash."""
+    """The whole upload: every file as bytes (rendered text and copied packages) and its hash,
+    and the users file that travels separately."""
 
     files: Mapping[str, bytes]
     content_hash: str
+    users: bytes | None = None
+
+    @property
+    def users_key(self) -> str | None:
+        """The users file's S3 key, named by its own content hash."""
+        if self.users is None:
+            return None
+        return f"users/{hashlib.sha256(self.users).hexdigest()}/{USERS_FILE}"
 
     @property
     def prefix(self) -> str:
@@ -320,7 +336,10 @@ def build_bundle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR) -> 
     for relative, path in _enroot_packages(config).items():
         files[relative] = path.read_bytes()
     _check_names(files)
-    return LifecycleBundle(files=dict(sorted(files.items())), content_hash=content_hash(files))
+    return LifecycleBundle(
+        files=dict(sorted(files.items())), content_hash=content_hash(files),
+        users=users_upload(config),
+    )  # fmt: skip
 
 
 def stage_bundle(bundle: LifecycleBundle, *, under: Path | None = None) -> Path:

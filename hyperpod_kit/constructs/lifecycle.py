@@ -120,8 +120,9 @@ class LifecycleScripts(Construct):
         self.bucket: s3.IBucket = bucket
         self.bucket_name: str = bucket.bucket_name
         self.source_s3_uri: str = f"s3://{bucket.bucket_name}/{self.prefix}"
+        users_key = self.bundle.users_key
         self.users_uri: str | None = (
-            f"{self.source_s3_uri}{USERS_FILE}" if USERS_FILE in self.bundle.files else None
+            f"s3://{bucket.bucket_name}/{users_key}" if users_key is not None else None
         )
 
         folder = stage_bundle(self.bundle)
@@ -136,6 +137,20 @@ class LifecycleScripts(Construct):
             retain_on_delete=True,
             memory_limit=512,
         )
+        uploads: list[s3deploy.BucketDeployment] = [self.deployment]
+        if users_key is not None and self.bundle.users is not None:
+            uploads.append(
+                s3deploy.BucketDeployment(
+                    self,
+                    "UsersUpload",
+                    sources=[s3deploy.Source.data(USERS_FILE, self.bundle.users.decode("utf-8"))],
+                    destination_bucket=bucket,
+                    destination_key_prefix=users_key.removesuffix(USERS_FILE),
+                    prune=False,
+                    retain_on_delete=True,
+                    memory_limit=512,  # the same singleton handler as the scripts' upload
+                )
+            )
         _suppress_deployment_findings(self.deployment)
 
         pointer: dict[str, str] = {
@@ -152,10 +167,13 @@ class LifecycleScripts(Construct):
             description=f"hyperpod-kit {config.name}: the newest lifecycle upload (user sync)",
             string_value=Stack.of(self).to_json_string(pointer),
         )
-        self.pointer.node.add_dependency(self.deployment)  # never point at a partial upload
+        for upload in uploads:  # never point at a partial upload
+            self.pointer.node.add_dependency(upload)
 
     def grant_read(self, grantee: iam.IGrantable) -> iam.Grant:
-        """Read the lifecycle uploads (the cluster's execution role), beyond the managed policy."""
+        """Read the lifecycle uploads and users files (the cluster's execution role), beyond the
+        managed policy."""
+        self.bucket.grant_read(grantee, "users/*")
         grant = self.bucket.grant_read(grantee, "lifecycle/*")
         _suppress_grant_wildcards(
             grantee,
@@ -163,11 +181,11 @@ class LifecycleScripts(Construct):
                 "Action::s3:GetBucket*",
                 "Action::s3:GetObject*",
                 "Action::s3:List*",
-                {"regex": r"/^Resource::.*LifecycleBucket.*\/lifecycle\/\*$/"},
+                {"regex": r"/^Resource::.*LifecycleBucket.*\/(lifecycle|users)\/\*$/"},
             ],
-            "Read-only access to this environment's lifecycle uploads (bucket grant_read on "
-            "lifecycle/*): nodes download whole content-hashed prefixes whose keys are not known "
-            "in advance.",
+            "Read-only access to this environment's lifecycle uploads and users files (bucket "
+            "grant_read on lifecycle/* and users/*): nodes download content-hashed keys that are "
+            "not known in advance.",
         )
         return grant
 

@@ -2,8 +2,10 @@
 # Slurm nodes: the environment's users, now and later.
 #  1. installs the user sync (bin/hyperpod-kit-user-sync) and its systemd timer;
 #  2. waits a little for FSx at /fsx (HyperPod mounts it from InstanceStorageConfigs);
-#  3. runs the sync once with the users.json of this upload (users, homes, sudoers, status);
-#  4. enables the timer, which applies the newest users.json every few minutes from then on.
+#  3. runs the sync once: the users file the pointer parameter names today (users, homes,
+#     sudoers, status); the file travels beside the scripts, so people change without the
+#     cluster changing;
+#  4. enables the timer, which applies the newest users file every few minutes from then on.
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$HPK_BUNDLE/lib/common.sh"
@@ -21,7 +23,15 @@ if ! retry 6 is_mounted "$HPK_FSX"; then
   warn "$HPK_FSX is not mounted: users are created now, their homes when the sync finds $HPK_FSX"
 fi
 
-bash "$ROOT$HPK_HOME/bin/hyperpod-kit-user-sync" --users "$HPK_BUNDLE/users.json"
+# A users file that cannot be fetched (exit 75) does not stop the node: the timer applies it a
+# few minutes later. Any other failure (a uid taken by another account...) fails provisioning.
+rc=0
+bash "$ROOT$HPK_HOME/bin/hyperpod-kit-user-sync" || rc=$?
+if ((rc == 75)); then
+  warn "the users file could not be fetched now; the user-sync timer applies it later"
+elif ((rc != 0)); then
+  exit "$rc"
+fi
 
 if ((UNITS_CHANGED)); then
   systemctl daemon-reload

@@ -11,7 +11,8 @@ that is a script that forgot its ROOT prefix.
 
 Knobs, as files in ``$FAKE_STATE``: ``ips`` (hostname -I), ``mounts`` (node paths that are mount
 points), ``active`` (systemd units that are active), ``visudo_fail``, ``aws_fail`` (failures before
-success), ``apt_fail`` (same), ``ssm/<name>`` and ``s3/<bucket>/<key>`` (what AWS holds).
+success), ``apt_fail`` (same), ``aws_put_fail`` (only SSM writes fail), ``ssm/<name>`` and
+``s3/<bucket>/<key>`` (what AWS holds).
 
 Standard library only: it runs under the system python3, as an unprivileged user.
 """
@@ -263,7 +264,9 @@ def aws(args: list[str]) -> int:  # noqa: PLR0911 - one branch per faked call
     o, rest = options(args, {"--region", "--name", "--query", "--output", "--type", "--value"})
     if "--region" not in o:
         return fail("aws: every call names its region")
-    if take_failure("aws_fail"):
+    if take_failure("aws_fail") or (
+        rest[:2] == ["ssm", "put-parameter"] and take_failure("aws_put_fail")
+    ):
         return fail("aws: Could not connect to the endpoint URL", 255)
     if rest[:2] == ["ssm", "get-parameter"]:
         path = STATE / "ssm" / o["--name"].lstrip("/")

@@ -65,7 +65,10 @@ class Node:
         for d in (self.root, self.state):
             d.mkdir()
         install_fakes(self.bin, SYSTEM_PYTHON)
-        build_bundle(cfg).write_to(self.bundle)
+        bundle = build_bundle(cfg)
+        bundle.write_to(self.bundle)
+        if bundle.users is not None:  # what the stack uploads beside the scripts, and points at
+            publish_users(self, json.loads(bundle.users)["users"])
         etc = self.root / "etc"
         etc.mkdir()
         (etc / "passwd").write_text(
@@ -312,13 +315,7 @@ def test_fsx_not_mounted_yet_homes_follow_with_the_sync(sandbox: Any) -> None:
     assert "/fsx is not mounted" in result.stdout
     assert len(node.calls("sleep")) >= 5  # waited with backoff before going on
     node.knob("mounts", "/fsx /opt/dlami/nvme")
-    ok(
-        node.run(
-            str(node.bundle / "bin/hyperpod-kit-user-sync"),
-            "--users",
-            str(node.bundle / "users.json"),
-        )
-    )
+    ok(node.run(str(node.bundle / "bin/hyperpod-kit-user-sync")))
     assert node.owner("/fsx/alice") == (10001, 1001, "700")
 
 
@@ -348,19 +345,33 @@ def test_network_calls_retry_with_backoff(sandbox: Any) -> None:
     node = sandbox(config({"users": USERS[:1]}))
     node.knob("aws_fail", "2")
     ok(node.run())
-    assert len([c for c in node.calls("aws") if "put-parameter" in c]) == 3  # 2 failures, 1 success
+    assert len([c for c in node.calls("aws") if "get-parameter" in c]) == 3  # 2 failures, 1 success
+    assert len([c for c in node.calls("aws") if "put-parameter" in c]) == 1
     waits = [int(c[1]) for c in node.calls("sleep")]
     assert len(waits) == 2 and 2 <= waits[0] <= 3 and 4 <= waits[1] <= 6
 
 
 def test_status_publishing_gives_up_for_the_run_not_for_each_user(sandbox: Any) -> None:
     node = sandbox(config())
-    node.knob("aws_fail", "100")  # SSM unreachable, or the role lacks ssm:PutParameter
+    node.knob("aws_put_fail", "100")  # the role lacks ssm:PutParameter, or SSM fails to write
     result = ok(node.run())  # provisioning does not depend on the status
     assert len([c for c in node.calls("aws") if "put-parameter" in c]) == 6  # one user's retries
     assert "no more status this run" in result.stdout
-    assert not (node.state / "ssm").exists()
+    assert not (node.state / "ssm/hyperpod-kit/hyperpod-dev/partitions").exists()
     assert not node.path("/var/lib/hyperpod-kit/status/alice.json").exists()  # retried next time
+
+
+def test_provisioning_goes_on_when_the_users_file_cannot_be_fetched(sandbox: Any) -> None:
+    """AWS unreachable at provisioning: the node comes up, the timer applies people later."""
+    node = sandbox(config())
+    node.knob("aws_fail", "100")
+    result = ok(node.run())
+    assert "the user-sync timer applies it later" in result.stdout
+    assert "alice" not in node.passwd()
+    assert node.path("/etc/systemd/system/hyperpod-kit-user-sync.timer").exists()
+    node.knob("aws_fail", None)
+    ok(node.run(str(node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync"))))
+    assert "alice" in node.passwd()
 
 
 # --- the timer: later changes to users -----------------------------------------------------------
@@ -410,7 +421,7 @@ def test_timer_sync_keeps_going_when_aws_is_down(sandbox: Any) -> None:
     ok(node.run())
     node.knob("aws_fail", "100")
     result = node.run(str(node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync")))
-    assert result.returncode == 1
+    assert result.returncode == 75  # EX_TEMPFAIL: the timer tries again
     assert "cannot read SSM /hyperpod-kit/hyperpod-dev/lifecycle" in result.stdout
     assert len(node.calls("sleep")) == 5  # six attempts
     assert "alice" in node.passwd()  # nothing undone

@@ -28,6 +28,7 @@ from hyperpod_kit.lifecycle import (
     partition_status_parameter,
     render_lifecycle,
     stage_bundle,
+    users_upload,
 )
 from hyperpod_kit.paths import LIFECYCLE_DIR
 from tests.conftest import REPO, default_data, merge
@@ -153,9 +154,10 @@ def test_a_misspelt_template_variable_is_an_error(tmp_path: Path) -> None:
 # --- what the upload holds ----------------------------------------------------------------------
 
 
-def test_slurm_upload_holds_users_and_the_sync() -> None:
+def test_slurm_upload_holds_the_sync_and_the_users_travel_beside_it() -> None:
     files = render_lifecycle(config({"users": USERS}))
-    users = json.loads(files["users.json"])
+    assert "users.json" not in files  # people change without changing the scripts' hash
+    users = json.loads(users_upload(config({"users": USERS})) or b"")
     assert users == {
         "version": 1,
         "environment": "hyperpod-dev",
@@ -252,8 +254,10 @@ def test_hash_moves_exactly_with_the_content(tmp_path: Path) -> None:
     same = [build_bundle(config({"users": USERS})).content_hash for _ in range(2)]
     assert same[0] == same[1]
     assert len(same[0]) == 64
-    other_user = build_bundle(config({"users": USERS[:1]})).content_hash
-    assert other_user != same[0]
+    # people travel beside the scripts: another user list is another users file, same scripts
+    other_user = build_bundle(config({"users": USERS[:1]}))
+    assert other_user.content_hash == same[0]
+    assert other_user.users_key != build_bundle(config({"users": USERS})).users_key
     (tmp_path / "s.sh").write_text("echo 1\n")
     groups = default_data()["cluster"]["instance_groups"]
     groups[2] = {**groups[2], "lifecycle": {"scripts": ["s.sh"]}}
@@ -324,7 +328,7 @@ def test_node_group_of(node: ModuleType, tmp_path: Path) -> None:
 def test_node_users_lines_and_group_names(node: ModuleType, tmp_path: Path) -> None:
     path = tmp_path / "users.json"
     carol = {"name": "carol", "uid": 10003, "gid": 5000}
-    path.write_text(render_lifecycle(config({"users": [*USERS, carol]}))["users.json"])
+    path.write_bytes(users_upload(config({"users": [*USERS, carol]})) or b"")
     assert node.users(str(path)) == [
         "G 1001 hyperpod-1001",
         "G 5000 carol",
@@ -376,3 +380,12 @@ def test_node_cli_exit_codes(tmp_path: Path) -> None:
     assert run("field", "users_uri", stdin='{"users_uri": "s3://b/$(reboot)"}').returncode == 2
     assert run("field", "users_uri", stdin="not json").returncode == 2
     assert run("nonsense").returncode == 2
+
+
+def test_adding_a_person_leaves_the_scripts_prefix_alone() -> None:
+    """The cluster's SourceS3Uri follows the scripts only: a new user changes the users file
+    and the pointer, never the cluster (no UpdateCluster per person)."""
+    before = build_bundle(config({"users": USERS}))
+    after = build_bundle(config({"users": [*USERS, {"name": "dave", "uid": 10009}]}))
+    assert after.content_hash == before.content_hash
+    assert after.users_key != before.users_key

@@ -32,6 +32,13 @@ class Built:
     template: Template
     outdir: Path
 
+    def scripts_upload(self) -> tuple[str, dict[str, Any]]:
+        """The BucketDeployment of the scripts (the other one carries the users file)."""
+        return self.one(
+            "Custom::CDKBucketDeployment",
+            {"Properties": {"DestinationBucketKeyPrefix": self.lifecycle.prefix}},
+        )
+
     def one(self, kind: str, where: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
         found: dict[str, dict[str, Any]] = self.template.find_resources(kind, where or {})
         assert len(found) == 1, f"expected one {kind}, found {sorted(found)}"
@@ -58,7 +65,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Built:
 
 def test_upload_is_unpacked_under_the_content_hash_and_kept(slurm: Built) -> None:
     lifecycle = slurm.lifecycle
-    _, upload = slurm.one("Custom::CDKBucketDeployment")
+    _, upload = slurm.scripts_upload()
     props = upload["Properties"]
     assert props["DestinationBucketName"] == {"Ref": "LifecycleBucket"}
     assert props["DestinationBucketKeyPrefix"] == f"lifecycle/{lifecycle.content_hash}/"
@@ -83,7 +90,8 @@ def test_the_asset_is_the_rendered_upload_and_needs_no_docker(slurm: Built) -> N
     files = {p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*")
              if p.is_file()}  # fmt: skip
     assert files == dict(slurm.lifecycle.bundle.files)
-    assert json.loads(files["users.json"])["users"][0]["name"] == "alice"
+    assert "users.json" not in files
+    assert json.loads(slurm.lifecycle.bundle.users or b"")["users"][0]["name"] == "alice"
 
 
 def test_bucket_is_named_for_the_managed_policy_and_protected(slurm: Built) -> None:
@@ -133,17 +141,19 @@ def test_bucket_name_with_a_known_account_and_its_limit() -> None:
 
 def test_pointer_names_the_upload_after_it_is_complete(slurm: Built) -> None:
     lifecycle = slurm.lifecycle
-    upload_id, _ = slurm.one("Custom::CDKBucketDeployment")
+    upload_id, _ = slurm.scripts_upload()
     _, pointer = slurm.one("AWS::SSM::Parameter")
     assert pointer["Properties"]["Name"] == "/hyperpod-kit/hyperpod-dev/lifecycle"
-    assert upload_id in pointer["DependsOn"]
+    uploads = slurm.template.find_resources("Custom::CDKBucketDeployment")
+    assert set(uploads) <= set(pointer["DependsOn"]) and len(uploads) == 2
+    assert upload_id in uploads
     value = pointer["Properties"]["Value"]
     text = "".join(p if isinstance(p, str) else "BUCKET" for p in value["Fn::Join"][1])
     assert json.loads(text) == {
         "hash": lifecycle.content_hash,
         "source_s3_uri": f"s3://BUCKET/{lifecycle.prefix}",
         "on_create": "on_create.sh",
-        "users_uri": f"s3://BUCKET/{lifecycle.prefix}users.json",
+        "users_uri": f"s3://BUCKET/{lifecycle.bundle.users_key}",
     }
     assert lifecycle.parameter_name == "/hyperpod-kit/hyperpod-dev/lifecycle"
     assert lifecycle.status_parameter_prefix == "/hyperpod-kit/hyperpod-dev/partitions"
