@@ -69,10 +69,6 @@ JOB_TIMEOUT_S = 240.0
 RDZV_LOCK = Path(os.environ.get("TMPDIR", "/tmp")) / "hyperpod-kit-rdzv-29500.lock"
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slurm: runs real Slurm daemons on loopback (as root)")
-
-
 def _unavailable(reason: str) -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"Slurm must run under CI (.ci/run installs it): {reason}", pytrace=False)
