@@ -8,7 +8,6 @@ a failure instead, because CI installs Slurm (`.ci/run`) and these tests must ru
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.derived import job_partition
 from hyperpod_kit.jobs import LocalRun, render_jobs
 from hyperpod_kit.local import LocalSlurm, SlurmJob, SlurmUnavailableError
+from hyperpod_kit.local.slurm import free_port
 from tests.conftest import DEFAULT_FILE, default_data, merge
 
 # The default environment, with the job scaled to the bundled trainer's tiny preset on CPU: one
@@ -61,12 +61,10 @@ def job_environment() -> dict[str, Any]:
     return data
 
 
-# What a job gets besides a clean login environment: gloo on loopback, like the trainer tests.
+# What a job gets besides a clean login environment: gloo on loopback, like the trainer tests,
+# and a rendezvous port of its own (the script's default, 29500, may be taken on a shared machine).
 JOB_ENV = {"GLOO_SOCKET_IFNAME": "lo"}
 JOB_TIMEOUT_S = 240.0
-# The rendered script fixes torchrun's rendezvous port (HYPERPOD_RDZV_PORT=29500), so two of
-# these jobs on one machine (pytest-xdist workers, another checkout's test run) must take turns.
-RDZV_LOCK = Path(os.environ.get("TMPDIR", "/tmp")) / "hyperpod-kit-rdzv-29500.lock"
 
 
 def _unavailable(reason: str) -> None:
@@ -92,39 +90,18 @@ def local_slurm() -> Iterator[LocalSlurm]:
 
 
 @contextlib.contextmanager
-def rendezvous_port() -> Iterator[None]:
-    """Hold the machine-wide lock on the job script's fixed rendezvous port."""
-    with RDZV_LOCK.open("a") as lock:
-        deadline = time.monotonic() + 2 * JOB_TIMEOUT_S
-        while True:
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{RDZV_LOCK} held by another job for too long") from None
-                time.sleep(0.5)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-
-
-@contextlib.contextmanager
 def job_slot(slurm: LocalSlurm) -> Iterator[list[str]]:
-    """The right to run training jobs (the rendezvous port). Afterwards, whatever happened, jobs
-    whose ids were added to the list are cancelled and the node is back, before the port is given
-    up: the next test finds the cluster as the session started it."""
+    """Afterwards, whatever happened, jobs whose ids were added to the list are cancelled and the
+    node is back: the next test finds the cluster as the session started it."""
     submitted: list[str] = []
-    with rendezvous_port():
-        try:
-            yield submitted
-        finally:
-            for job_id in submitted:
-                if not slurm.job(job_id).finished:
-                    slurm.cancel(job_id)
-                    slurm.wait_finished(job_id, 60)
-            slurm.return_node()
+    try:
+        yield submitted
+    finally:
+        for job_id in submitted:
+            if not slurm.job(job_id).finished:
+                slurm.cancel(job_id)
+                slurm.wait_finished(job_id, 60)
+        slurm.return_node()
 
 
 @pytest.hookimpl(wrapper=True)
@@ -226,7 +203,8 @@ class TrainingJob:
         return self.fsx / "checkpoints"
 
     def submit(self, slurm: LocalSlurm) -> str:
-        return slurm.sbatch(self.script, workdir=self.folder, env=JOB_ENV)
+        env = {**JOB_ENV, "HYPERPOD_RDZV_PORT": str(free_port())}
+        return slurm.sbatch(self.script, workdir=self.folder, env=env)
 
     def wait_for_checkpoint(self, slurm: LocalSlurm, job_id: str, step: int) -> int:
         """Wait until a complete checkpoint at `step` or later exists, while the job runs."""
