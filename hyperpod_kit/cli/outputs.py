@@ -142,6 +142,14 @@ def check_folder(target: Path | str, kind: str, *, shown: str | None = None) -> 
         )
     if _is_empty(absolute):
         return absolute
+    if (absolute / "manifest.json").is_file():
+        raise OutputError(
+            name,
+            f"is a cloud assembly without the {MARKER} marker (another CDK app's, or written "
+            "before hyperpod-kit marked its outputs); nothing was written",
+            f"give a new or empty folder for {what}, or remove it yourself if it is a cdk.out "
+            "you no longer need (`rm -r` it; new ones carry the marker)",
+        )
     raise OutputError(
         name,
         f"is a folder with files that hyperpod-kit did not write (no {MARKER} marker); "

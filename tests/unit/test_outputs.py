@@ -107,7 +107,9 @@ def test_another_cdk_apps_assembly_is_refused(tmp_path: Path) -> None:
     """A cdk.out without our marker came from some other CDK app: not ours to replace."""
     (tmp_path / "cdk.out").mkdir()
     (tmp_path / "cdk.out" / "manifest.json").write_text('{"version": "48.0.0"}')
-    assert "did not write" in _refusal("cdk.out")
+    message = _refusal("cdk.out")
+    assert "is a cloud assembly without the .hyperpod-kit marker" in message
+    assert "remove it yourself" in message
 
 
 def test_the_current_folder_and_its_parents_are_refused(tmp_path: Path) -> None:
