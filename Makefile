@@ -16,6 +16,9 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := 20
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION := 1
 export CDK_DISABLE_CLI_TELEMETRY := true
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
+# One ruff cache at the root: a nested pyproject.toml (assets/trainer) would otherwise get its own
+# .ruff_cache inside the asset folder (the asset hash ignores caches anyway: ASSET_EXCLUDES).
+export RUFF_CACHE_DIR := $(CURDIR)/.ruff_cache
 
 .PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench clean
 
@@ -23,7 +26,8 @@ help:
 	@echo "make synth [ENV=file]   validate and synthesize offline, with cdk-nag and cfn-lint gates"
 	@echo "make test               lint, type-check and run the tests"
 	@echo "make plan [ENV=file] [BASELINE=dir]   offline: replacements and removals against a baseline"
-	@echo "make diff|deploy|destroy [ENV=file]   the CDK CLI on that environment (needs AWS credentials)"
+	@echo "make diff|deploy|destroy [ENV=file] [CDK_ARGS='--profile x ...']   validate, gate, then"
+	@echo "                        the CDK CLI on that very assembly (needs AWS credentials)"
 	@echo "make bench              run the benchmarks under benchmarks/"
 
 $(STAMPS)/venv: requirements.txt pyproject.toml
@@ -71,12 +75,14 @@ BASELINE ?= cdk.out
 plan: setup
 	$(BIN)/hyperpod-kit plan $(ENV) --baseline $(BASELINE)
 
+CDK_ARGS ?=
 diff deploy destroy: setup
-	$(BIN)/hyperpod-kit $@ $(ENV)
+	$(BIN)/hyperpod-kit $@ $(ENV) $(CDK_ARGS)
 
 bench: setup-dev
 	$(BIN)/python benchmarks/synth.py
 	$(BIN)/python benchmarks/trainer.py
 
 clean:
-	rm -rf cdk.out cdk.out.rejected $(STAMPS) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf cdk.out cdk.out.rejected .cdk.out.new.* .cdk.out.old.* $(STAMPS) .pytest_cache \
+		.mypy_cache .ruff_cache

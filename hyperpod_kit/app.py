@@ -93,7 +93,16 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
 
 
 def main() -> int:
-    """Entry point of `app.py` under the CDK CLI: ``-c environment=FILE`` picks the file."""
+    """Entry point of `app.py` under the CDK CLI: ``-c environment=FILE`` picks the file.
+
+    The same gates as `hyperpod-kit synth`, on the assembly just written (the CDK CLI's outdir):
+    a bad file exits 2 before anything is synthesized, a gate error exits 1, so `npx cdk
+    synth|diff|deploy` stop where `hyperpod-kit` does. The outdir gets our marker, so that
+    `hyperpod-kit synth` may replace it later.
+    """
+    from hyperpod_kit.cli.outputs import ASSEMBLY, write_marker
+    from hyperpod_kit.gates import check_assembly
+
     app = create_app()
     file = str(app.node.try_get_context("environment") or DEFAULT_ENVIRONMENT)
     try:
@@ -104,5 +113,14 @@ def main() -> int:
     for finding in loaded.findings:
         print(finding.render(loaded.file), file=sys.stderr)
     build_environment(app, loaded.config)
-    app.synth()
+    outdir = app.synth().directory
+    write_marker(outdir, ASSEMBLY)
+    report = check_assembly(outdir)
+    print(report.render(), file=sys.stderr)
+    if not report.ok:
+        print(
+            f"{file}: rejected by the gates ({len(report.errors)} errors); nothing goes to AWS",
+            file=sys.stderr,
+        )
+        return 1
     return 0

@@ -1,14 +1,49 @@
-"""`diff`, `deploy`, `destroy`: the pinned CDK CLI from node_modules, after validation."""
+"""`diff`, `deploy`, `destroy`: the pinned CDK CLI from node_modules, on the assembly that passed.
+
+One gated path to AWS: the environment file is validated, synthesized into a temporary cloud
+assembly and run through both gates (cdk-nag, cfn-lint), exactly as `hyperpod-kit synth` does;
+then that very folder is handed to the CDK CLI (`cdk deploy --app DIR`), so the CLI never
+re-synthesizes anything ungated. The temporary assembly is ours and removed afterwards.
+
+Options that hyperpod-kit does not know go to the CDK CLI unchanged (`--profile dev`,
+`--require-approval never`, `--exclusively`, `--hotswap`, stack names; `--` ends hyperpod-kit's
+own options). `deploy` and `destroy` act on every stack (`--all`) unless stack names are given.
+"""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from hyperpod_kit.config import LoadedEnvironment
 
 REPO = Path(__file__).resolve().parents[2]
+
+# Options of the pinned CDK CLI (package.json) that take a value: the value is not a stack name.
+# Array options take every following word up to the next option. Checked against `cdk
+# deploy|diff|destroy --help` by tests/unit/test_cli.py. An option missing here only makes
+# hyperpod-kit leave out `--all`; the CDK CLI then asks for stack names (never more stacks).
+CDK_VALUE_OPTIONS = frozenset(
+    {
+        "--app", "-a", "--build", "--profile", "--region", "--proxy", "--ca-bundle-path",
+        "--role-arn", "-r", "--output", "-o", "--telemetry-file", "--require-approval",
+        "--change-set-name", "--method", "-m", "--outputs-file", "-O", "--toolkit-stack-name",
+        "--progress", "--monitoring-time-minutes", "--hotswap-ecs-minimum-healthy-percent",
+        "--hotswap-ecs-maximum-healthy-percent", "--hotswap-ecs-stabilization-timeout-seconds",
+        "--concurrency", "--asset-build-concurrency", "--context-lines", "--template",
+        "--fail-on",
+    }
+)  # fmt: skip
+CDK_ARRAY_OPTIONS = frozenset(
+    {
+        "--context", "-c", "--plugin", "-p", "--unstable", "--build-exclude", "-E",
+        "--notification-arns", "--rollback-trigger-alarm-arns", "--tags", "-t", "--parameters",
+    }
+)  # fmt: skip
+_ENVIRONMENT_SUFFIXES = (".yaml", ".yml")
 
 
 def cdk_binary() -> Path | None:
@@ -16,19 +51,96 @@ def cdk_binary() -> Path | None:
     return local if local.exists() else None
 
 
+def stack_names(args: Sequence[str]) -> list[str]:
+    """The words of a CDK command line that are, or may be, stack names.
+
+    Not: options, the value of a single-value option, nor a `KEY=VALUE` or `arn:...` word after
+    an array option. Any other word after an array option counts (the CDK CLI would take it as
+    one more value, but a user may have meant a stack): with a stack name, hyperpod-kit never
+    adds `--all`, so the doubt costs at worst a question from the CDK CLI, never more stacks.
+    """
+    names: list[str] = []
+    taking: str | None = None  # "one" after a value option, "many" after an array option
+    for arg in args:
+        if arg.startswith("-") and len(arg) > 1:
+            option, has_value = arg.split("=", 1)[0], "=" in arg
+            if option in CDK_VALUE_OPTIONS and not has_value:
+                taking = "one"
+            elif option in CDK_ARRAY_OPTIONS and not has_value:
+                taking = "many"
+            else:
+                taking = None
+        elif taking == "one":
+            taking = None
+        elif taking != "many" or not ("=" in arg or ":" in arg):
+            names.append(arg)
+    return names
+
+
+def refusal(command: str, extra: Sequence[str]) -> str | None:
+    """Why these CDK options cannot be passed on (one line), or None."""
+    for arg in extra:
+        if arg.split("=", 1)[0] in {"--app", "-a"}:
+            return (
+                f"{arg}: hyperpod-kit {command} hands the CDK CLI the assembly it has just "
+                f"validated and gated, never another app. Hint: leave out {arg.split('=', 1)[0]} "
+                "(for an assembly of your own, run `npx cdk` directly)"
+            )
+    for name in stack_names(extra):
+        if name.endswith(_ENVIRONMENT_SUFFIXES):
+            return (
+                f"{name}: an environment file must come right after `{command}`; after CDK "
+                f"options it would be taken for a stack name. Hint: hyperpod-kit {command} "
+                f"{name} [CDK OPTIONS]"
+            )
+    return None
+
+
+def cdk_arguments(command: str, assembly: Path, extra: Sequence[str]) -> list[str]:
+    """The CDK CLI's arguments (after the binary): our defaults, unless `extra` sets them."""
+    given = {arg.split("=", 1)[0] for arg in extra if arg.startswith("-")}
+    args = [command, "--app", str(assembly)]
+    if command in {"deploy", "destroy"} and "--all" not in given and not stack_names(extra):
+        args.append("--all")
+    if command == "deploy":
+        # Stacks deploy in dependency order, independent ones side by side.
+        if "--concurrency" not in given:
+            args += ["--concurrency", "4"]
+        if "--require-approval" not in given:
+            args += ["--require-approval", "broadening"]
+    if command == "diff":
+        # `cdk diff` compares every stack unless given names, and has no --all (it warns).
+        extra = [arg for arg in extra if arg != "--all"]
+    return args + list(extra)
+
+
 def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
+    from hyperpod_kit.cli.outputs import write_error
+    from hyperpod_kit.cli.synth import gated_assembly
+
     cdk = cdk_binary()
     if cdk is None:
         print(
-            "the CDK CLI is not installed. Hint: run `make setup` (npm ci installs the pinned "
-            "aws-cdk into node_modules).",
+            "node_modules/.bin/cdk: the CDK CLI is not installed. Hint: run `make setup` (npm ci "
+            "installs the pinned aws-cdk into node_modules).",
             file=sys.stderr,
         )
         return 2
-    args = [str(cdk), command, "--all", "-c", f"environment={Path(loaded.file).resolve()}"]
-    if command == "deploy":
-        # Stacks deploy in dependency order, independent ones side by side.
-        args += ["--concurrency", "4", "--require-approval", "broadening"]
-    # This interpreter, not whatever python3 is first on PATH: it is the one with hyperpod_kit.
-    args += ["--app", f"{sys.executable} {REPO / 'app.py'}", *extra]
-    return subprocess.call(args, cwd=REPO)
+    if (why := refusal(command, extra)) is not None:
+        print(why + ".", file=sys.stderr)
+        return 2
+    try:
+        with tempfile.TemporaryDirectory(prefix=f"hyperpod-kit-{command}.") as tmp:
+            assembly = Path(tmp) / "cdk.out"
+            report = gated_assembly(loaded, assembly)
+            if not report.ok:
+                print(
+                    f"{command} stopped by the gates: {len(report.errors)} errors; the CDK CLI "
+                    "was not run, nothing was sent to AWS",
+                    file=sys.stderr,
+                )
+                return 1
+            return subprocess.call([str(cdk), *cdk_arguments(command, assembly, extra)], cwd=REPO)
+    except OSError as e:
+        print(write_error(e, tempfile.gettempdir()), file=sys.stderr)
+        return 2

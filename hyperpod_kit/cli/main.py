@@ -1,23 +1,34 @@
 """`hyperpod-kit`: validate, schema, synth, plan, check, jobs, diff, deploy, destroy.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
-command line), reported as ``FILE:LINE path: message. Hint: ...`` with nothing written.
+command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
+...`` for an output path) with nothing written. Every write goes through
+`hyperpod_kit.cli.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from hyperpod_kit import __version__
+from hyperpod_kit.cli.outputs import OutputError
+from hyperpod_kit.cli.quiet import silence_jsii
 from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
 from hyperpod_kit.config.findings import Finding
 
 DEFAULT_FILE = "environments/default.yaml"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+CDK_COMMANDS = ("diff", "deploy", "destroy")
+_CDK_EPILOG = (
+    "Options that hyperpod-kit does not know go to the CDK CLI unchanged, e.g. --profile NAME, "
+    "--require-approval never, --exclusively, --hotswap, --all, or stack names (then only those "
+    "stacks; without any, every stack). Give FILE first; `--` ends hyperpod-kit's own options."
+)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -29,7 +40,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hyperpod-kit {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    def env_command(name: str, help: str) -> argparse.ArgumentParser:
+    def env_command(name: str, help: str, *, quiet: bool = True) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help, description=help)
         c.add_argument(
             "file", nargs="?", default=DEFAULT_FILE, help=f"environment file ({DEFAULT_FILE})"
@@ -41,29 +52,67 @@ def _parser() -> argparse.ArgumentParser:
             metavar="CHECK",
             help="hide warnings and infos of this check (repeatable)",
         )
+        if quiet:  # diff, deploy, destroy: -q/--quiet is the CDK CLI's
+            c.add_argument(
+                "-q",
+                "--quiet",
+                action="store_true",
+                help="of the file's findings, print errors only",
+            )
         return c
 
     v = env_command("validate", "check an environment file; exit 2 if it has an error")
-    v.add_argument("--format", choices=["text", "json"], default="text")
-    v.add_argument("-q", "--quiet", action="store_true", help="print errors only")
+    v.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text: one line per finding on stderr; json: a list of findings on stdout (text)",
+    )
     v.add_argument(
         "--aws",
         action="store_true",
         help="also ask the account (AZ IDs, HyperPod quotas); needs credentials, else a warning",
     )
 
-    s = sub.add_parser("schema", help="print the environment file's JSON Schema (for editors)")
-    s.add_argument("-o", "--output", help="write to this file instead of stdout")
+    what = "print the environment file's JSON Schema (for editors), or the Markdown reference"
+    s = sub.add_parser(
+        "schema",
+        help=what,
+        description=f"{what}. An existing file is overwritten only with --force.",
+    )
+    s.add_argument("-o", "--output", metavar="FILE", help="write to this file instead of stdout")
     s.add_argument(
         "--markdown", action="store_true", help="the configuration reference, as Markdown"
     )
+    s.add_argument(
+        "--force", action="store_true", help="overwrite FILE if it exists with other content"
+    )
 
     syn = env_command("synth", "validate, synthesize offline to cdk.out, run cdk-nag and cfn-lint")
-    syn.add_argument("-o", "--output", default="cdk.out", help="cloud assembly folder (cdk.out)")
+    syn.add_argument(
+        "-o",
+        "--output",
+        default="cdk.out",
+        metavar="DIR",
+        help="cloud assembly folder (cdk.out); replaced only if missing, empty or written by "
+        "hyperpod-kit; a rejected assembly goes to DIR.rejected",
+    )
 
     jobs = env_command("jobs", "render the job template (sbatch or HyperPodPyTorchJob) to a folder")
-    jobs.add_argument("-o", "--output", default="jobs", help="folder for the job files (jobs)")
+    jobs.add_argument(
+        "-o",
+        "--output",
+        default="jobs",
+        metavar="DIR",
+        help="folder for the job files (jobs): new, empty, or one that hyperpod-kit wrote",
+    )
     jobs.add_argument("--image", help="trainer image URI (default: looked up at submit time)")
+    jobs.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite job files that were changed since hyperpod-kit wrote them, or write "
+        "into a folder of your own",
+    )
 
     pln = env_command("plan", "what a deploy of FILE would change against a baseline cdk.out")
     pln.add_argument("--baseline", default="cdk.out", help="assembly of the deployed version")
@@ -73,32 +122,77 @@ def _parser() -> argparse.ArgumentParser:
         help="exit 0 even when a file system, bucket or cluster would be replaced or removed",
     )
 
-    chk = sub.add_parser("check", help="run the gates (cdk-nag, cfn-lint) on an existing cdk.out")
-    chk.add_argument("assembly", nargs="?", default="cdk.out")
+    what = "run the gates (cdk-nag, cfn-lint) on an existing cloud assembly"
+    chk = sub.add_parser(
+        "check",
+        help=what,
+        description=f"{what}, e.g. after `npx cdk synth`; exit 1 if a gate finds an error",
+    )
+    chk.add_argument(
+        "assembly", nargs="?", default="cdk.out", help="cloud assembly folder (cdk.out)"
+    )
 
+    gated = "validate, synthesize and gate, then the pinned CDK CLI's"
     for name, what in (
-        ("diff", "validate, then `cdk diff` against the deployed stacks"),
-        ("deploy", "validate, then `cdk deploy` every stack in order"),
-        ("destroy", "validate, then `cdk destroy` (retained data stays)"),
+        ("diff", f"{gated} `cdk diff` of that assembly against the deployed stacks"),
+        ("deploy", f"{gated} `cdk deploy` of that very assembly, every stack in order"),
+        ("destroy", f"{gated} `cdk destroy` of its stacks (retained data stays)"),
     ):
-        c = env_command(name, what)
-        c.add_argument(
-            "cdk_args", nargs=argparse.REMAINDER, help="passed on to the CDK CLI after --"
-        )
+        c = env_command(name, what, quiet=False)
+        c.epilog = _CDK_EPILOG
+        c.usage = "%(prog)s [-h] [--suppress CHECK] [file] [CDK OPTIONS ...] [-- CDK ARGS ...]"
     return p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    silence_jsii()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    cdk_args: list[str] = []
+    if argv and argv[0] in CDK_COMMANDS:
+        ours, cdk_args = split_cdk_argv(argv[1:])
+        argv = [argv[0], *ours]
     args = _parser().parse_args(argv)
+    args.cdk_args = cdk_args
     try:
         return _dispatch(args)
+    except OutputError as e:
+        print(e, file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
 
 
+def split_cdk_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
+    """Split what follows `diff|deploy|destroy` into hyperpod-kit's arguments and the CDK CLI's.
+
+    Ours: the environment file (the first word, if it comes before any other option), --suppress
+    and --help. Everything else goes to the CDK CLI in order; after `--`, everything.
+    """
+    ours: list[str] = []
+    theirs: list[str] = []
+    words = iter(argv)
+    file_allowed = True
+    for word in words:
+        if word == "--":
+            theirs += list(words)
+        elif word in ("-h", "--help") or word.startswith("--suppress="):
+            ours.append(word)
+        elif word == "--suppress":
+            ours += [word, *itertools.islice(words, 1)]  # argparse reports a missing value
+        elif word.startswith("-") and word != "-":
+            theirs.append(word)
+            file_allowed = False
+        elif file_allowed:
+            ours.append(word)
+            file_allowed = False
+        else:
+            theirs.append(word)
+    return ours, theirs
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
-        return _schema(args.output, markdown=args.markdown)
+        return _schema(args.output, markdown=args.markdown, force=args.force)
     if args.command == "check":
         from hyperpod_kit.cli.synth import check
 
@@ -137,7 +231,7 @@ def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.cdk import run_cdk
 
-    return run_cdk(args.command, loaded, [a for a in args.cdk_args if a != "--"])
+    return run_cdk(args.command, loaded, list(args.cdk_args))
 
 
 def _load(
@@ -200,18 +294,24 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
 
 
 def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.outputs import JOBS, write_error, write_files
     from hyperpod_kit.jobs import render_jobs
 
-    output = Path(args.output)
     rendered = render_jobs(loaded.config, image=args.image)
-    output.mkdir(parents=True, exist_ok=True)
-    for job in rendered:
-        (output / job.filename).write_text(job.text)
-        print(f"wrote {output / job.filename}", file=sys.stderr)
+    files = {job.filename: job.text for job in rendered}
+    try:
+        writes = write_files(args.output, files, kind=JOBS, force=args.force)
+    except OSError as e:
+        print(write_error(e, args.output), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for write in writes:
+        shown = Path(args.output) / write.target.name
+        print(f"{'wrote' if write.changes else 'unchanged'} {shown}", file=sys.stderr)
     return EXIT_OK
 
 
-def _schema(output: str | None, *, markdown: bool) -> int:
+def _schema(output: str | None, *, markdown: bool, force: bool) -> int:
+    from hyperpod_kit.cli.outputs import check_file, write_error, write_file
     from hyperpod_kit.config.jsonschema import environment_schema
     from hyperpod_kit.config.reference import markdown_reference
 
@@ -219,7 +319,11 @@ def _schema(output: str | None, *, markdown: bool) -> int:
     if output is None:
         sys.stdout.write(text)
     else:
-        Path(output).write_text(text)
+        try:
+            write_file(check_file(output, text, force=force))
+        except OSError as e:
+            print(write_error(e, output), file=sys.stderr)
+            return EXIT_BAD_INPUT
     return EXIT_OK
 
 

@@ -1,17 +1,25 @@
 """`hyperpod-kit synth` and `check`: offline synth into a fresh folder, then the gates.
 
-The assembly is built next to the output folder and moved into place only when every gate passes,
-so a failed synth never leaves a half-written or ungated `cdk.out` behind for a deploy to pick up.
+The assembly is built in a temporary sibling of the output folder and moved into place only when
+every gate passes, so a failed or interrupted synth never leaves a half-written or ungated
+`cdk.out` behind for a deploy to pick up. The output folder is replaced only if hyperpod-kit wrote
+it (see `hyperpod_kit.cli.outputs`).
 """
 
 from __future__ import annotations
 
-import shutil
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from hyperpod_kit.cli.outputs import (
+    ASSEMBLY,
+    FolderOutput,
+    OutputError,
+    write_error,
+    write_marker,
+)
 from hyperpod_kit.config import LoadedEnvironment
 from hyperpod_kit.gates import GateReport, check_assembly
 
@@ -25,31 +33,45 @@ def build_assembly(loaded: LoadedEnvironment, outdir: Path) -> None:
     app.synth()
 
 
+def gated_assembly(loaded: LoadedEnvironment, outdir: Path) -> GateReport:
+    """Synthesize into `outdir`, mark it as ours, run both gates and print their report."""
+    build_assembly(loaded, outdir)
+    write_marker(outdir, ASSEMBLY)
+    report = check_assembly(outdir)
+    _print(report)
+    return report
+
+
 def synth(loaded: LoadedEnvironment, output: Path) -> int:
     started = time.perf_counter()
-    output = output.resolve()
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{output.name}.", dir=output.parent))
     try:
-        build_assembly(loaded, staging)
-        report = check_assembly(staging)
-        _print(report)
-        if not report.ok:
-            rejected = output.with_name(output.name + ".rejected")
-            shutil.rmtree(rejected, ignore_errors=True)
-            staging.rename(rejected)
-            print(
-                f"synth rejected by the gates: {len(report.errors)} errors; the assembly is in "
-                f"{rejected} for inspection, {output} is unchanged",
-                file=sys.stderr,
-            )
-            return 1
-        shutil.rmtree(output, ignore_errors=True)
-        staging.rename(output)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
+        out = FolderOutput.checked(output, ASSEMBLY)
+        rejected_path = out.target.with_name(out.target.name + ".rejected")
+        shown = str(output).rstrip("/") + ".rejected"
+        rejected = FolderOutput.checked(rejected_path, ASSEMBLY, shown=shown)
+    except OutputError as e:
+        print(e, file=sys.stderr)
+        return 2
+    try:
+        with out.staging() as staging:
+            report = gated_assembly(loaded, staging)
+            if not report.ok:
+                rejected.commit(staging)
+                print(
+                    f"synth rejected by the gates: {len(report.errors)} errors; the assembly is "
+                    f"in {rejected.target} for inspection, {out.target} is unchanged",
+                    file=sys.stderr,
+                )
+                return 1
+            out.commit(staging)
+    except OutputError as e:
+        print(e, file=sys.stderr)
+        return 2
+    except OSError as e:
+        print(write_error(e, output), file=sys.stderr)
+        return 2
     seconds = time.perf_counter() - started
-    print(f"synthesized {loaded.file} -> {output} in {seconds:.1f} s", file=sys.stderr)
+    print(f"synthesized {loaded.file} -> {out.target} in {seconds:.1f} s", file=sys.stderr)
     return 0
 
 
@@ -67,10 +89,7 @@ def check(assembly: Path) -> int:
 
 
 def _print(report: GateReport) -> None:
-    for finding in report.findings:
-        if finding.level != "info":
-            print(finding.render(), file=sys.stderr)
-    print(report.summary(), file=sys.stderr)
+    print(report.render(), file=sys.stderr)
 
 
 def plan(loaded: LoadedEnvironment, baseline: Path, *, allow_replacement: bool) -> int:

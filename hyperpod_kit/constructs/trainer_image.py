@@ -14,23 +14,28 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_ssm as ssm
 from constructs import Construct
 
+from hyperpod_kit.constructs.assets import ASSET_EXCLUDES
 from hyperpod_kit.naming import parameter_name
 
 TRAINER_DIR = Path(__file__).resolve().parents[2] / "assets" / "trainer"
-# Build outputs and caches would change the asset hash (a rebuild) without changing the image.
-EXCLUDE = ["**/__pycache__", "**/*.egg-info", "**/.pytest_cache", "**/.mypy_cache", "**/*.pyc"]
 
 
 class TrainerImage(Construct):
-    """Handles: ``image_uri``, ``image_parameter_name``; ``grant_pull(grantee)``."""
+    """Handles: ``image_uri``, ``image_parameter_name``; ``grant_pull(grantee)``.
 
-    def __init__(self, scope: Construct, id: str, *, environment: str) -> None:
+    ``directory`` is the build context (the bundled trainer unless given). Caches and build
+    outputs in it (`ASSET_EXCLUDES`) change neither the asset hash nor the image.
+    """
+
+    def __init__(
+        self, scope: Construct, id: str, *, environment: str, directory: Path = TRAINER_DIR
+    ) -> None:
         super().__init__(scope, id)
         self.asset = ecr_assets.DockerImageAsset(
             self,
             "Image",
-            directory=str(TRAINER_DIR),
-            exclude=EXCLUDE,
+            directory=str(directory),
+            exclude=list(ASSET_EXCLUDES),
             platform=ecr_assets.Platform.LINUX_AMD64,  # HyperPod accelerated instances are x86_64
         )
         self.image_uri: str = self.asset.image_uri

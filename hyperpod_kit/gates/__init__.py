@@ -79,6 +79,11 @@ class GateReport:
             lines.append(f"cdk: {self.count('cdk', 'error')} errors, {cdk_warnings} warnings")
         return "\n".join(lines)
 
+    def render(self) -> str:
+        """What `hyperpod-kit synth`, `check` and `app.py` print: findings (no infos), summary."""
+        shown = [f.render() for f in self.findings if f.level != "info"]
+        return "\n".join([*shown, self.summary()])
+
 
 def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
     """Gate every stack of the assembly in `outdir`: annotations (cdk-nag, CDK) and cfn-lint."""

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_kit.cli.outputs import ASSEMBLY, write_marker
 from hyperpod_kit.gates import check_assembly
 from tests.conftest import REPO, run_cli, run_command
 
@@ -55,12 +56,13 @@ def test_unsuppressed_nag_finding_fails_synth_and_keeps_cdk_out(tmp_path: Path) 
     )
     out = tmp_path / "cdk.out"
     out.mkdir()
+    write_marker(out, ASSEMBLY)  # an earlier synth of ours
     (out / "previous.txt").write_text("earlier good synth")
     result = _cli("synth", str(env), "-o", str(out), cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "AwsSolutions-VPC7" in result.stderr
     assert "cdk-nag AwsSolutions: 1 errors" in result.stderr
-    assert sorted(p.name for p in out.iterdir()) == ["previous.txt"]
+    assert sorted(p.name for p in out.iterdir()) == [".hyperpod-kit", "previous.txt"]
     rejected = tmp_path / "cdk.out.rejected"
     assert (rejected / "manifest.json").is_file()
     assert not check_assembly(rejected, lint=False).ok

@@ -5,9 +5,9 @@ No CDK synth here: these are the quick checks of the command line around the loa
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -312,19 +312,302 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert capsys.readouterr().out.strip() == f"hyperpod-kit {__version__}"
 
 
-def test_deploy_runs_the_pinned_cli_with_the_file_and_this_interpreter(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """deploy passes the file by absolute path, every stack, and this Python for app.py."""
-    record = tmp_path / "args.txt"
+# --- the gated path to the CDK CLI --------------------------------------------------------------
+
+
+def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, exit_code: int = 0) -> Path:
+    """A `cdk` that records its arguments, and the assembly it was given, in tmp_path/calls."""
+    calls = tmp_path / "calls"
+    calls.mkdir()
     fake = tmp_path / "cdk"
-    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {record}\nexit 0\n')
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'n=$(ls {calls} | wc -l); printf "%s\\n" "$@" > {calls}/$n.args\n'
+        f'while [ "$#" -gt 0 ]; do if [ "$1" = --app ]; then ls -A "$2" > {calls}/$n.app; fi; '
+        "shift; done\n"
+        f"exit {exit_code}\n"
+    )
     fake.chmod(0o755)
     monkeypatch.setattr("hyperpod_kit.cli.cdk.cdk_binary", lambda: fake)
-    assert cli.main(["deploy", str(DEFAULT), "--", "--profile", "dev"]) == 0
-    args = record.read_text().splitlines()
-    assert args[:3] == ["deploy", "--all", "-c"]
-    assert args[3] == f"environment={DEFAULT.resolve()}"
-    assert f"{sys.executable} " in args[args.index("--app") + 1]
+    return calls
+
+
+def recorded(calls: Path) -> list[list[str]]:
+    return [p.read_text().splitlines() for p in sorted(calls.glob("*.args"))]
+
+
+def test_deploy_hands_the_gated_assembly_to_the_pinned_cli(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """deploy synthesizes and gates, then `cdk deploy --app <that assembly>`: no second synth.
+
+    Options after the file go to the CDK CLI (here --profile), and the assembly, ours, is gone
+    afterwards.
+    """
+    calls = fake_cdk(tmp_path, monkeypatch)
+    assert cli.main(["deploy", str(DEFAULT), "--profile", "dev"]) == 0
+    (args,) = recorded(calls)
+    assert args[:2] == ["deploy", "--app"]
+    assembly = Path(args[2])
+    assert assembly.is_absolute() and not assembly.exists(), "the staging assembly is removed"
+    listing = (calls / "0.app").read_text().split()
+    assert "manifest.json" in listing and ".hyperpod-kit" in listing
+    assert {"hyperpod-dev-network.template.json", "hyperpod-dev-storage.template.json"} <= set(
+        listing
+    )
+    assert "--all" in args
+    assert args[args.index("--concurrency") + 1] == "4"
+    assert args[args.index("--require-approval") + 1] == "broadening"
     assert args[-2:] == ["--profile", "dev"]
-    assert "--require-approval" in args
+    assert not any(a.startswith(("-c", "--context", "environment=")) for a in args)
+    err = capsys.readouterr().err
+    assert "cdk-nag AwsSolutions: 0 errors" in err and "cfn-lint: 0 errors" in err
+
+
+def test_a_gate_error_stops_deploy_before_the_cdk_cli(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    write_env: WriteEnv,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Flow logs off is an AwsSolutions-VPC7 error: exit 1 and the CDK CLI never runs."""
+    calls = fake_cdk(tmp_path, monkeypatch)
+    file = write_env({"network": {"vpc": {"flow_logs": False}}})
+    assert cli.main(["deploy", str(file), "--require-approval", "never"]) == 1
+    assert recorded(calls) == []
+    err = capsys.readouterr().err
+    assert "AwsSolutions-VPC7" in err
+    assert "deploy stopped by the gates: 1 errors; the CDK CLI was not run" in err
+
+
+def test_the_cdk_clis_exit_code_is_returned(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = fake_cdk(tmp_path, monkeypatch, exit_code=1)
+    assert cli.main(["diff", str(DEFAULT), "--fail"]) == 1
+    (args,) = recorded(calls)
+    assert args[0] == "diff" and args[-1] == "--fail" and "--all" not in args
+
+
+@pytest.mark.parametrize(
+    ("argv", "ours", "theirs"),
+    [
+        (["FILE"], ["FILE"], []),
+        (["FILE", "--profile", "dev"], ["FILE"], ["--profile", "dev"]),
+        (["--all"], [], ["--all"]),
+        (["--profile", "dev"], [], ["--profile", "dev"]),
+        (["FILE", "--", "--profile", "dev"], ["FILE"], ["--profile", "dev"]),
+        (["FILE", "--suppress", "x", "--hotswap"], ["FILE", "--suppress", "x"], ["--hotswap"]),
+        (["FILE", "--hotswap", "--suppress=x"], ["FILE", "--suppress=x"], ["--hotswap"]),
+        (["FILE", "net", "--exclusively"], ["FILE"], ["net", "--exclusively"]),
+        (["--", "--help"], [], ["--help"]),
+        (["FILE", "--help"], ["FILE", "--help"], []),
+    ],
+)
+def test_split_of_hyperpod_kit_and_cdk_arguments(
+    argv: list[str], ours: list[str], theirs: list[str]
+) -> None:
+    """The file (first, before any CDK option), --suppress and --help are ours; the rest is the
+    CDK CLI's, in order; `--` hands over everything after it."""
+    assert cli.split_cdk_argv(argv) == (ours, theirs)
+
+
+A = Path("/tmp/assembly")
+
+
+@pytest.mark.parametrize(
+    ("command", "extra", "expected"),
+    [
+        ("deploy", [], ["--all", "--concurrency", "4", "--require-approval", "broadening"]),
+        (
+            "deploy",
+            ["--require-approval", "never", "--concurrency=8", "--hotswap"],
+            ["--all", "--require-approval", "never", "--concurrency=8", "--hotswap"],
+        ),
+        (
+            "deploy",
+            ["hyperpod-dev-network", "--exclusively"],
+            ["--concurrency", "4", "--require-approval", "broadening", "hyperpod-dev-network",
+             "--exclusively"],
+        ),
+        ("deploy", ["--all"], ["--concurrency", "4", "--require-approval", "broadening", "--all"]),
+        ("diff", ["--all"], []),
+        ("diff", ["--profile", "dev", "hyperpod-dev-storage"], ["--profile", "dev",
+                                                                "hyperpod-dev-storage"]),
+        ("destroy", ["--profile", "dev", "--force"], ["--all", "--profile", "dev", "--force"]),
+        ("destroy", ["-c", "a=b", "c=d", "net"], ["-c", "a=b", "c=d", "net"]),
+        ("destroy", ["--tags", "a=b", "c=d"], ["--all", "--tags", "a=b", "c=d"]),
+    ],
+)  # fmt: skip
+def test_cdk_arguments(command: str, extra: list[str], expected: list[str]) -> None:
+    """`--all` only when no stack is named (a named stack never becomes every stack), our deploy
+    defaults only where the user gave none; `cdk diff` has no --all and diffs every stack."""
+    from hyperpod_kit.cli.cdk import cdk_arguments
+
+    assert cdk_arguments(command, A, extra) == [command, "--app", str(A), *expected]
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["deploy", "--profile", "dev", "ENV"], "ENV: an environment file must come right after"),
+        (["destroy", "ENV", "--app", "cdk.out"], "--app: hyperpod-kit destroy hands the CDK CLI"),
+        (["diff", "ENV", "--app=python3 app.py"], "--app=python3 app.py: hyperpod-kit diff"),
+    ],
+)
+def test_cdk_options_that_would_bypass_the_gates_are_refused(
+    argv: list[str],
+    expected: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Another --app, or a file that would be taken for a stack name: exit 2, no synth, no CDK."""
+    calls = fake_cdk(tmp_path, monkeypatch)
+    monkeypatch.setattr(
+        "hyperpod_kit.cli.synth.build_assembly", lambda *a: pytest.fail("synthesized")
+    )
+    argv = [str(DEFAULT) if a == "ENV" else a for a in argv]
+    code, _, err = run(argv, capsys)
+    assert code == 2
+    last = err.splitlines()[-1]
+    assert last.startswith(expected.replace("ENV", str(DEFAULT)))
+    assert ". Hint: " in last
+    assert recorded(calls) == []
+
+
+def _cdk_help_options(command: str) -> dict[str, str]:
+    """Every option of the pinned `cdk COMMAND --help` with its type (string, array, boolean...)."""
+    import subprocess
+
+    text = subprocess.run(
+        [str(REPO / "node_modules/.bin/cdk"), command, "--help"],
+        capture_output=True, text=True, check=True, timeout=120,
+    ).stdout  # fmt: skip
+    options: dict[str, str] = {}
+    for block in re.split(r"\n(?=  -)", text):
+        names = re.match(r"  ((?:-{1,2}[\w-]+)(?:, -{1,2}[\w-]+)*)", block)
+        kind = re.search(r"\[(string|boolean|number|array|count)\]", block)
+        if names and kind:
+            for name in names[1].split(", "):
+                options[name] = kind[1]
+    return options
+
+
+@pytest.mark.skipif(not (REPO / "node_modules/.bin/cdk").exists(), reason="run `make setup` first")
+@pytest.mark.parametrize("command", ["deploy", "diff", "destroy"])
+def test_value_options_match_the_pinned_cdk_cli(command: str) -> None:
+    """hyperpod-kit tells stack names from option values with a table of the CDK CLI's options;
+    the table must match the pinned CLI (a name cut off by the help's column is matched by its
+    start)."""
+    from hyperpod_kit.cli.cdk import CDK_ARRAY_OPTIONS, CDK_VALUE_OPTIONS
+
+    options = _cdk_help_options(command)
+    assert "--profile" in options and ("--concurrency" in options or command == "diff")
+    assert "--all" not in options if command == "diff" else "--all" in options
+
+    def known(name: str, table: frozenset[str]) -> bool:
+        return any(o == name or (len(name) > 30 and o.startswith(name)) for o in table)
+
+    for name, kind in options.items():
+        if kind in {"string", "number"}:
+            assert known(name, CDK_VALUE_OPTIONS), f"{name} takes a value: add it"
+        elif kind == "array":
+            assert known(name, CDK_ARRAY_OPTIONS), f"{name} takes values: add it"
+        else:
+            assert not known(name, CDK_VALUE_OPTIONS | CDK_ARRAY_OPTIONS), name
+
+
+# --- help texts ---------------------------------------------------------------------------------
+
+
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
+    parser = cli._parser()
+    (action,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(action.choices)
+
+
+def test_every_command_and_option_has_a_help_text() -> None:
+    subparsers = _subparsers()
+    assert set(subparsers) >= {"validate", "schema", "synth", "plan", "check", "jobs", "diff",
+                               "deploy", "destroy"}  # fmt: skip
+    for name, parser in subparsers.items():
+        assert parser.description, f"{name} has no description"
+        for action in parser._actions:
+            assert action.help and action.help != argparse.SUPPRESS, (
+                f"{name} {action.option_strings or action.dest} has no help text"
+            )
+
+
+@pytest.mark.parametrize("command", ["schema", "check", "deploy"])
+def test_help_describes_the_command(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command, "--help"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    description = out.split("\n\n")[1]
+    assert len(description.split()) >= 8, out
+    if command == "deploy":
+        assert "go to the CDK CLI" in out
+
+
+# --- writing files: schema -o, jobs -o ----------------------------------------------------------
+
+
+def test_schema_refuses_to_overwrite_without_force(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "schema.json"
+    target.write_text("my own notes")
+    code, _, err = run(["schema", "-o", str(target)], capsys)
+    assert code == 2
+    assert err == (
+        f"{target}: exists and would be overwritten; nothing was written. Hint: pass --force to "
+        "overwrite it, or choose another -o.\n"
+    )
+    assert target.read_text() == "my own notes"
+    code, _, _ = run(["schema", "-o", str(target), "--force"], capsys)
+    assert code == 0
+    assert json.loads(target.read_text())["type"] == "object"
+    assert run(["schema", "-o", str(target)], capsys)[0] == 0, "the same bytes: nothing to refuse"
+
+
+def test_schema_into_a_missing_folder_is_a_clean_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(["schema", "-o", str(tmp_path / "nonexistent" / "x.json")], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.startswith(f"{tmp_path / 'nonexistent' / 'x.json'}: the folder ")
+    assert "Traceback" not in err and len(err.splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_jobs_into_an_existing_file_is_a_clean_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "jobs"
+    target.write_text("not a folder")
+    code, _, err = run(["jobs", str(DEFAULT), "-o", str(target), "-q"], capsys)
+    assert code == 2
+    assert err == (
+        f"{target}: is a file, not a folder. Hint: give a new or empty folder for job files "
+        "(e.g. -o jobs), or pass --force to write the job files into it.\n"
+    )
+    assert target.read_text() == "not a folder"
+
+
+def test_jobs_twice_and_after_an_edit(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Running `jobs` again rewrites its own files; a job file the user edited needs --force."""
+    out = tmp_path / "jobs"
+    assert run(["jobs", str(DEFAULT), "-o", str(out), "-q"], capsys)[0] == 0
+    (job,) = [p for p in out.iterdir() if p.name != ".hyperpod-kit"]
+    code, _, err = run(["jobs", str(DEFAULT), "-o", str(out), "-q"], capsys)
+    assert code == 0 and err == f"unchanged {job}\n"
+    assert run(["jobs", str(DEFAULT), "-o", str(out), "-q", "--image", "x:1"], capsys)[0] == 0
+    job.write_text(job.read_text() + "# my change\n")
+    code, _, err = run(["jobs", str(DEFAULT), "-o", str(out), "-q"], capsys)
+    assert code == 2 and "was edited after hyperpod-kit wrote it" in err
+    assert job.read_text().endswith("# my change\n")
+    assert run(["jobs", str(DEFAULT), "-o", str(out), "-q", "--force"], capsys)[0] == 0
+    assert not job.read_text().endswith("# my change\n")
