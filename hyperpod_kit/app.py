@@ -9,11 +9,13 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
+from hyperpod_kit.stacks.cluster import ClusterStack
 from hyperpod_kit.stacks.network import NetworkStack
 from hyperpod_kit.stacks.storage import StorageStack
 from hyperpod_kit.stacks.trainer import TrainerStack
@@ -40,10 +42,11 @@ class EnvironmentStacks:
     network: NetworkStack
     storage: StorageStack
     trainer: TrainerStack | None
+    cluster: ClusterStack | None
 
     def all(self) -> list[cdk.Stack]:
-        stacks: list[cdk.Stack] = [self.network, self.storage]
-        return stacks + ([self.trainer] if self.trainer else [])
+        stacks = [self.network, self.storage, self.trainer, self.cluster]
+        return [s for s in stacks if s is not None]
 
 
 def create_app(*, outdir: str | None = None) -> cdk.App:
@@ -56,7 +59,7 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
     env = cdk.Environment(account=config.account, region=config.region)
     prefix = config.name
 
-    def stack_args(area: str, what: str) -> dict[str, object]:
+    def stack_args(area: str, what: str) -> dict[str, Any]:
         return {
             "stack_name": f"{prefix}-{area}",
             "env": env,
@@ -83,7 +86,14 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
             app, f"{prefix}-trainer", config=config,
             **stack_args("trainer", "the bundled trainer image in ECR"),
         )  # fmt: skip
-    stacks = EnvironmentStacks(network=network, storage=storage, trainer=trainer)
+    cluster = None
+    if config.orchestrator == "slurm":
+        cluster = ClusterStack(
+            app, f"{prefix}-cluster", config=config, network=network.network,
+            lustre=storage.lustre, trainer_image=trainer.image if trainer else None,
+            **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
+        )  # fmt: skip
+    stacks = EnvironmentStacks(network=network, storage=storage, trainer=trainer, cluster=cluster)
     for stack in stacks.all():
         cdk.Tags.of(stack).add("hyperpod-kit:environment", config.name)
         for key, value in config.tags.items():

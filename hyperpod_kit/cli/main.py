@@ -256,15 +256,11 @@ def _load(
 
 
 def _region_of(file: str) -> str:
-    """The file's region, for the AWS facade; a file without one fails later with a finding."""
-    import yaml
+    """The file's region, for the AWS facade, read within the loader's bounds (a hostile file
+    cannot hang or crash this); a file without one fails later with a finding."""
+    from hyperpod_kit.config.loader import peek_region
 
-    try:
-        data = yaml.safe_load(Path(file).read_text())
-        region = data.get("region") if isinstance(data, dict) else None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
-        region = None
-    return region if isinstance(region, str) else "us-east-1"
+    return peek_region(file) or "us-east-1"
 
 
 def _counts(findings: list[Finding]) -> str:
@@ -295,9 +291,23 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
 
 def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.outputs import JOBS, write_error, write_files
-    from hyperpod_kit.jobs import render_jobs
+    from hyperpod_kit.jobs import lint, render_jobs
+    from hyperpod_kit.jobs.slurm import TemplateError
 
-    rendered = render_jobs(loaded.config, image=args.image)
+    try:
+        rendered = render_jobs(loaded.config, image=args.image)
+    except TemplateError as e:  # the user's own template (trainer.job.template)
+        print(f"{e}. Hint: fix the template; `hyperpod-kit jobs` renders the bundled one when "
+              "trainer.job.template is left out.", file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
+    problems = [f"{job.filename}: {p}" for job in rendered for p in lint(job)]
+    if problems:  # nothing is written: a job file that fails its linter would fail on the cluster
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        print(f"jobs: {len(problems)} problem(s) in the rendered files; nothing written. Hint: a "
+              "template of your own (trainer.job.template) must render a script that passes "
+              "bash -n and shellcheck.", file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
     files = {job.filename: job.text for job in rendered}
     try:
         writes = write_files(args.output, files, kind=JOBS, force=args.force)

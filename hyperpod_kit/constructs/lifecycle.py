@@ -29,6 +29,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct, IConstruct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.constructs.assets import ASSET_EXCLUDES
 from hyperpod_kit.lifecycle import (
     ON_CREATE,
     USERS_FILE,
@@ -41,9 +42,6 @@ from hyperpod_kit.lifecycle import (
 
 BUCKET_NAME_MAX = 63  # S3 bucket names are 3-63 characters
 ACCOUNT_ID_LENGTH = 12
-# What the staged folder must never carry into the upload. The staged folder holds only rendered
-# files, so this is a guard, not a filter (a shared ASSET_EXCLUDES list would replace it).
-ASSET_EXCLUDES = ["**/__pycache__", "**/*.pyc", "**/.DS_Store"]
 
 
 def lifecycle_bucket_name(environment: str, region: str, account: str | None) -> str:
@@ -129,7 +127,7 @@ class LifecycleScripts(Construct):
         self.deployment = s3deploy.BucketDeployment(
             self,
             "Upload",
-            sources=[s3deploy.Source.asset(str(folder), exclude=ASSET_EXCLUDES)],
+            sources=[s3deploy.Source.asset(str(folder), exclude=list(ASSET_EXCLUDES))],
             destination_bucket=bucket,
             destination_key_prefix=self.prefix,
             extract=True,  # unpacked: HyperPod reads the files, not a zip

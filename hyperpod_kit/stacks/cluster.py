@@ -47,8 +47,9 @@ class ClusterStack(Stack):
             trainer_image=trainer_image,
             eks=eks,
         )
-        # No node provisions before its scripts (and the users file) are in S3.
-        self.cluster.cfn.node.add_dependency(self.lifecycle)
+        # No node provisions before its scripts and the users file are in S3: the pointer
+        # parameter is written only after both uploads completed.
+        self.cluster.cfn.node.add_dependency(self.lifecycle.pointer)
         if config.orchestrator == "slurm":
             self.lifecycle.grant_user_sync(self.cluster.execution_role)
         publish(

@@ -85,9 +85,8 @@ def test_cdk_synth_of_the_default_passes_the_gates(tmp_path: Path, home: Path) -
     assert BANNER not in again.stderr, "and in the CLI"
 
 
-# What `validate` rejects must stop `npx cdk synth` with our message. The `aws:` tag case belongs
-# to the lead's tag validator (issue #7, item 2): when it lands, remove its xfail mark (the test
-# fails until then it is removed, as strict) and set the message it prints.
+# What `validate` rejects must stop `npx cdk synth` with our message: a value CloudFormation would
+# reject later (a reserved `aws:` tag) as well as one of the file's own rules.
 STOPPED_BY_VALIDATION = [
     pytest.param(
         {"storage": {"lustre": {"storage_capacity_gib": 2000}}},
@@ -96,11 +95,8 @@ STOPPED_BY_VALIDATION = [
     ),
     pytest.param(
         {"tags": {"aws:cost-center": "ml"}},
-        "tags",
+        "tags.aws:cost-center: tag keys starting with 'aws:' are reserved for AWS",
         id="reserved-aws-tag",
-        marks=pytest.mark.xfail(
-            strict=True, reason="the `aws:` tag validator is the lead's (issue #7 item 2)"
-        ),
     ),
 ]
 

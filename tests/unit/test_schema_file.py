@@ -10,7 +10,7 @@ def test_committed_schema_is_current() -> None:
     committed = json.loads((REPO / "environments" / "environment.schema.json").read_text())
     assert committed == environment_schema(), (
         "environments/environment.schema.json is stale: run "
-        "`hyperpod-kit schema -o environments/environment.schema.json`"
+        "`hyperpod-kit schema -o environments/environment.schema.json --force`"
     )
 
 
@@ -26,5 +26,5 @@ def test_configuration_reference_is_current() -> None:
     committed = (REPO / "docs" / "configuration.md").read_text()
     assert committed == markdown_reference(), (
         "docs/configuration.md is stale: run "
-        "`hyperpod-kit schema --markdown -o docs/configuration.md`"
+        "`hyperpod-kit schema --markdown -o docs/configuration.md --force`"
     )
