@@ -67,6 +67,7 @@ class EksCluster(Construct):
       cluster group: all traffic to itself, for EFA). A new cluster's control plane carries it too,
       so nodes and control plane reach each other through that self rule and no other rule;
     - ``addons``: the core EKS add-ons (empty for an existing cluster);
+    - ``kubectl_role``: the kubectl handler's role (cluster admin through an access entry);
     - ``grant_hyperpod_nodes(scope, role)``: the HYPERPOD_LINUX access entry, when the file asks;
     - ``kubectl_ready(construct)``: order something applied through kubectl after kubectl can reach
       the cluster.
@@ -89,7 +90,8 @@ class EksCluster(Construct):
 
         subnet_ids = [network.private_subnet_id, *network.control_plane_subnet_ids]
         # Imported from the network's ids: the L1 network places subnets by zone ID, which the L2
-        # VPC cannot do offline. No public subnets are listed, so every selected subnet is private.
+        # VPC cannot do offline. No subnets are listed on it (so none is public, and every subnet
+        # selected below counts as private); the zone list must only be non-empty.
         vpc = ec2.Vpc.from_vpc_attributes(
             self, "Vpc", vpc_id=network.vpc_id, availability_zones=[network.availability_zone_id]
         )
