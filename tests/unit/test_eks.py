@@ -94,7 +94,13 @@ EXISTING = merge(
     },
 )
 EXISTING["network"].pop("control_plane_availability_zone_id")
-VARIANTS = {"new": NEW, "public-existing-vpc": PUBLIC_EXISTING_VPC, "existing": EXISTING}
+RENAMED = merge(NEW, {"cluster": {"name": "renamed"}})
+VARIANTS = {
+    "new": NEW,
+    "public-existing-vpc": PUBLIC_EXISTING_VPC,
+    "existing": EXISTING,
+    "renamed": RENAMED,
+}
 
 
 @dataclass
@@ -581,7 +587,23 @@ def test_stacks_deploy_in_order_with_eks_beside_storage(built: Any) -> None:
     )
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_plan_reports_replacing_the_cluster_and_not_moving_its_endpoint(built: Any) -> None:
+    from hyperpod_kit.plan import plan
+
+    def eks_cluster(candidate: str) -> Any:
+        changes = plan(built("new").outdir, built(candidate).outdir).changes
+        return next(c for c in changes if c.logical_id == "EksCluster")
+
+    # Subnets, security groups and endpoint access are updated in place.
+    moved = eks_cluster("public-existing-vpc")
+    assert moved.action == "update" and not moved.dangerous
+    # The name is create-only: a new name replaces the cluster, and plan refuses it.
+    renamed = eks_cluster("renamed")
+    assert renamed.action == "replace" and renamed.dangerous
+    assert any("Name" in why for why in renamed.why)
+
+
+@pytest.mark.parametrize("variant", ["new", "public-existing-vpc", "existing"])
 def test_templates_pass_cfn_lint_and_cdk_nag_with_reasons(built: Any, variant: str) -> None:
     app = built(variant)
     assert app.report.ok, [f.render() for f in app.report.errors]
