@@ -351,17 +351,18 @@ def _harden_kubectl_provider(provider: IConstruct) -> None:
                 )
             ],
         )
-        NagSuppressions.add_resource_suppressions(
-            fn,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-L1",
-                    reason="aws-cdk-lib (pinned in requirements.txt) picks the runtime of its "
-                    "kubectl provider functions and moves it with each release.",
-                )
-            ],
-        )
         if fn.node.id == "Handler":
+            NagSuppressions.add_resource_suppressions(
+                fn,
+                [
+                    NagPackSuppression(
+                        id="AwsSolutions-L1",
+                        reason="aws-cdk-lib (pinned in requirements.txt) picks the Python runtime "
+                        "of its kubectl handler, to match the kubectl layer, and moves it with "
+                        "each release.",
+                    )
+                ],
+            )
             fn.node.try_remove_child("HasEcrPublic")
             role_resource = role.node.default_child
             assert isinstance(role_resource, iam.CfnRole)
@@ -369,9 +370,9 @@ def _harden_kubectl_provider(provider: IConstruct) -> None:
                 iam.ManagedPolicy.from_aws_managed_policy_name(name).managed_policy_arn
                 for name in LAMBDA_MANAGED_POLICIES
             ]
-        else:  # the custom-resource framework in front of the handler
+        elif policy is not None:  # the custom-resource framework in front of the handler
             NagSuppressions.add_resource_suppressions(
-                role,
+                policy,
                 [
                     NagPackSuppression(
                         id="AwsSolutions-IAM5",
@@ -384,5 +385,5 @@ def _harden_kubectl_provider(provider: IConstruct) -> None:
                         ],
                     )
                 ],
-                apply_to_children=True,
+                apply_to_children=True,  # the policy's CfnPolicy
             )

@@ -71,8 +71,10 @@ class HyperPodHelmChart(Construct):
         for addon in eks_cluster.addons.values():
             self.chart.node.add_dependency(addon)
         eks_cluster.kubectl_ready(self.chart)
+        policy = eks_cluster.kubectl_role.node.try_find_child("DefaultPolicy")
+        assert policy is not None  # the grant above wrote to it
         NagSuppressions.add_resource_suppressions(
-            eks_cluster.kubectl_role,
+            policy,
             [
                 NagPackSuppression(
                     id="AwsSolutions-IAM5",

@@ -60,8 +60,10 @@ class LustreClaim(Construct):
         self.role.add_to_policy(
             iam.PolicyStatement(actions=["fsx:DescribeFileSystems"], resources=["*"])
         )
+        policy = self.role.node.try_find_child("DefaultPolicy")
+        assert policy is not None
         NagSuppressions.add_resource_suppressions(
-            self.role,
+            policy,
             [
                 NagPackSuppression(
                     id="AwsSolutions-IAM5",
