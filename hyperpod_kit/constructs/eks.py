@@ -27,21 +27,11 @@ from constructs import Construct, IConstruct
 
 from hyperpod_kit.config.schema import EksAddonsConfig, EksConfig
 from hyperpod_kit.constructs.network import ClusterNetwork
-from hyperpod_kit.jobs.eks import HEALTH_LABEL
 
 CLUSTER_LOGICAL_ID = "EksCluster"
 """Pinned: a new logical id would replace the cluster (and everything running on it)."""
 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
-HYPERPOD_HEALTH_TAINT: dict[str, str] = {
-    "key": HEALTH_LABEL,
-    "operator": "Equal",
-    "value": "Unschedulable",
-    "effect": "NoSchedule",
-}
-"""HyperPod taints a node with this while its deep health checks run; whatever must run on every
-node (device plugins, health agents) tolerates it."""
-
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
 
 

@@ -18,7 +18,8 @@ from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
 from hyperpod_kit.config.schema import EksAddonsConfig
-from hyperpod_kit.constructs.eks import HYPERPOD_HEALTH_TAINT, EksCluster, pod_identity_role
+from hyperpod_kit.constructs.eks import EksCluster, pod_identity_role
+from hyperpod_kit.constructs.eks_chart_folder import HYPERPOD_HEALTH_TAINT
 
 OPERATOR_ADDON = "amazon-sagemaker-hyperpod-training-operator"
 OPERATOR_SERVICE_ACCOUNT = "hp-training-operator-controller-manager"

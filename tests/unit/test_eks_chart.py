@@ -12,8 +12,12 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.constructs.eks import HYPERPOD_HEALTH_TAINT
-from hyperpod_kit.constructs.eks_chart import _tolerates, chart_values, missing_dependencies
+from hyperpod_kit.constructs.eks_chart_folder import (
+    HYPERPOD_HEALTH_TAINT,
+    _tolerates,
+    chart_values,
+    missing_dependencies,
+)
 
 CHART = Path(__file__).resolve().parents[1] / "data" / "hyperpod-helm-chart"
 TAINT = dict(HYPERPOD_HEALTH_TAINT)
@@ -27,7 +31,7 @@ def chart(tmp_path: Path) -> Path:
 
 
 def _pack(folder: Path) -> None:
-    """Replace a vendored sub-chart folder by its packed form, as `helm dependency build` leaves
+    """Replace a vendored sub-chart folder by its packed form, as `helm dependency update` leaves
     charts from a repository (charts/<name>-<version>.tgz)."""
     meta = yaml.safe_load((folder / "Chart.yaml").read_text())
     archive = folder.parent / f"{meta['name']}-{meta['version']}.tgz"
@@ -121,3 +125,15 @@ def test_packed_names_read_the_chart_yaml_inside(tmp_path: Path) -> None:
         "apiVersion: v2\nname: x\nversion: 0.1.0\ndependencies:\n  - name: cert-manager\n"
     )
     assert missing_dependencies(tmp_path) == []
+
+
+def test_the_folder_reader_imports_no_cdk() -> None:
+    """`validate` may use it without paying for aws-cdk-lib's import."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hyperpod_kit.constructs.eks_chart_folder; "
+        "sys.exit(any(m.startswith(('aws_cdk', 'jsii')) for m in sys.modules))"
+    )
+    assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
