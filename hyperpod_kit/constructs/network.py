@@ -38,7 +38,9 @@ class ClusterNetwork(Construct):
 
     Handles: ``vpc_id``, ``vpc_cidr``, ``private_subnet_id``, ``availability_zone_id``,
     ``cluster_security_group_id`` (nodes and FSx: all traffic to itself, for EFA, plus Lustre
-    ports), ``studio_fsx_security_group_id`` (Lustre ports between Studio apps and FSx).
+    ports), ``studio_fsx_security_group_id`` (Lustre ports between Studio apps and FSx),
+    ``control_plane_subnet_ids`` (EKS: the subnets of other zones that only the EKS control plane
+    uses; empty unless the environment creates an EKS cluster).
     """
 
     def __init__(
@@ -49,18 +51,26 @@ class ClusterNetwork(Construct):
         config: NetworkConfig,
         availability_zone_id: str,
         eks: bool = False,
+        eks_control_plane: bool | None = None,
     ) -> None:
+        """``eks_control_plane``: create (new VPC) or expose (existing VPC) the control-plane
+        subnets; None follows ``eks``. Pass False when the EKS cluster already exists."""
         super().__init__(scope, id)
         self.availability_zone_id = availability_zone_id
+        self.control_plane_subnet_ids: list[str] = []
+        control_plane = eks if eks_control_plane is None else eks_control_plane
         new_vpc = config.new_vpc
         if new_vpc is not None:
-            self._create_vpc(new_vpc)
+            cp_zone = config.control_plane_availability_zone_id if control_plane else None
+            self._create_vpc(new_vpc, cp_zone)
         else:
             existing = config.existing_vpc
             assert existing is not None  # the schema's vpc-source rule guarantees one
             self.vpc_id: str = existing.vpc_id
             self.vpc_cidr: str = str(existing.cidr)
             self.private_subnet_id: str = existing.private_subnet_id
+            if control_plane:
+                self.control_plane_subnet_ids = list(existing.control_plane_subnet_ids)
             if existing.route_table_ids:
                 self._s3_gateway_endpoint(existing.route_table_ids)
 
@@ -73,7 +83,7 @@ class ClusterNetwork(Construct):
 
     # --- VPC -----------------------------------------------------------------------------------
 
-    def _create_vpc(self, cfg: NewVpcConfig) -> None:
+    def _create_vpc(self, cfg: NewVpcConfig, control_plane_zone: str | None) -> None:
         vpc = ec2.CfnVPC(
             self,
             "Vpc",
@@ -108,29 +118,43 @@ class ClusterNetwork(Construct):
 
         private = self._subnet("Private", str(cfg.private_subnet_cidr))
         self.private_subnet_id = private.ref
-        private_rt = self._route_table("Private", private)
-        ec2.CfnRoute(
-            self,
-            "PrivateDefaultRoute",
-            route_table_id=private_rt.ref,
-            destination_cidr_block="0.0.0.0/0",
-            nat_gateway_id=nat.ref,
-        )
-        self._s3_gateway_endpoint([private_rt.ref])
+        route_tables = [self._private_route_table("Private", private, nat)]
+        if control_plane_zone is not None and cfg.control_plane_subnet_cidr is not None:
+            # EKS wants subnets in two zones; HyperPod nodes stay in the environment's zone, so
+            # this small one carries only the control plane's ENIs (and the kubectl handler).
+            cidr = str(cfg.control_plane_subnet_cidr)
+            cp = self._subnet("ControlPlane", cidr, control_plane_zone)
+            self.control_plane_subnet_ids = [cp.ref]
+            route_tables.append(self._private_route_table("ControlPlane", cp, nat))
+        self._s3_gateway_endpoint([rt.ref for rt in route_tables])
         if cfg.flow_logs:
             self._flow_logs(vpc)
 
-    def _subnet(self, kind: str, cidr: str) -> ec2.CfnSubnet:
+    def _subnet(self, kind: str, cidr: str, zone: str | None = None) -> ec2.CfnSubnet:
+        zone = zone or self.availability_zone_id
         subnet = ec2.CfnSubnet(
             self,
             f"{kind}Subnet",
             vpc_id=self.vpc_id,
             cidr_block=cidr,
-            availability_zone_id=self.availability_zone_id,
+            availability_zone_id=zone,
             map_public_ip_on_launch=False,
         )
-        _name(subnet, f"{kind.lower()}-{self.availability_zone_id}")
+        _name(subnet, f"{kind.lower()}-{zone}")
         return subnet
+
+    def _private_route_table(
+        self, kind: str, subnet: ec2.CfnSubnet, nat: ec2.CfnNatGateway
+    ) -> ec2.CfnRouteTable:
+        rt = self._route_table(kind, subnet)
+        ec2.CfnRoute(
+            self,
+            f"{kind}DefaultRoute",
+            route_table_id=rt.ref,
+            destination_cidr_block="0.0.0.0/0",
+            nat_gateway_id=nat.ref,
+        )
+        return rt
 
     def _route_table(self, kind: str, subnet: ec2.CfnSubnet) -> ec2.CfnRouteTable:
         rt = ec2.CfnRouteTable(self, f"{kind}RouteTable", vpc_id=self.vpc_id)

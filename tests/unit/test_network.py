@@ -157,3 +157,138 @@ def test_existing_vpc_creates_no_vpc_and_uses_its_id(synth: SynthFn) -> None:
     net.has_resource_properties(
         "AWS::EC2::VPCEndpoint", {"RouteTableIds": ["rtb-0123456789abcdef0"]}
     )
+
+
+# --- EKS control-plane subnet ------------------------------------------------------------------
+
+EKS_WORKERS = {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge"}
+
+
+def _eks_overrides() -> dict[str, Any]:
+    """The same EKS environment as test_interface_endpoints (one cached synth serves both)."""
+    return {
+        "orchestrator": "eks",
+        "network": {
+            "interface_endpoints": True,
+            "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+            "control_plane_availability_zone_id": "usw2-az1",
+        },
+        "cluster": {"instance_groups": [EKS_WORKERS | {"instance_count": 2}]},
+    }
+
+
+def test_eks_control_plane_subnet_is_private_in_the_second_zone_through_the_nat(
+    synth: SynthFn,
+) -> None:
+    built = synth(_eks_overrides())
+    net = built.templates["network"]
+    subnets = _resources(net, "AWS::EC2::Subnet")
+    cp_id, cp = next((k, s) for k, s in subnets.items() if "ControlPlane" in k)
+    assert cp["Properties"]["CidrBlock"] == "10.0.1.0/24"
+    assert cp["Properties"]["AvailabilityZoneId"] == "usw2-az1"  # the nodes stay in usw2-az2
+    assert cp["Properties"]["MapPublicIpOnLaunch"] is False
+    zones = {
+        s["Properties"]["CidrBlock"]: s["Properties"]["AvailabilityZoneId"]
+        for s in subnets.values()
+    }
+    assert zones["10.0.128.0/17"] == "usw2-az2"
+    # Its own route table, default route through the NAT (not the internet gateway), and S3 through
+    # the gateway endpoint like the cluster subnet.
+    assoc = next(
+        a["Properties"]
+        for a in _resources(net, "AWS::EC2::SubnetRouteTableAssociation").values()
+        if a["Properties"]["SubnetId"] == {"Ref": cp_id}
+    )
+    table = assoc["RouteTableId"]
+    routes = [
+        r["Properties"]
+        for r in _resources(net, "AWS::EC2::Route").values()
+        if r["Properties"]["RouteTableId"] == table
+    ]
+    assert len(routes) == 1
+    assert routes[0]["DestinationCidrBlock"] == "0.0.0.0/0"
+    assert "NatGatewayId" in routes[0] and "GatewayId" not in routes[0]
+    gateway = next(
+        e["Properties"]
+        for e in _resources(net, "AWS::EC2::VPCEndpoint").values()
+        if e["Properties"]["VpcEndpointType"] == "Gateway"
+    )
+    assert table in gateway["RouteTableIds"] and len(gateway["RouteTableIds"]) == 2
+    assert len(built.stacks.network.network.control_plane_subnet_ids) == 1
+
+
+def test_no_control_plane_subnet_on_slurm(synth: SynthFn) -> None:
+    built = synth()
+    assert not any(
+        "ControlPlane" in k for k in _resources(built.templates["network"], "AWS::EC2::Subnet")
+    )
+    assert built.stacks.network.network.control_plane_subnet_ids == []
+
+
+@pytest.mark.parametrize(
+    ("eks", "eks_control_plane", "expected"),
+    [
+        (True, None, ["subnet-0123456789abcdef1", "subnet-0123456789abcdef2"]),
+        (True, False, []),  # an existing EKS cluster: the settings are ignored
+        (False, None, []),
+    ],
+)
+def test_existing_vpc_exposes_control_plane_subnet_ids(
+    eks: bool, eks_control_plane: bool | None, expected: list[str]
+) -> None:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from hyperpod_kit.config.schema import NetworkConfig
+    from hyperpod_kit.constructs.network import ClusterNetwork
+
+    config = NetworkConfig.model_validate(
+        {
+            "existing_vpc": {
+                "vpc_id": "vpc-0123456789abcdef0",
+                "private_subnet_id": "subnet-0123456789abcdef0",
+                "cidr": "10.1.0.0/16",
+                "control_plane_subnet_ids": [
+                    "subnet-0123456789abcdef1",
+                    "subnet-0123456789abcdef2",
+                ],
+            }
+        }
+    )
+    stack = cdk.Stack(cdk.App(), "Net")
+    net = ClusterNetwork(
+        stack,
+        "Network",
+        config=config,
+        availability_zone_id="usw2-az2",
+        eks=eks,
+        eks_control_plane=eks_control_plane,
+    )
+    assert net.control_plane_subnet_ids == expected
+    Template.from_stack(stack).resource_count_is("AWS::EC2::Subnet", 0)  # referred to, not made
+
+
+def test_new_vpc_skips_the_control_plane_subnet_for_an_existing_cluster() -> None:
+    import aws_cdk as cdk
+    from aws_cdk.assertions import Template
+
+    from hyperpod_kit.config.schema import NetworkConfig
+    from hyperpod_kit.constructs.network import ClusterNetwork
+
+    config = NetworkConfig.model_validate(
+        {
+            "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+            "control_plane_availability_zone_id": "usw2-az1",
+        }
+    )
+    stack = cdk.Stack(cdk.App(), "Net")
+    net = ClusterNetwork(
+        stack,
+        "Network",
+        config=config,
+        availability_zone_id="usw2-az2",
+        eks=True,
+        eks_control_plane=False,
+    )
+    assert net.control_plane_subnet_ids == []
+    Template.from_stack(stack).resource_count_is("AWS::EC2::Subnet", 2)

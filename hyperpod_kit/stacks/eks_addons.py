@@ -1,0 +1,49 @@
+"""The EKS add-on stack: what runs on the cluster once HyperPod's nodes have joined it.
+
+cert-manager and the HyperPod training operator (HyperPodPyTorchJob), the FSx CSI driver, and
+the job namespace with its FSx claim. Deploys after the cluster stack (``after``), which also
+puts it after the EKS and storage stacks it takes handles from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aws_cdk import Stack
+from constructs import Construct
+
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.constructs.eks import EksCluster
+from hyperpod_kit.constructs.eks_fsx import LustreClaim
+from hyperpod_kit.constructs.eks_operator import HyperPodTrainingOperator
+from hyperpod_kit.constructs.lustre import LustreFileSystem
+
+
+class EksAddonsStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        eks: EksCluster,
+        lustre: LustreFileSystem,
+        after: Sequence[Stack] = (),
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        for stack in after:
+            self.add_stack_dependency(stack, "the HyperPod cluster and its nodes come first")
+        self.operator = HyperPodTrainingOperator(
+            self, "TrainingOperator", eks_cluster=eks, versions=config.cluster.eks.addons
+        )
+        self.fsx = LustreClaim(
+            self,
+            "Fsx",
+            eks_cluster=eks,
+            lustre=lustre,
+            namespace=config.trainer.job.namespace,
+            capacity_gib=config.storage.lustre.storage_capacity_gib,
+            environment=config.name,
+        )
