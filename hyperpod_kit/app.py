@@ -16,6 +16,8 @@ from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
 from hyperpod_kit.stacks.cluster import ClusterStack
+from hyperpod_kit.stacks.eks import EksStack
+from hyperpod_kit.stacks.eks_addons import EksAddonsStack
 from hyperpod_kit.stacks.network import NetworkStack
 from hyperpod_kit.stacks.storage import StorageStack
 from hyperpod_kit.stacks.trainer import TrainerStack
@@ -42,10 +44,14 @@ class EnvironmentStacks:
     network: NetworkStack
     storage: StorageStack
     trainer: TrainerStack | None
-    cluster: ClusterStack | None
+    cluster: ClusterStack
+    eks: EksStack | None = None
+    eks_addons: EksAddonsStack | None = None
 
     def all(self) -> list[cdk.Stack]:
-        stacks = [self.network, self.storage, self.trainer, self.cluster]
+        stacks = [
+            self.network, self.storage, self.eks, self.trainer, self.cluster, self.eks_addons,
+        ]  # fmt: skip
         return [s for s in stacks if s is not None]
 
 
@@ -86,14 +92,31 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
             app, f"{prefix}-trainer", config=config,
             **stack_args("trainer", "the bundled trainer image in ECR"),
         )  # fmt: skip
-    cluster = None
-    if config.orchestrator == "slurm":
-        cluster = ClusterStack(
-            app, f"{prefix}-cluster", config=config, network=network.network,
-            lustre=storage.lustre, trainer_image=trainer.image if trainer else None,
-            **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
+    eks = None
+    if config.orchestrator == "eks":
+        # In parallel with storage: what HyperPod needs before its cluster exists.
+        eks = EksStack(
+            app, f"{prefix}-eks", config=config, network=network.network,
+            **stack_args("eks", "the EKS cluster, its core add-ons and HyperPod's Helm chart"),
         )  # fmt: skip
-    stacks = EnvironmentStacks(network=network, storage=storage, trainer=trainer, cluster=cluster)
+    cluster = ClusterStack(
+        app, f"{prefix}-cluster", config=config, network=network.network,
+        lustre=storage.lustre, trainer_image=trainer.image if trainer else None,
+        eks=eks.eks if eks else None,
+        **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
+    )  # fmt: skip
+    eks_addons = None
+    if eks is not None:
+        # After the HyperPod cluster: these run on its nodes.
+        eks_addons = EksAddonsStack(
+            app, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
+            after=[cluster],
+            **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"),
+        )  # fmt: skip
+    stacks = EnvironmentStacks(
+        network=network, storage=storage, trainer=trainer, cluster=cluster, eks=eks,
+        eks_addons=eks_addons,
+    )  # fmt: skip
     for stack in stacks.all():
         cdk.Tags.of(stack).add("hyperpod-kit:environment", config.name)
         for key, value in config.tags.items():

@@ -17,7 +17,7 @@ from aws_cdk import Aws, Fn, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagSuppressions
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from hyperpod_kit.config.derived import FSX_MOUNT, deep_health_checks
 from hyperpod_kit.config.facts import instance_type
@@ -51,9 +51,11 @@ class EksOrchestrator(Protocol):
     def cluster_arn(self) -> str: ...
 
     @property
-    def node_security_group_ids(self) -> list[str]: ...
+    def node_security_group_id(self) -> str: ...
 
-    def grant_hyperpod_nodes(self, role: iam.IRole) -> None: ...
+    def grant_hyperpod_nodes(self, scope: Construct, role: iam.IRole) -> IConstruct | None:
+        """The access entry for the nodes' role (or None when HyperPod is left to create it)."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -95,9 +97,12 @@ class HyperPodCluster(Construct):
         lifecycle.grant_read(self.execution_role)
         if trainer_image is not None:
             trainer_image.grant_pull(self.execution_role)
+        access_entry = None
         if eks is not None:
-            eks.grant_hyperpod_nodes(self.execution_role)
-            security_group_ids = [*security_group_ids, *eks.node_security_group_ids]
+            access_entry = eks.grant_hyperpod_nodes(self, self.execution_role)
+            _grant_eks_nodes(self.execution_role, eks.cluster_arn)
+            if eks.node_security_group_id not in security_group_ids:
+                security_group_ids = [*security_group_ids, eks.node_security_group_id]
 
         groups = [
             self._group(g, config=config, lifecycle=lifecycle, file_system=file_system)
@@ -137,6 +142,8 @@ class HyperPodCluster(Construct):
         policy = self.execution_role.node.try_find_child("DefaultPolicy")
         if policy is not None:
             self.cfn.node.add_dependency(policy)
+        if access_entry is not None:  # nodes join the EKS cluster as soon as they boot
+            self.cfn.node.add_dependency(access_entry)
         self.cluster_arn: str = self.cfn.attr_cluster_arn
         self.cluster_id: str = Fn.select(1, Fn.split("/", self.cfn.attr_cluster_arn))
 
@@ -187,6 +194,33 @@ class HyperPodCluster(Construct):
             slurm_config=slurm_config,
             training_plan_arn=_training_plan(config, group),
         )
+
+
+def _grant_eks_nodes(role: iam.IRole, cluster_arn: str) -> None:
+    """What HyperPod EKS nodes need beyond the VPC CNI policy: Pod Identity credentials from this
+    EKS cluster, and image pulls for the cluster's system pods (HyperPod's agents and device
+    plugins come from AWS-owned ECR repositories that differ per region)."""
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="PodIdentity",
+            actions=["eks-auth:AssumeRoleForPodIdentity"],
+            resources=[cluster_arn],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(
+            sid="PullSystemImages",
+            actions=[
+                "ecr:BatchCheckLayerAvailability",
+                "ecr:BatchGetImage",
+                "ecr:GetDownloadUrlForLayer",
+            ],
+            resources=[f"arn:{Aws.PARTITION}:ecr:{Aws.REGION}:*:repository/*"],
+        )
+    )
+    role.add_to_principal_policy(
+        iam.PolicyStatement(sid="EcrLogin", actions=["ecr:GetAuthorizationToken"], resources=["*"])
+    )
 
 
 def _training_plan(config: EnvironmentConfig, group: InstanceGroupConfig) -> str | None:
@@ -298,7 +332,14 @@ class ExecutionRole(Construct):
                 "are unknown (network-interface/*; creation is limited to the cluster subnet and "
                 "security groups, tagging to interfaces being created); EC2 Describe* actions "
                 "support no resource-level permissions; ECR GetAuthorizationToken has no "
-                "resource; S3 object reads are limited to the lifecycle prefix.",
+                "resource; S3 object reads are limited to the lifecycle prefix"
+                + (
+                    "; on EKS, image pulls cover ECR repositories of this region in any account, "
+                    "because HyperPod's agents and device plugins come from AWS-owned accounts "
+                    "that differ per region."
+                    if eks
+                    else "."
+                ),
             },
         ]
         NagSuppressions.add_resource_suppressions(self.role, reasons, apply_to_children=True)

@@ -23,6 +23,8 @@ class NetworkStack(Stack):
             config=config.network,
             availability_zone_id=config.availability_zone_id,
             eks=config.orchestrator == "eks",
+            # an existing EKS cluster brings its own control-plane subnets
+            eks_control_plane=config.cluster.eks.existing_cluster_name is None,
         )
         publish(
             self,
