@@ -141,9 +141,11 @@ def main() -> int:
         print(f"{label} (n={args.runs}, {args.env}): median s, min-max")
         medians: dict[int, float] = {}
         for users, phases in runs.items():
-            values = [sum(p[k] for k in keys) for p in phases]
-            medians[users] = statistics.median(values)
-            print(f"  {users:>4} users {medians[users]:>7.1f}  {min(values):.1f}-{max(values):.1f}")
+            seconds = [sum(p[k] for k in keys) for p in phases]
+            medians[users] = statistics.median(seconds)
+            print(
+                f"  {users:>4} users {medians[users]:>7.1f}  {min(seconds):.1f}-{max(seconds):.1f}"
+            )
         print(f"  ratio 500 / 5 users: {medians[500] / medians[5]:.2f}x (target: within 2x)")
     return 0
 
