@@ -470,9 +470,34 @@ class ClusterConfig(Section):
     eks: EksConfig = Field(default_factory=EksConfig)
 
 
+StudioApp = Literal["JupyterLab", "CodeEditor"]
+STUDIO_INSTANCE_TYPE = r"^ml\.[a-z0-9]+\.[a-z0-9]+$"
+
+
+def _default_apps() -> list[StudioApp]:
+    return ["JupyterLab", "CodeEditor"]
+
+
 class StudioConfig(Section):
+    """A SageMaker Studio domain (VPC-only, IAM auth) in the cluster's subnet: one profile per
+    selected person of `users`, with that person's uid/gid and their FSx partition mounted."""
+
     enabled: bool = False
-    partitions: Literal["per_user", "shared"] = "per_user"
+    partitions: Literal["per_user", "shared"] = Field(
+        default="per_user",
+        description="per_user: each profile mounts only /<name> of the file system (/fsx/<name> "
+        "on the nodes, owned by the user, mode 0700). shared: every profile mounts shared_path "
+        "(root-owned, mode 1777: anyone writes, only owners delete).",
+    )
+    include: list[Annotated[str, Field(pattern=USER_NAME)]] | None = Field(
+        default=None,
+        description="Names of `users` who get a Studio profile. Left out: every user.",
+        json_schema_extra=hint("names from the top-level users list, like [alice, bob]"),
+    )
+    exclude: list[Annotated[str, Field(pattern=USER_NAME)]] = Field(
+        default_factory=list,
+        description="Names of `users` who get no Studio profile (applied after include).",
+    )
     users: list[
         Annotated[
             str,
@@ -481,7 +506,63 @@ class StudioConfig(Section):
                 json_schema_extra=hint("letters, digits and single hyphens, like alice"),
             ),
         ]
-    ] = Field(default_factory=list)
+    ] = Field(
+        default_factory=list,
+        description="Deprecated: the same as `include` (people are now defined once, in the "
+        "top-level `users`, with their uid and gid).",
+    )
+    shared_path: str = Field(
+        default="/shared",
+        description="partitions: shared only: the directory every profile mounts.",
+        json_schema_extra=hint("an absolute path such as /shared"),
+    )
+    apps: list[StudioApp] = Field(
+        default_factory=_default_apps,
+        description="The applications users get (other Studio apps are hidden); each one starts "
+        "with hyperpod-kit's lifecycle configuration.",
+    )
+    spaces: bool = Field(
+        default=True,
+        description="Create one private space per user and app with the file system attached, "
+        "so it is mounted on first open. Off: users create their own spaces and attach it.",
+    )
+    space_ebs_gib: int = Field(
+        default=20, ge=5, le=16384, description="EBS volume of each created space (its home)."
+    )
+    default_instance_type: str = Field(
+        default="ml.t3.medium",
+        pattern=STUDIO_INSTANCE_TYPE,
+        description="Instance type a space starts on.",
+        json_schema_extra=hint("a Studio instance type like ml.t3.medium"),
+    )
+    instance_types: list[Annotated[str, Field(pattern=STUDIO_INSTANCE_TYPE)]] = Field(
+        default_factory=lambda: ["ml.t3.medium", "ml.t3.large", "ml.m5.large", "ml.m5.xlarge"],
+        description="Instance types users may start apps on (enforced by the execution role).",
+    )
+    idle_shutdown_minutes: int | None = Field(
+        default=120,
+        ge=60,
+        le=525600,
+        description="Stop an app idle this long (60-525600); null: never.",
+    )
+    partition_timeout_minutes: int = Field(
+        default=20,
+        ge=5,
+        le=110,
+        description="How long deploy waits for the cluster's nodes to report a new user's "
+        "partition before it fails (the node-side sync runs every few minutes).",
+    )
+
+    def selected(self, users: list[UserConfig]) -> list[UserConfig]:
+        """The people who get a profile: `include` (or the deprecated `users`; neither: all),
+        minus `exclude`, in the order of `users`. Unknown names are the validator's business."""
+        wanted = self.include if self.include is not None else (self.users or None)
+        chosen = [u for u in users if wanted is None or u.name in wanted]
+        return [u for u in chosen if u.name not in self.exclude]
+
+    def file_system_path(self, user: str) -> str:
+        """The directory of the file system a user's profile mounts (Studio's FileSystemPath)."""
+        return f"/{user}" if self.partitions == "per_user" else self.shared_path
 
 
 class MonitoringConfig(Section):

@@ -176,6 +176,23 @@ def assert_findings(found: list[Finding], expected: list[Expect], name: str) -> 
         assert f.hint == e.hint, _show(found)
 
 
+# --- studio -------------------------------------------------------------------------------------
+
+PEOPLE = [user("alice", 10001), user("bob", 10002, gid=2000), user("carol", 10003)]
+
+
+def studio(**kw: Any) -> dict[str, Any]:
+    """Studio enabled for alice, bob and carol (Merge, so the Slurm client check passes)."""
+    return {
+        "users": PEOPLE,
+        "cluster": {"slurm": {"config_strategy": "Merge"}},
+        "studio": {"enabled": True, **kw},
+    }
+
+
+STUDIO_EKS = merge(eks_network(), {"users": PEOPLE, "studio": {"enabled": True}})
+
+
 # --- the tables ---------------------------------------------------------------------------------
 
 CAPACITY = "storage.lustre.storage_capacity_gib"
@@ -498,6 +515,37 @@ GOOD: list[Any] = [
     pytest.param("job-trainer-config", {}, id="trainer-default"),
     pytest.param(
         "job-trainer-config", job(preset="tiny", token_dtype="uint16"), id="trainer-tiny-uint16"
+    ),
+    # studio
+    pytest.param("studio-users", {}, id="studio-off"),
+    pytest.param("studio-users", studio(), id="studio-every-user"),
+    pytest.param("studio-users", studio(include=["alice", "bob"]), id="studio-include"),
+    pytest.param("studio-users", studio(exclude=["carol"]), id="studio-exclude"),
+    pytest.param("studio-profile-names", studio(), id="studio-names"),
+    pytest.param(
+        "studio-profile-names",
+        merge(studio(exclude=["dave-"]), {"users": [*PEOPLE, user("dave-", 10004)]}),
+        id="studio-bad-name-excluded",
+    ),
+    pytest.param("studio-partition-paths", studio(), id="studio-per-user-paths"),
+    pytest.param(
+        "studio-partition-paths",
+        studio(partitions="shared", shared_path="/team/shared"),
+        id="studio-shared-nested-path",
+    ),
+    pytest.param("studio-file-system", studio(), id="studio-created-file-system"),
+    pytest.param(
+        "studio-file-system",
+        merge(studio(), merge(existing_vpc(), lustre(existing=EXISTING_FS))),
+        id="studio-existing-file-system-in-existing-vpc",
+    ),
+    pytest.param("studio-cluster-client", studio(), id="studio-slurm-merge"),
+    pytest.param("studio-cluster-client", STUDIO_EKS, id="studio-eks-pinned-kubectl"),
+    pytest.param("studio-instance-types", studio(), id="studio-default-instance-type"),
+    pytest.param(
+        "studio-instance-types",
+        studio(default_instance_type="ml.g5.xlarge", instance_types=["ml.g5.xlarge"]),
+        id="studio-gpu-instance-type",
     ),
 ]
 
@@ -1737,6 +1785,186 @@ BAD: list[Any] = [
             )
         ],
         id="trainer-uint16-with-llama-vocab",
+    ),
+    # studio
+    pytest.param(
+        "studio-users",
+        studio(users=["alice", "bob"]),
+        [
+            warn(
+                "studio.users",
+                "studio.users is deprecated",
+                "rename it to studio.include: [alice, bob], or remove it to give every user a "
+                "profile",
+            )
+        ],
+        id="studio-deprecated-users",
+    ),
+    pytest.param(
+        "studio-users",
+        studio(users=["alice"], include=["alice"]),
+        [
+            warn(
+                "studio.users",
+                "deprecated",
+                "rename it to studio.include: [alice], or remove it to give every user a profile",
+            ),
+            err("studio.users", "are both set", "keep only studio.include"),
+        ],
+        id="studio-users-and-include",
+    ),
+    pytest.param(
+        "studio-users",
+        studio(include=["alice", "carl"]),
+        [
+            err(
+                "studio.include[1]",
+                "'carl' is not one of the environment's users",
+                "did you mean carol? add the person to the top-level users (name, uid, gid)",
+            )
+        ],
+        id="studio-include-unknown",
+    ),
+    pytest.param(
+        "studio-users",
+        studio(exclude=["zed"]),
+        [
+            warn(
+                "studio.exclude[0]",
+                "excluding it does nothing",
+                "remove it from studio.exclude",
+            )
+        ],
+        id="studio-exclude-unknown",
+    ),
+    pytest.param(
+        "studio-users",
+        {"studio": {"enabled": True}},
+        [
+            err(
+                "studio.enabled",
+                "selects no user",
+                "list people in the top-level users (name, uid, gid); every one gets a profile "
+                "unless studio.include or studio.exclude say otherwise",
+            )
+        ],
+        id="studio-no-users",
+    ),
+    pytest.param(
+        "studio-profile-names",
+        merge(studio(), {"users": [*PEOPLE, user("dave-", 10004)]}),
+        [
+            err(
+                "users[3].name",
+                "'dave-' cannot be a Studio profile name",
+                "rename the user (e.g. 'dave'), or add it to studio.exclude",
+            )
+        ],
+        id="studio-trailing-hyphen",
+    ),
+    pytest.param(
+        "studio-partition-paths",
+        studio(partitions="shared", shared_path="/my shared"),
+        [
+            err(
+                "studio.shared_path",
+                "'/my shared' is not a directory Studio can mount",
+                "use a path such as /shared",
+            )
+        ],
+        id="studio-shared-path-space",
+    ),
+    pytest.param(
+        "studio-partition-paths",
+        studio(partitions="shared", shared_path="/"),
+        [err("studio.shared_path", "not / itself", "use a path such as /shared")],
+        id="studio-shared-path-root",
+    ),
+    pytest.param(
+        "studio-partition-paths",
+        studio(partitions="shared", shared_path="/" + "s" * 256),
+        [err("studio.shared_path", "at most 256 characters", "use a path such as /shared")],
+        id="studio-shared-path-too-long",
+    ),
+    pytest.param(
+        "studio-partition-paths",
+        studio(partitions="shared", shared_path="/data/shared"),
+        [
+            err(
+                "studio.shared_path",
+                "/data/shared overlaps /data, a directory linked to S3",
+                "use a path outside the data repository associations, such as /shared",
+            )
+        ],
+        id="studio-shared-path-in-association",
+    ),
+    pytest.param(
+        "studio-partition-paths",
+        merge(studio(), {"users": [*PEOPLE, user("data", 10004)]}),
+        [
+            err(
+                "users[3].name",
+                "data's partition /data overlaps /data",
+                "rename the user, or move the data repository association's file_system_path",
+            )
+        ],
+        id="studio-user-named-like-association",
+    ),
+    pytest.param(
+        "studio-file-system",
+        merge(studio(), lustre(existing=EXISTING_FS)),
+        [
+            err(
+                "storage.lustre.existing",
+                "from the environment's VPC, which this deploy creates",
+                "use network.existing_vpc (the file system's VPC), or leave "
+                "storage.lustre.existing out so the storage stack creates the file system",
+            )
+        ],
+        id="studio-existing-file-system-new-vpc",
+    ),
+    pytest.param(
+        "studio-cluster-client",
+        merge(studio(), {"cluster": {"slurm": {"config_strategy": "Managed"}}}),
+        [
+            err(
+                "cluster.slurm.config_strategy",
+                "under Managed that edit is drift",
+                "set cluster.slurm.config_strategy: Merge",
+            )
+        ],
+        id="studio-slurm-managed",
+    ),
+    pytest.param(
+        "studio-cluster-client",
+        merge(studio(), {"cluster": {"slurm": {"config_strategy": "Overwrite"}}}),
+        [warn("cluster.slurm.config_strategy", "drops the auth/jwt lines", "use Merge")],
+        id="studio-slurm-overwrite",
+    ),
+    pytest.param(
+        "studio-cluster-client",
+        merge(STUDIO_EKS, eks(kubernetes_version="1.40")),
+        [
+            err(
+                "cluster.eks.kubernetes_version",
+                "no pinned kubectl for Kubernetes 1.40",
+                "use a version of the table, or add the conda-forge kubernetes-client build for "
+                "it to KUBECTL_VERSIONS in hyperpod_kit/config/validators/studio.py",
+            )
+        ],
+        id="studio-eks-no-kubectl",
+    ),
+    pytest.param(
+        "studio-instance-types",
+        studio(default_instance_type="ml.g5.xlarge"),
+        [
+            err(
+                "studio.default_instance_type",
+                "ml.g5.xlarge is not in studio.instance_types",
+                "add ml.g5.xlarge to studio.instance_types",
+            )
+        ],
+        id="studio-default-type-not-allowed",
     ),
 ]
 

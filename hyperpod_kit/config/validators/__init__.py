@@ -69,6 +69,7 @@ from hyperpod_kit.config.validators import (  # noqa: E402
     general,
     network,
     storage,
+    studio,
     trainer,
 )
 
@@ -80,6 +81,7 @@ __all__ = [
     "network",
     "run_validators",
     "storage",
+    "studio",
     "trainer",
     "validator",
 ]

@@ -1,0 +1,262 @@
+"""Studio rules: who gets a profile, names SageMaker accepts, partition paths, the file system
+Studio can reach, and what the cluster needs for Studio's clients."""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Iterator
+
+from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.config.validators import validator
+
+# SageMaker's UserProfileName and SpaceName pattern (CreateUserProfile, CreateSpace).
+PROFILE_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+# FSxLustreFileSystemConfig.FileSystemPath.
+FILE_SYSTEM_PATH = re.compile(r"^/\S*$")
+FILE_SYSTEM_PATH_MAX = 256
+
+# kubectl from conda-forge's `kubernetes-client`, one build per Kubernetes minor version HyperPod
+# supports; kubectl talks to API servers one minor version either side of its own. Versions
+# listed on anaconda.org/conda-forge/kubernetes-client, checked 2026-11-23 (no 1.26-1.28 builds:
+# 1.28 clusters get 1.29).
+KUBECTL_VERSIONS = {
+    "1.28": "1.29.4",
+    "1.29": "1.29.4",
+    "1.30": "1.30.3",
+    "1.31": "1.31.4",
+    "1.32": "1.32.3",
+    "1.33": "1.33.4",
+    "1.34": "1.34.3",
+}
+KUBECTL_CHECKED = "2026-11-23"
+
+
+def kubectl_version(kubernetes: str) -> str | None:
+    """The pinned kubectl for a cluster's Kubernetes minor version, or None without one."""
+    return KUBECTL_VERSIONS.get(kubernetes)
+
+
+def _names(config: EnvironmentConfig) -> list[str]:
+    return [u.name for u in config.users]
+
+
+def _unknown(name: str, known: list[str]) -> str:
+    close = difflib.get_close_matches(name, known, n=1)
+    return f"did you mean {close[0]}? " if close else ""
+
+
+@validator("studio-users", area="studio")
+def check_studio_users(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Studio's people are a selection of the top-level `users` (who carry uid and gid): every
+    name it selects or excludes is one of them, and an enabled domain selects someone."""
+    studio, known = config.studio, _names(config)
+    if studio.users:
+        yield Finding(
+            Level.WARNING,
+            "studio.users",
+            "studio.users is deprecated: people are defined once, in the top-level users, with "
+            "their uid and gid, and Studio selects among them",
+            f"rename it to studio.include: [{', '.join(studio.users)}], or remove it to give "
+            "every user a profile",
+        )
+        if studio.include is not None:
+            yield Finding(
+                Level.ERROR,
+                "studio.users",
+                "studio.users and studio.include are both set",
+                "keep only studio.include",
+            )
+    key = "include" if studio.include is not None else "users"
+    for i, name in enumerate(studio.include if studio.include is not None else studio.users):
+        if name not in known:
+            yield Finding(
+                Level.ERROR,
+                f"studio.{key}[{i}]",
+                f"{name!r} is not one of the environment's users, so it has no uid or gid",
+                _unknown(name, known) + "add the person to the top-level users (name, uid, gid)",
+            )
+    for i, name in enumerate(studio.exclude):
+        if name not in known:
+            yield Finding(
+                Level.WARNING,
+                f"studio.exclude[{i}]",
+                f"{name!r} is not one of the environment's users; excluding it does nothing",
+                _unknown(name, known) + "remove it from studio.exclude",
+            )
+    if studio.enabled and not studio.selected(config.users):
+        yield Finding(
+            Level.ERROR,
+            "studio.enabled",
+            "Studio is enabled but selects no user, so there would be no profile to open it with",
+            "list people in the top-level users (name, uid, gid); every one gets a profile "
+            "unless studio.include or studio.exclude say otherwise",
+        )
+
+
+@validator("studio-profile-names", area="studio")
+def check_profile_names(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A selected user's name becomes their profile name, the STS source identity that scopes
+    their permissions, and part of their spaces' names: SageMaker's pattern must accept it."""
+    if not config.studio.enabled:
+        return
+    selected = {u.name for u in config.studio.selected(config.users)}
+    for i, user in enumerate(config.users):
+        if user.name in selected and not PROFILE_NAME.match(user.name):
+            yield Finding(
+                Level.ERROR,
+                f"users[{i}].name",
+                f"{user.name!r} cannot be a Studio profile name (SageMaker names are letters, "
+                "digits and single hyphens, ending with a letter or digit)",
+                f"rename the user (e.g. {user.name.rstrip('-').replace('--', '-')!r}), or "
+                "add it to studio.exclude",
+            )
+
+
+def _overlaps(a: str, b: str) -> bool:
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
+
+
+@validator("studio-partition-paths", area="studio")
+def check_partition_paths(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Partition paths are valid FileSystemPaths (`^/\\S*$`, at most 256 characters), not the
+    root, and not inside (or around) a directory linked to S3, whose import and export would
+    rewrite or publish a private partition."""
+    studio = config.studio
+    if not studio.enabled:
+        return
+    lustre = config.storage.lustre
+    linked = (
+        [d.file_system_path for d in lustre.data_repository_associations]
+        if lustre.existing is None
+        else []
+    )
+    if studio.partitions == "shared":
+        path = studio.shared_path
+        bad = (
+            not FILE_SYSTEM_PATH.match(path)
+            or len(path) > FILE_SYSTEM_PATH_MAX
+            or path.rstrip("/") == ""
+            or (path.endswith("/") and path != "/")
+        )
+        if bad:
+            yield Finding(
+                Level.ERROR,
+                "studio.shared_path",
+                f"{path!r} is not a directory Studio can mount (an absolute path without spaces, "
+                f"at most {FILE_SYSTEM_PATH_MAX} characters, not / itself)",
+                "use a path such as /shared",
+            )
+            return
+        for dra in linked:
+            if _overlaps(path, dra):
+                yield Finding(
+                    Level.ERROR,
+                    "studio.shared_path",
+                    f"{path} overlaps {dra}, a directory linked to S3 (its files are imported "
+                    "and exported, with their owners and modes)",
+                    "use a path outside the data repository associations, such as /shared",
+                )
+        return
+    selected = {u.name for u in studio.selected(config.users)}
+    for i, user in enumerate(config.users):
+        if user.name not in selected:
+            continue
+        path = studio.file_system_path(user.name)
+        for dra in linked:
+            if _overlaps(path, dra):
+                yield Finding(
+                    Level.ERROR,
+                    f"users[{i}].name",
+                    f"{user.name}'s partition {path} overlaps {dra}, a directory linked to S3: "
+                    "a private partition would be exported to the bucket",
+                    "rename the user, or move the data repository association's file_system_path",
+                )
+
+
+@validator("studio-file-system", area="studio")
+def check_studio_file_system(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Studio mounts the file system from the environment's subnet: a file system the storage
+    stack creates is there by construction; an existing one must be in the same (existing) VPC,
+    which synth cannot look up."""
+    if not config.studio.enabled:
+        return
+    existing = config.storage.lustre.existing
+    if existing is None:
+        return
+    vpc = config.network.existing_vpc
+    if vpc is None:
+        yield Finding(
+            Level.ERROR,
+            "storage.lustre.existing",
+            f"Studio mounts {existing.file_system_id} from the environment's VPC, which this "
+            "deploy creates: an existing file system cannot be in it",
+            "use network.existing_vpc (the file system's VPC), or leave storage.lustre.existing "
+            "out so the storage stack creates the file system",
+        )
+    else:
+        yield Finding(
+            Level.INFO,
+            "storage.lustre.existing",
+            f"{existing.file_system_id} is assumed to be in {vpc.vpc_id} (not looked up); "
+            "Studio's security group is added to its network interfaces at deploy and removed "
+            "when the Studio stack is deleted",
+        )
+
+
+@validator("studio-cluster-client", area="studio")
+def check_cluster_client(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Studio's cluster clients: on Slurm, JWT authentication edits slurm.conf, which the Managed
+    strategy treats as drift; on EKS, a pinned kubectl exists for the cluster's version."""
+    if not config.studio.enabled:
+        return
+    if config.orchestrator == "slurm":
+        strategy = config.cluster.slurm.config_strategy
+        at = "cluster.slurm.config_strategy"
+        if strategy == "Managed":
+            yield Finding(
+                Level.ERROR,
+                at,
+                "Studio's Slurm client signs in with a per-user token (auth/jwt), which adds "
+                "AuthAltTypes to slurm.conf; under Managed that edit is drift and every cluster "
+                "update fails",
+                "set cluster.slurm.config_strategy: Merge",
+            )
+        elif strategy == "Overwrite":
+            yield Finding(
+                Level.WARNING,
+                at,
+                "Overwrite drops the auth/jwt lines from slurm.conf at each cluster update; "
+                "Studio's Slurm commands fail until the controller's timer puts them back "
+                "(within 15 minutes)",
+                "use Merge",
+            )
+        return
+    version = config.cluster.eks.kubernetes_version
+    if kubectl_version(version) is None:
+        yield Finding(
+            Level.ERROR,
+            "cluster.eks.kubernetes_version",
+            f"no pinned kubectl for Kubernetes {version} (table of "
+            f"{', '.join(KUBECTL_VERSIONS)}, checked {KUBECTL_CHECKED})",
+            "use a version of the table, or add the conda-forge kubernetes-client build for it "
+            "to KUBECTL_VERSIONS in hyperpod_kit/config/validators/studio.py",
+        )
+
+
+@validator("studio-instance-types", area="studio")
+def check_instance_types(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The instance type spaces start on is one users may use."""
+    studio = config.studio
+    if not studio.enabled:
+        return
+    if studio.default_instance_type not in studio.instance_types:
+        yield Finding(
+            Level.ERROR,
+            "studio.default_instance_type",
+            f"{studio.default_instance_type} is not in studio.instance_types, so no space could "
+            "start on it",
+            f"add {studio.default_instance_type} to studio.instance_types",
+        )

@@ -1,0 +1,431 @@
+"""Studio's shell scripts, run for real in a sandbox root: the lifecycle configuration
+(assets/studio/client.sh, as hyperpod-kit renders it) and the controller's token issuer
+(lifecycle/studio/slurm_jwt.sh). Stubs stand in only for what touches the machine or AWS:
+systemctl, scontrol, the aws CLI, the boto3 helper, micromamba and the cluster's Slurm commands.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import stat
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from hyperpod_kit.constructs.studio import (
+    CLIENT_SCRIPT,
+    LCC_MAX,
+    LifecycleSettings,
+    render_lifecycle_script,
+)
+from tests.conftest import REPO
+
+ISSUER = REPO / "lifecycle" / "studio" / "slurm_jwt.sh"
+HOME = "/home/sagemaker-user"
+FS = "fs-0123456789abcdef0"
+needs_shellcheck = pytest.mark.skipif(
+    shutil.which("shellcheck") is None and os.environ.get("CI") != "true",
+    reason="shellcheck not installed (.ci/run installs it)",
+)
+
+
+def settings(orchestrator: str = "slurm", partitions: str = "per_user") -> LifecycleSettings:
+    return LifecycleSettings(
+        environment="research",
+        region="us-west-2",
+        orchestrator=orchestrator,
+        file_system_id=FS,
+        studio_mount="/mnt/custom-file-systems/fsx_lustre",
+        node_mount="/fsx",
+        partitions=partitions,
+        shared_path="/shared",
+        client_parameter="/hyperpod-kit/research/slurm-client",
+        token_parameter_prefix="/hyperpod-kit/research/slurm-jwt",
+        eks_cluster="research-eks" if orchestrator == "eks" else "",
+        kubectl_version="1.33.4" if orchestrator == "eks" else "",
+        namespace="training",
+    )
+
+
+def executable(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return path
+
+
+# --- static checks --------------------------------------------------------------------------------
+
+
+@needs_shellcheck
+@pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
+def test_rendered_lifecycle_configuration_is_shellcheck_clean_and_fits(
+    orchestrator: str, tmp_path: Path
+) -> None:
+    rendered = tmp_path / "lcc.sh"
+    rendered.write_text(render_lifecycle_script(settings(orchestrator)))
+    for script in (CLIENT_SCRIPT, rendered, ISSUER):
+        result = subprocess.run(
+            ["shellcheck", "-x", str(script)], capture_output=True, text=True, check=False
+        )
+        assert result.returncode == 0, result.stdout
+    assert len(base64.b64encode(rendered.read_bytes())) <= LCC_MAX
+
+
+def test_scripts_are_strict_and_take_a_sandbox_root() -> None:
+    for script in (CLIENT_SCRIPT, ISSUER):
+        text = script.read_text()
+        assert "set -euo pipefail" in text
+        assert 'ROOT="${HYPERPOD_KIT_ROOT:-}"' in text
+        code = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+        assert not [line for line in code if "munge" in line]  # no key is copied, none is used
+
+
+# --- the lifecycle configuration, Slurm -----------------------------------------------------------
+
+
+class Space:
+    """A Studio space in a sandbox root: the user's home, the FSx mount, and AWS behind a stub."""
+
+    def __init__(self, tmp: Path, orchestrator: str = "slurm", partitions: str = "per_user"):
+        self.root = tmp / "root"
+        self.home = self.root / HOME.lstrip("/")
+        self.home.mkdir(parents=True)
+        self.mount = tmp / "mnt"
+        (self.mount / FS / "project").mkdir(parents=True)
+        self.calls = tmp / "aws-calls.log"
+        self.store = tmp / "aws"
+        (self.store / "params").mkdir(parents=True)
+        self.bin = tmp / "bin"
+        self.bin.mkdir()
+        self.script = tmp / "lcc.sh"
+        self.script.write_text(render_lifecycle_script(settings(orchestrator, partitions)))
+        # The boto3 helper's stand-in: parameters and objects from files, every call logged.
+        self.helper = executable(
+            tmp / "aws-helper",
+            f"""#!/bin/bash
+set -euo pipefail
+echo "$*" >>{self.calls}
+case "$1" in
+  param) cat "{self.store}/params/$(echo "$2" | tr / _)" ;;
+  s3get) cp "{self.store}/objects/$(basename "$2")" "$3" ;;
+  owner) echo alice ;;
+  eks) echo https://ABC.gr7.us-west-2.eks.amazonaws.com; echo Q0EtREFUQQ== ;;
+esac
+""",
+        )
+
+    def param(self, name: str, value: str) -> None:
+        (self.store / "params" / name.replace("/", "_")).write_text(value)
+
+    def bundle(self, version: str = "24.11.5") -> str:
+        """The controller's client bundle: commands that print what they were run with."""
+        src = self.store / "bundle"
+        for command in ("sinfo", "sbatch"):
+            executable(
+                src / "bin" / command,
+                '#!/bin/bash\necho "$(basename "$0") $* | jwt=${SLURM_JWT} conf=${SLURM_CONF}"\n',
+            )
+        (src / "lib" / "slurm").mkdir(parents=True)
+        (src / "lib" / "slurm" / "auth_jwt.so").write_text("plugin")
+        (self.store / "objects").mkdir(exist_ok=True)
+        archive = self.store / "objects" / f"{version}.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            tar.add(src, arcname=".")
+        digest = subprocess.run(
+            ["sha256sum", str(archive)], capture_output=True, text=True, check=True
+        ).stdout.split()[0]
+        client = {"version": version, "bundle": f"s3://data-bucket/x/{version}.tar.gz",
+                  "sha256": digest, "cluster": "research", "host": "ip-10-0-130-5",
+                  "address": "10.0.130.5", "port": "6817"}  # fmt: skip
+        self.param("/hyperpod-kit/research/slurm-client", json.dumps(client))
+        return digest
+
+    def env(self) -> dict[str, str]:
+        return {
+            "PATH": f"{self.bin}:{os.environ['PATH']}",
+            "HOME": HOME,
+            "HYPERPOD_KIT_ROOT": str(self.root),
+            "HYPERPOD_KIT_FOREGROUND": "1",
+            "HYPERPOD_KIT_AWS_HELPER": str(self.helper),
+            "HYPERPOD_KIT_STUDIO_MOUNT": str(self.mount),
+        }
+
+    def start(self) -> subprocess.CompletedProcess[str]:
+        """An app start: Studio runs the lifecycle configuration."""
+        return subprocess.run(
+            ["bash", str(self.script)],
+            env=self.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def run(self, command: str, *args: str, cwd: Path | None = None) -> str:
+        """The user types a command in the space's terminal."""
+        result = subprocess.run(
+            [str(self.home / ".local" / "bin" / command), *args],
+            env=self.env() | {"HOME": str(self.home)},
+            cwd=cwd,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        assert result.returncode == 0, result.stderr
+        return result.stdout.strip()
+
+    @property
+    def log(self) -> str:
+        return (self.home / ".hyperpod-kit" / "lifecycle.log").read_text()
+
+
+def test_slurm_space_becomes_a_client_with_the_users_own_token(tmp_path: Path) -> None:
+    space = Space(tmp_path)
+    space.bundle()
+    space.param("/hyperpod-kit/research/slurm-jwt/alice", "jwt-of-alice")
+    started = space.start()
+    assert started.returncode == 0, started.stderr
+    state = space.home / ".hyperpod-kit"
+    conf = (state / "slurm" / "current" / "etc" / "slurm.conf").read_text()
+    assert "SlurmctldHost=ip-10-0-130-5(10.0.130.5)" in conf
+    assert "AuthType=auth/jwt" in conf and "ClusterName=research" in conf
+    assert (space.home / "fsx").resolve() == (space.mount / FS).resolve()
+    assert "hyperpod-kit PATH" in (space.home / ".bashrc").read_text()
+    out = space.run("sinfo", "-N")
+    assert out.startswith("sinfo -N | jwt=jwt-of-alice conf=")
+    # sbatch from ~/fsx/project starts the job in the same folder on the nodes.
+    out = space.run("sbatch", "job.sh", cwd=space.home / "fsx" / "project")
+    assert out.startswith("sbatch --chdir=/fsx/alice/project job.sh | jwt=jwt-of-alice")
+    assert space.run("sbatch", "-D", "/tmp", "job.sh").startswith("sbatch -D /tmp job.sh |")
+    assert "Slurm 24.11.5 client ready: controller ip-10-0-130-5" in space.log
+
+
+def test_slurm_lifecycle_is_idempotent_and_downloads_once(tmp_path: Path) -> None:
+    space = Space(tmp_path)
+    space.bundle()
+    for _ in range(2):
+        assert space.start().returncode == 0
+    calls = space.calls.read_text().splitlines()
+    assert sum(c.startswith("s3get") for c in calls) == 1
+    assert (space.home / ".bashrc").read_text().count("hyperpod-kit PATH") == 1
+
+
+def test_shared_partition_jobs_start_under_the_shared_path(tmp_path: Path) -> None:
+    space = Space(tmp_path, partitions="shared")
+    space.bundle()
+    space.param("/hyperpod-kit/research/slurm-jwt/alice", "jwt-of-alice")
+    assert space.start().returncode == 0
+    out = space.run("sbatch", "job.sh", cwd=space.home / "fsx" / "project")
+    assert out.startswith("sbatch --chdir=/fsx/shared/project job.sh")
+
+
+def test_a_missing_token_is_a_clear_error(tmp_path: Path) -> None:
+    space = Space(tmp_path)
+    space.bundle()
+    assert space.start().returncode == 0
+    result = subprocess.run(
+        [str(space.home / ".local/bin/sinfo")],
+        env=space.env() | {"HOME": str(space.home)},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 77
+    assert "cannot read your Slurm token /hyperpod-kit/research/slurm-jwt/alice" in result.stderr
+
+
+def test_without_the_controllers_settings_the_log_says_what_to_run(tmp_path: Path) -> None:
+    space = Space(tmp_path)
+    assert space.start().returncode != 0  # in the foreground (tests) the failure shows
+    assert "has the controller run lifecycle/studio/slurm_jwt.sh?" in space.log
+
+
+# --- the lifecycle configuration, EKS -------------------------------------------------------------
+
+
+def test_eks_space_gets_pinned_kubectl_and_a_context(tmp_path: Path) -> None:
+    space = Space(tmp_path, orchestrator="eks")
+    executable(
+        space.bin / "micromamba",
+        '#!/bin/bash\nprefix="$5"; echo "$*" >>"${MAMBA_LOG}"\nmkdir -p "${prefix}/bin"\n'
+        'printf "#!/bin/bash\\necho kubectl\\n" >"${prefix}/bin/kubectl"\n'
+        'chmod +x "${prefix}/bin/kubectl"\n',
+    )
+    env = space.env() | {"MAMBA_LOG": str(tmp_path / "mamba.log")}
+    for _ in range(2):
+        result = subprocess.run(["bash", str(space.script)], env=env, capture_output=True,
+                                text=True, timeout=60, check=False)  # fmt: skip
+        assert result.returncode == 0, result.stderr
+    installs = (tmp_path / "mamba.log").read_text().splitlines()
+    assert len(installs) == 1  # the second start finds it installed
+    assert "--channel conda-forge kubernetes-client=1.33.4" in installs[0]
+    kubeconfig = (space.home / ".kube" / "config").read_text()
+    assert 'server: "https://ABC.gr7.us-west-2.eks.amazonaws.com"' in kubeconfig
+    assert "current-context: research-eks" in kubeconfig
+    assert "namespace: training" in kubeconfig
+    assert (space.home / ".local/bin/kubectl").is_symlink()
+
+
+def test_eks_keeps_a_kubeconfig_the_user_wrote(tmp_path: Path) -> None:
+    space = Space(tmp_path, orchestrator="eks")
+    executable(
+        space.bin / "micromamba",
+        '#!/bin/bash\nmkdir -p "$5/bin"; touch "$5/bin/kubectl"; chmod +x "$5/bin/kubectl"\n',
+    )
+    (space.home / ".kube").mkdir()
+    (space.home / ".kube" / "config").write_text("apiVersion: v1\n# mine\n")
+    assert space.start().returncode == 0
+    assert (space.home / ".kube" / "config").read_text() == "apiVersion: v1\n# mine\n"
+    assert (
+        "current-context: research-eks"
+        in (space.home / ".kube" / "hyperpod-research.yaml").read_text()
+    )
+
+
+# --- the controller's issuer ----------------------------------------------------------------------
+
+SHOW_CONFIG = """Configuration data as of 2026-11-23T09:00:00
+ClusterName             = research
+SLURM_CONF              = /opt/slurm/etc/slurm.conf
+SLURM_VERSION           = 24.11.5
+SlurmctldHost[0]        = ip-10-0-130-5(10.0.130.5)
+SlurmctldPort           = 6817
+StateSaveLocation       = /var/spool/slurmctld
+"""
+
+
+class Controller:
+    """A HyperPod controller in a sandbox root, with Slurm and AWS behind stubs."""
+
+    def __init__(self, tmp: Path, active: bool = True) -> None:
+        self.root = tmp / "root"
+        (self.root / "var/spool/slurmctld").mkdir(parents=True)
+        self.conf = self.root / "opt/slurm/etc/slurm.conf"
+        self.conf.parent.mkdir(parents=True)
+        self.conf.write_text("ClusterName=research\nAuthType=auth/munge\n")
+        self.users = self.root / "opt/hyperpod-kit/users.json"
+        self.users.parent.mkdir(parents=True)
+        self.write_users(["alice", "bob"], ["carol"])
+        self.calls = tmp / "calls.log"
+        self.bin = tmp / "bin"
+        stub = f'#!/bin/bash\necho "$(basename "$0") $*" >>{self.calls}\n'
+        executable(
+            self.bin / "systemctl",
+            stub + ('[[ "$1" != is-active ]] || exit ' + ("0" if active else "3") + "\n"),
+        )
+        executable(self.bin / "scontrol", stub + f"""case "$1" in
+  show) cat <<'EOF'
+{SHOW_CONFIG}EOF
+  ;;
+  token) echo "SLURM_JWT=token-for-${{2#username=}}" ;;
+esac
+""")  # fmt: skip
+        executable(self.bin / "aws", stub)
+        slurm = tmp / "slurm"
+        for command in ("sinfo", "sbatch", "squeue", "scancel", "scontrol"):
+            executable(slurm / "bin" / command, "#!/bin/bash\n")
+        (slurm / "lib" / "slurm").mkdir(parents=True)
+        (slurm / "lib" / "slurm" / "auth_jwt.so").write_text("plugin")
+        self.path = f"{self.bin}:{slurm / 'bin'}:{os.environ['PATH']}"
+
+    def write_users(self, studio: list[str], others: list[str]) -> None:
+        users = [{"name": n, "uid": 10001 + i} for i, n in enumerate(studio)]
+        users += [{"name": n, "uid": 20001, "studio": False} for n in others]
+        self.users.write_text(json.dumps(users))
+
+    def run(self, **env: str) -> subprocess.CompletedProcess[str]:
+        self.calls.write_text("")
+        return subprocess.run(
+            ["bash", str(ISSUER)],
+            check=False,
+            env={
+                "PATH": self.path,
+                "HOME": str(self.root),
+                "HYPERPOD_KIT_ROOT": str(self.root),
+                "HYPERPOD_KIT_ENVIRONMENT": "research",
+                "HYPERPOD_KIT_REGION": "us-west-2",
+                "HYPERPOD_KIT_BUCKET": "data-bucket",
+                "HYPERPOD_KIT_USERS_FILE": "/opt/hyperpod-kit/users.json",
+                "HYPERPOD_KIT_SLURM_USER": subprocess.run(
+                    ["id", "-un"], capture_output=True, text=True, check=True
+                ).stdout.strip(),
+            }
+            | env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    def called(self, prefix: str) -> list[str]:
+        return [c for c in self.calls.read_text().splitlines() if c.startswith(prefix)]
+
+
+def test_issuer_enables_jwt_issues_tokens_and_publishes_the_client(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    conf = node.conf.read_text()
+    assert "AuthAltTypes=auth/jwt\n" in conf
+    assert "AuthAltParameters=jwt_key=/var/spool/slurmctld/jwt_hs256.key\n" in conf
+    key = node.root / "var/spool/slurmctld/jwt_hs256.key"
+    assert key.stat().st_size == 32 and stat.S_IMODE(key.stat().st_mode) == 0o400
+    assert node.called("systemctl restart") == ["systemctl restart slurmctld"]
+    puts = node.called("aws ssm put-parameter")
+    tokens = [c for c in puts if "/slurm-jwt/" in c]
+    assert len(tokens) == 2  # alice and bob; carol has no Studio profile
+    assert (
+        "--name /hyperpod-kit/research/slurm-jwt/alice --type SecureString --overwrite "
+        "--value token-for-alice" in tokens[0]
+    )
+    client = next(c for c in puts if "/slurm-client " in c)
+    settings = json.loads(client.split("--value ", 1)[1])
+    assert settings["version"] == "24.11.5"
+    assert (settings["host"], settings["address"], settings["port"]) == (
+        "ip-10-0-130-5", "10.0.130.5", "6817"
+    )  # fmt: skip
+    assert settings["bundle"].startswith("s3://data-bucket/hyperpod-kit/slurm-client/24.11.5-")
+    assert len(node.called("aws s3 cp")) == 1
+    bundle = next((node.root / "var/lib/hyperpod-kit/studio").glob("slurm-client-*.tar.gz"))
+    with tarfile.open(bundle) as tar:
+        names = tar.getnames()
+    assert "./bin/sinfo" in names and "./lib/slurm/auth_jwt.so" in names
+    timer = (node.root / "etc/systemd/system/hyperpod-kit-studio-jwt.timer").read_text()
+    assert "OnUnitActiveSec=10min" in timer
+
+
+def test_issuer_run_again_changes_nothing(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    again = node.run(INVOCATION_ID="from-the-timer")
+    assert again.returncode == 0, again.stderr
+    assert node.called("systemctl restart") == []
+    assert node.called("aws") == []  # tokens are fresh, the client is unchanged
+    assert node.conf.read_text().count("auth/jwt") == 1
+
+
+def test_issuer_keeps_other_alt_auth_types_and_drops_removed_users(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    node.conf.write_text("AuthType=auth/munge\nAuthAltTypes=auth/other\n")
+    assert node.run().returncode == 0
+    assert "AuthAltTypes=auth/other,auth/jwt\n" in node.conf.read_text()
+    node.write_users(["alice"], [])
+    assert node.run().returncode == 0
+    assert node.called("aws ssm delete-parameter") == [
+        "aws ssm delete-parameter --name /hyperpod-kit/research/slurm-jwt/bob"
+    ]
+
+
+def test_issuer_does_nothing_off_the_controller(tmp_path: Path) -> None:
+    node = Controller(tmp_path, active=False)
+    result = node.run()
+    assert result.returncode == 0
+    assert "not the Slurm controller" in result.stderr
+    assert node.conf.read_text() == "ClusterName=research\nAuthType=auth/munge\n"
+    assert node.called("aws") == [] and node.called("scontrol") == []
