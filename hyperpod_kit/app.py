@@ -15,11 +15,13 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
+from hyperpod_kit.constructs.studio import StudioEks
 from hyperpod_kit.stacks.cluster import ClusterStack
 from hyperpod_kit.stacks.eks import EksStack
 from hyperpod_kit.stacks.eks_addons import EksAddonsStack
 from hyperpod_kit.stacks.network import NetworkStack
 from hyperpod_kit.stacks.storage import StorageStack
+from hyperpod_kit.stacks.studio import StudioStack
 from hyperpod_kit.stacks.trainer import TrainerStack
 
 DEFAULT_ENVIRONMENT = "environments/default.yaml"
@@ -47,10 +49,12 @@ class EnvironmentStacks:
     cluster: ClusterStack
     eks: EksStack | None = None
     eks_addons: EksAddonsStack | None = None
+    studio: StudioStack | None = None
 
     def all(self) -> list[cdk.Stack]:
         stacks = [
             self.network, self.storage, self.eks, self.trainer, self.cluster, self.eks_addons,
+            self.studio,
         ]  # fmt: skip
         return [s for s in stacks if s is not None]
 
@@ -113,9 +117,21 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
             after=[cluster],
             **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"),
         )  # fmt: skip
+    studio = None
+    if config.studio.enabled:
+        # After the cluster: partitions exist once its nodes report them.
+        studio = StudioStack(
+            app, f"{prefix}-studio", config=config, network=network.network,
+            file_system=storage.lustre, cluster=cluster.cluster, data_bucket=storage.data.bucket,
+            eks=StudioEks(
+                cluster_name=eks.eks.cluster_name, cluster_arn=eks.eks.cluster_arn,
+                security_group_id=eks.eks.node_security_group_id,
+            ) if eks else None,
+            **stack_args("studio", "SageMaker Studio domain, profiles and FSx partitions"),
+        )  # fmt: skip
     stacks = EnvironmentStacks(
         network=network, storage=storage, trainer=trainer, cluster=cluster, eks=eks,
-        eks_addons=eks_addons,
+        eks_addons=eks_addons, studio=studio,
     )  # fmt: skip
     for stack in stacks.all():
         cdk.Tags.of(stack).add("hyperpod-kit:environment", config.name)

@@ -41,7 +41,7 @@ FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
 
 # Files only Slurm nodes use, and only with enroot/pyxis on: left out of other uploads, so an EKS
 # upload holds nothing it does not run (and its hash does not move when Slurm-only files change).
-SLURM_ONLY = ("steps/users.sh", "bin/hyperpod-kit-user-sync", "systemd/")
+SLURM_ONLY = ("steps/users.sh", "bin/hyperpod-kit-user-sync", "systemd/", "studio/")
 ENROOT_ONLY = ("steps/enroot_pyxis.sh",)
 
 # Values a template places in shell or unit files: checked again here, whatever the schema said,

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_kit.cli.outputs import ASSEMBLY, write_marker
+from hyperpod_kit.config import EnvironmentConfig, load_environment
 from hyperpod_kit.gates import check_assembly
 from tests.conftest import REPO, run_cli, run_command
 
@@ -34,13 +35,10 @@ def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> 
     assert report.ok, [f.render() for f in report.errors]
     assert [f.render() for f in report.findings if f.gate == "cfn-lint"] == []
     assert [f.render() for f in report.findings if f.gate == "cdk-nag"] == []
-    env_name = next(
-        line.split(": ", 1)[1]
-        for line in example.read_text().splitlines()
-        if line.startswith("name: ")
-    )
-    areas = ("network", "storage", "trainer")
-    assert {s.name for s in report.stacks} == {f"{env_name}-{area}" for area in areas}
+    config = load_environment(example).config
+    assert {s.name for s in report.stacks} == {
+        f"{config.name}-{area}" for area in expected_areas(config)
+    }
     _compare_with_golden(example.stem, out)
     assert (
         "cfn-lint: 0 errors" in result.stderr and "cdk-nag AwsSolutions: 0 errors" in result.stderr
@@ -98,8 +96,9 @@ def test_pinned_cdk_cli_synthesizes_offline(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert check_assembly(out).ok
+    config = load_environment(REPO / "environments/eks.yaml").config
     assert {p.name for p in out.glob("*.template.json")} == {
-        f"hyperpod-eks-{area}.template.json" for area in ("network", "storage", "trainer")
+        f"hyperpod-eks-{area}.template.json" for area in expected_areas(config)
     }
 
 
@@ -159,6 +158,15 @@ GOLDEN = REPO / "tests" / "golden"
 _ASSET_HASH = re.compile(r"[0-9a-f]{64}")
 
 
+def expected_areas(config: EnvironmentConfig) -> list[str]:
+    """The stacks an environment has: network, storage and cluster always; the rest by choice."""
+    areas = ["network", "storage", "cluster"]
+    areas += ["trainer"] if config.trainer.build_image else []
+    areas += ["eks", "eks-addons"] if config.orchestrator == "eks" else []
+    areas += ["studio"] if config.studio.enabled else []
+    return areas
+
+
 def _compare_with_golden(example: str, out: Path) -> None:
     """Templates equal the reviewed ones in tests/golden/<example>/, asset hashes aside.
 
@@ -167,6 +175,13 @@ def _compare_with_golden(example: str, out: Path) -> None:
     replace what).
     """
     folder = GOLDEN / example
+    produced = {t.name for t in out.glob("*.template.json")}
+    stale = sorted(g.name for g in folder.glob("*.template.json") if g.name not in produced)
+    if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
+        for name in stale:
+            (folder / name).unlink()
+    else:
+        assert not stale, f"golden files no stack produces any more: {stale}; regenerate them"
     for template in sorted(out.glob("*.template.json")):
         text = _ASSET_HASH.sub("<asset-hash>", template.read_text())
         normalized = json.dumps(json.loads(text), indent=1, sort_keys=True) + "\n"

@@ -1,5 +1,5 @@
-"""The Studio stack synthesized with the environment's network and storage stacks and a stand-in
-for the cluster stack: domain settings, one profile per user with its path and uid/gid, the
+"""The Studio stack synthesized with the rest of the environment, as the app builds it: domain
+settings, one profile per user with its path and uid/gid, the
 partitions gate's dependencies and IAM policy, lifecycle configurations, both gates on every
 template (nested ones included), and CloudFormation's limits at 500 users."""
 
@@ -81,27 +81,12 @@ class Built:
 
 
 def build(config: EnvironmentConfig, outdir: Path) -> Built:
+    """The whole environment as the app builds it; Studio's stack is the one under test."""
     app = create_app(outdir=str(outdir))
     stacks = build_environment(app, config)
-    env = cdk.Environment(account=config.account, region=config.region)
-    cluster = ClusterStandIn(app, f"{config.name}-cluster", env=env)
-    eks = None
-    if config.orchestrator == "eks":
-        eks = StudioEks(cluster_name="hyperpod-eks", cluster_arn=EKS_ARN, security_group_id=EKS_SG)
-    stack = StudioStack(
-        app,
-        f"{config.name}-studio",
-        env=env,
-        config=config,
-        network=stacks.network.network,
-        file_system=stacks.storage.lustre,
-        cluster=cluster,
-        data_bucket=stacks.storage.data.bucket,
-        eks=eks,
-    )
-    stack.add_dependency(cluster)
+    assert stacks.studio is not None, "studio.enabled is on in every case here"
     app.synth()
-    return Built(config, outdir, stack)
+    return Built(config, outdir, stacks.studio)
 
 
 def config_with(overrides: dict[str, Any]) -> EnvironmentConfig:
@@ -340,7 +325,12 @@ def test_eks_gets_kubectl_settings_and_the_api_port(built: Any) -> None:
     )  # fmt: skip
     b = built(eks_env)
     ingress = [v["Properties"] for v in b.of_type("AWS::EC2::SecurityGroupIngress").values()]
-    assert {"GroupId": EKS_SG, "FromPort": 443} in [
+    # HTTPS to the EKS API: the control plane carries the network's cluster security group
+    cluster_sg = {"Fn::ImportValue": next(
+        i["GroupId"]["Fn::ImportValue"] for i in ingress
+        if "ClusterSecurityGroup" in json.dumps(i["GroupId"])
+    )}  # fmt: skip
+    assert {"GroupId": cluster_sg, "FromPort": 443} in [
         {"GroupId": i["GroupId"], "FromPort": i["FromPort"]} for i in ingress
     ]
     policy = json.dumps(
