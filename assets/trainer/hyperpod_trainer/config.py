@@ -73,6 +73,9 @@ class TrainConfig:
     mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"
     grad_clip: float = 1.0  # 0 disables clipping
     deterministic: bool = False
+    # Shard with FSDP2; null = only when there is more than one rank (a world of one has nothing
+    # to shard: a plain module, bf16 through autocast).
+    fsdp: bool | None = None
     # A step whose loss or gradients are not finite is skipped (no update) and counted; this many
     # in a row stop the run (exit 3) with the last good checkpoint kept.
     max_nonfinite_steps: int = 3
