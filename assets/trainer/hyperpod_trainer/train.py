@@ -551,8 +551,9 @@ class Trainer:
         Returns (stop votes, lease-lost votes, longest run of non-finite steps in the window).
         """
         cfg, ctx = self.cfg, self.ctx
-        summed = torch.stack([loss_sum.float(), *(torch.tensor(f) for f in flags)])
-        summed = summed.to(ctx.device)
+        # Built on the device: stack/cat do not mix a CUDA tensor with CPU ones.
+        votes = torch.tensor(flags, device=ctx.device)
+        summed = torch.cat([loss_sum.float().reshape(1), votes])
         dist.all_reduce(summed)
         local = torch.stack([norm.float(), self.bad_run, self.bad_max, self.bad_total])
         loss_total, stop_votes, lost_votes, grad_norm, run, worst, total = torch.cat(
