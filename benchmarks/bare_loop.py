@@ -35,7 +35,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=60)
     parser.add_argument("--log-every", type=int, default=10)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--fused", action="store_true", help="AdamW fused=True (as on CUDA)")
+    parser.add_argument(
+        "--foreach", action="store_true", help="AdamW foreach instead of fused (the default)"
+    )
     args = parser.parse_args()
 
     dist.init_process_group("gloo")
@@ -56,7 +58,7 @@ def main() -> None:
         lr=3e-4,
         betas=(0.9, 0.95),
         eps=1e-8,
-        fused=args.fused,
+        fused=not args.foreach,
     )
     bf16 = device.type == "cuda"
     tokens = torch.randint(0, shape.vocab_size, (args.micro_batch, args.seq_len + 1), device=device)

@@ -161,8 +161,8 @@ class Bench:
             f"--log-every={a.log_every}",
             f"--device={a.device}",
         ]
-        if a.device == "cuda":
-            cmd.append("--fused")
+        if "optim.fused=false" in a.set:
+            cmd.append("--foreach")  # the same optimizer on both sides
         return _launch("bare", cmd, self.workdir / f"rep{repeat}" / "bare.log", self.env)
 
     def figures(self, launch: Launch) -> dict[str, float]:

@@ -96,7 +96,8 @@ class OptimConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     eps: float = 1e-8
-    fused: bool | None = None  # AdamW fused=True; null = on CUDA only
+    # AdamW fused=True (one kernel per step; non-finite steps skipped on the device); null = on.
+    fused: bool | None = None
 
 
 @dataclass
