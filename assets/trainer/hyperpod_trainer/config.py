@@ -85,6 +85,10 @@ class TrainConfig:
     # With gradient accumulation, keep gradients unsharded and skip FSDP's reduce-scatter (and
     # the reshard) on all but the last micro-batch: less communication, more memory; null = auto.
     defer_grad_sync: bool | None = None
+    # Free each block's unsharded parameters after its forward (and gather them again for the
+    # backward): less memory, one more all-gather per block and micro-batch; null = only when
+    # keeping them would take over a quarter of the GPU's memory (never on CPU).
+    reshard_after_forward: bool | None = None
 
 
 @dataclass

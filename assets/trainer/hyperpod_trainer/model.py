@@ -193,6 +193,7 @@ def build_model(
     seed: int,
     fsdp: bool = True,
     compile_blocks: bool = False,
+    reshard_after_forward: bool = True,
 ) -> Transformer:
     """Construct, shard per block and at the root with FSDP2 (if `fsdp`), and initialise.
 
@@ -232,8 +233,10 @@ def build_model(
         reduce_dtype=torch.float32 if bf16 else None,
     )
     for layer in model.layers:
-        fully_shard(layer, mesh=mesh, mp_policy=block_mp)
-    fully_shard(model, mesh=mesh, mp_policy=root_mp)
+        fully_shard(
+            layer, mesh=mesh, mp_policy=block_mp, reshard_after_forward=reshard_after_forward
+        )
+    fully_shard(model, mesh=mesh, mp_policy=root_mp, reshard_after_forward=reshard_after_forward)
     if meta_init:
         model.to_empty(device=device)
         # Each rank fills only its shards. On CUDA meshes DTensor's RNG tracker already gives

@@ -118,6 +118,9 @@ class Trainer:
             )
         self.autocast = bf16 and not self.fsdp
         compile_blocks = on_gpu if cfg.model.compile is None else cfg.model.compile
+        t = cfg.train
+        fits = self._unsharded_fits(bf16)
+        reshard = not fits if t.reshard_after_forward is None else t.reshard_after_forward
         self.model = build_model(
             self.shape,
             seq_len=cfg.data.seq_len,
@@ -129,6 +132,7 @@ class Trainer:
             seed=cfg.train.seed,
             fsdp=self.fsdp,
             compile_blocks=compile_blocks,
+            reshard_after_forward=reshard,
         )
         # Fused AdamW on CUDA and on CPU (measured: 1.9 ms instead of 11.8 ms of CPU time per
         # step for a 2.5M-parameter shard), and the same device-side skip of non-finite steps.
@@ -149,13 +153,12 @@ class Trainer:
             ),
         )
         self.progress = Progress(self.scheduler)
-        t = cfg.train
         self.loss_chunk = (
             auto_chunk_tokens(self.shape.vocab_size)
             if t.loss_chunk_tokens is None
             else t.loss_chunk_tokens
         )
-        defer = self._defer_fits(bf16) if t.defer_grad_sync is None else t.defer_grad_sync
+        defer = fits if t.defer_grad_sync is None else t.defer_grad_sync
         self.defer_grad_sync = defer and self.fsdp and self.grad_accum > 1
         # Non-finite steps, counted on the device so that counting needs no host sync.
         zero = torch.zeros((), device=ctx.device)
@@ -182,7 +185,8 @@ class Trainer:
         self.info(
             f"model {cfg.model.preset}: {self.shape.num_params():,} params; "
             f"world {ctx.world_size} on {ctx.device.type}, bf16={bf16}, fsdp={self.fsdp}, "
-            f"compile={compile_blocks}, fused_adamw={self.fused}, "
+            f"compile={compile_blocks}, fused_adamw={self.fused}, reshard_after_forward="
+            f"{reshard}, defer_grad_sync={self.defer_grad_sync}, "
             f"global batch {cfg.train.global_batch_size} = micro {cfg.train.micro_batch_size}"
             f" x world {ctx.world_size} x accum {self.grad_accum}"
         )
@@ -190,10 +194,11 @@ class Trainer:
     def info(self, message: str) -> None:
         info(message, rank=self.ctx.rank)
 
-    def _defer_fits(self, bf16: bool) -> bool:
-        """Auto for train.defer_grad_sync: the whole model's unsharded parameters and fp32
-        gradients then stay on every rank between micro-batches; on GPUs only if that takes at
-        most a quarter of the device's memory (llama-1b on 80 GB: 7.4 GB, yes; 8B: 48 GB, no)."""
+    def _unsharded_fits(self, bf16: bool) -> bool:
+        """Auto for train.defer_grad_sync and reshard_after_forward: may the whole model's
+        unsharded parameters and fp32 gradients stay on every rank through a step? On GPUs only
+        if that takes at most a quarter of the memory (llama-1b on 80 GB: 7.4 GB, yes; llama-8b:
+        48 GB, no); on CPU, yes."""
         if self.ctx.device.type != "cuda":
             return True
         held = self.shape.num_params() * ((2 if bf16 else 4) + 4)
