@@ -26,6 +26,11 @@ from hyperpod_trainer.model import Transformer
 from hyperpod_trainer.presets import PRESETS
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="small")
@@ -65,6 +70,7 @@ def main() -> None:
     tokens_per_step = args.micro_batch * args.grad_accum * args.seq_len * dist.get_world_size()
     dist.barrier()
     window = time.perf_counter()
+    window_cpu = _cpu_seconds()
     for step in range(1, args.steps + 1):
         loss_sum = torch.zeros((), device=device)
         for _ in range(args.grad_accum):
@@ -91,10 +97,12 @@ def main() -> None:
                 "tokens_per_s": tokens_per_step / elapsed,
                 "step_time_s": elapsed,
                 "memory_mb": round(memory, 1),
+                "cpu_s": (_cpu_seconds() - window_cpu) / args.log_every,
             }
             sys.stdout.write(json.dumps(line) + "\n")
             sys.stdout.flush()
             window = time.perf_counter()
+            window_cpu = _cpu_seconds()
     dist.barrier()
     dist.destroy_process_group()
 

@@ -76,6 +76,11 @@ def _memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _ranks(ranks: list[int]) -> str:
     """[1, 2, 3, 5] -> 'ranks 1-3, 5'."""
     spans: list[str] = []
@@ -164,6 +169,7 @@ class Trainer:
         zero = torch.zeros((), device=ctx.device)
         self.bad_run, self.bad_max, self.bad_total = zero.clone(), zero.clone(), zero.clone()
         self._window = (time.perf_counter(), 0)  # start of the logging window, steps in it
+        self._window_cpu = _cpu_seconds()
         self.lease: Lease | None = None
         self.lease_generation = 0
         self.checkpointer: Checkpointer | None = None
@@ -511,6 +517,7 @@ class Trainer:
         every = cfg.checkpoint.every_steps
         self.model.train()
         self._window = (time.perf_counter(), 0)
+        self._window_cpu = _cpu_seconds()
         while self.progress.step < last_step:
             step = self.progress.step + 1
             self.faults.before_step(step)
@@ -571,6 +578,7 @@ class Trainer:
         self.bad_max = self.bad_run.clone()
         started, steps = self._window
         elapsed = (time.perf_counter() - started) / steps
+        cpu = _cpu_seconds()
         tokens_per_step = cfg.train.global_batch_size * cfg.data.seq_len
         fields: dict[str, Any] = {
             "loss": loss_total / (self.grad_accum * ctx.world_size),
@@ -579,6 +587,9 @@ class Trainer:
             "tokens_per_s": tokens_per_step / elapsed,
             "step_time_s": elapsed,
             "memory_mb": round(_memory_mb(ctx.device), 1),
+            # CPU seconds this rank's process (all its threads) used per step: on a shared
+            # machine a measure of work that other people's load does not inflate.
+            "cpu_s": (cpu - self._window_cpu) / steps,
             "world_size": ctx.world_size,
             "grad_accum": self.grad_accum,
             "samples_consumed": self.progress.samples_consumed,
@@ -591,4 +602,5 @@ class Trainer:
             fields["mfu"] = round(achieved / (self.peak[1] * 1e12 * ctx.world_size), 4)
         self.metrics.step(step, fields)
         self._window = (time.perf_counter(), 0)
+        self._window_cpu = _cpu_seconds()
         return stop_votes, lost_votes, worst
