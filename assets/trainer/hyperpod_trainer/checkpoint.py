@@ -8,7 +8,7 @@ A save writes into ``step_N.tmp/``; only when every rank's shards and DCP's ``.m
 disk does rank 0 write ``COMPLETE.json``, rename the folder to ``step_N/`` and then swap
 ``latest``. A crash at any point leaves the previous complete checkpoint untouched, and the next
 launch deletes leftovers. Retention deletes a folder's marker first, so a half-deleted folder is
-never mistaken for a complete one. One job per checkpoint directory.
+never mistaken for a complete one. One job per checkpoint directory (lease.py).
 """
 
 from __future__ import annotations
@@ -19,13 +19,15 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import torch.distributed as dist
 from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
+from torch.distributed.checkpoint.staging import AsyncStager, DefaultStager, StagingOptions
+from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 
 MARKER = "COMPLETE.json"
 LATEST = "latest"
@@ -119,11 +121,32 @@ def dir_bytes(path: Path) -> int:
 class _Pending:
     step: int
     tmp: Path
-    future: Future[Any]
     meta: dict[str, Any]
     started: float
     blocking_s: float
     is_async: bool
+    upload: Future[Any] | None = None  # async: the shards are written (DCP's upload future)
+    staging: Future[Any] | None = None  # async: the state is copied off the training tensors
+    finalized: Future[None] | None = None  # rank 0: marker, rename, `latest`, retention done
+
+
+def build_stager(*, on_gpu: bool) -> AsyncStager:
+    """The stager for async saves: copies the state dict off the training tensors in a thread.
+
+    On GPUs into pinned host memory with non-blocking copies on a side stream (the buffers are
+    cached by the stager and reused by every later save). On CPU tensors pinned memory and
+    non-blocking copies need an accelerator, so the copy is a plain one, still in the thread.
+    Either way the copy may still run when `async_save` returns: the caller must wait for the
+    staging future before anything changes those tensors (the optimizer step).
+    """
+    return DefaultStager(
+        StagingOptions(
+            use_pinned_memory=on_gpu,
+            use_shared_memory=False,
+            use_async_staging=True,
+            use_non_blocking_copy=on_gpu,
+        )
+    )
 
 
 class Checkpointer:
@@ -131,6 +154,10 @@ class Checkpointer:
 
     `group` should be a gloo group used for nothing else: async saves run DCP's collectives from
     a background thread, which must not interleave with the training loop's collectives.
+
+    Finalising (size, marker, rename, `latest`, retention) runs on rank 0 in its own thread, so
+    the training loop never waits for file-system metadata operations or the deletion of old
+    checkpoints; the next save and the exit wait for it.
     """
 
     def __init__(
@@ -143,6 +170,8 @@ class Checkpointer:
         rank: int,
         emit: Emit,
         before_marker: Callable[[int], None] = lambda step: None,
+        stager: AsyncStager | None = None,
+        still_holder: Callable[[], bool] = lambda: True,
     ) -> None:
         self.root = root
         self.keep_last = keep_last
@@ -151,8 +180,15 @@ class Checkpointer:
         self.rank = rank
         self.emit = emit
         self.before_marker = before_marker
+        self.stager = stager
+        self.still_holder = still_holder
         self.pending: _Pending | None = None
         self.last_step: int | None = None  # saved or loaded; never saved twice
+        self._finalizer = (
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="checkpoint-finalize")
+            if rank == 0
+            else None
+        )
 
     def save(
         self, step: int, state_dict: dict[str, Any], meta: dict[str, Any], *, blocking: bool
@@ -169,35 +205,85 @@ class Checkpointer:
         started = time.monotonic()
         if self.async_save and not blocking:
             response = state_dict_saver.async_save(
-                state_dict, checkpoint_id=str(tmp), process_group=self.group
+                state_dict,
+                checkpoint_id=str(tmp),
+                process_group=self.group,
+                async_stager=self.stager,
             )
-            # Newer torch may return an AsyncSaveResponse; the upload future is what matters.
-            future = cast(Future[Any], getattr(response, "upload_completion", response))
-            self.pending = _Pending(
-                step, tmp, future, meta, started, time.monotonic() - started, is_async=True
+            if isinstance(response, AsyncSaveResponse):
+                upload, staging = response.upload_completion, response.staging_completion
+            else:  # staging finished inside async_save (a synchronous stager)
+                upload, staging = response, None
+            pending = _Pending(
+                step, tmp, meta, started, time.monotonic() - started, True, upload, staging
             )
         else:
             state_dict_saver.save(state_dict, checkpoint_id=str(tmp), process_group=self.group)
-            elapsed = time.monotonic() - started
-            self._finalize(_Pending(step, tmp, Future(), meta, started, elapsed, is_async=False))
+            pending = _Pending(step, tmp, meta, started, time.monotonic() - started, False)
+        if self._finalizer is not None:
+            pending.finalized = self._finalizer.submit(self._finish, pending)
+        self.pending = pending
         self.last_step = step
+        if blocking:
+            self.wait()
+
+    def wait_for_staging(self) -> float:
+        """Block until an async save has copied the state off the training tensors.
+
+        Call before anything modifies them (the optimizer step). Does not wait for the write.
+        Returns the seconds waited, which count as time the save blocked training.
+        """
+        pending = self.pending
+        if pending is None or pending.staging is None:
+            return 0.0
+        started = time.monotonic()
+        pending.staging.result()
+        waited = time.monotonic() - started
+        pending.blocking_s += waited
+        pending.staging = None
+        return waited
 
     def poll(self) -> None:
-        """Finalise a finished async save without waiting (called once per step)."""
-        if self.pending is not None and self.pending.future.done():
+        """Drop a save that is completely done (and raise its error, if it failed)."""
+        pending = self.pending
+        if pending is None:
+            return
+        done = pending.finalized if pending.finalized is not None else pending.upload
+        if done is None or done.done():
             self.wait()
 
     def wait(self) -> None:
-        """Block until the in-flight async save (if any) is written and finalised."""
+        """Block until the in-flight save (if any) is written and, on rank 0, finalised."""
         pending, self.pending = self.pending, None
-        if pending is not None:
-            pending.future.result()
-            self._finalize(pending)
+        if pending is None:
+            return
+        if pending.staging is not None:
+            pending.staging.result()
+        if pending.upload is not None:
+            pending.upload.result()
+        if pending.finalized is not None:
+            pending.finalized.result()
+
+    def close(self) -> None:
+        self.wait()
+        if self._finalizer is not None:
+            self._finalizer.shutdown(wait=True)
+        if self.stager is not None:
+            self.stager.close()
+
+    def _finish(self, pending: _Pending) -> None:
+        """Rank 0's finalizer thread: wait for the shards of every rank, then finalise."""
+        if pending.upload is not None:
+            # DCP's coordinator (rank 0) writes .metadata only after every rank reported its
+            # writes, so rank 0's own upload being done means all shards are on disk.
+            pending.upload.result()
+        self._finalize(pending)
 
     def _finalize(self, pending: _Pending) -> None:
-        if self.rank != 0:
-            return
         self.before_marker(pending.step)
+        if not self.still_holder():
+            # Another job took the folder over (lease.py): leave the .tmp, touch nothing else.
+            return
         name = step_dir_name(pending.step)
         size = dir_bytes(pending.tmp)
         marker = {**pending.meta, "step": pending.step, "bytes": size, "time": time.time()}
@@ -230,5 +316,6 @@ class Checkpointer:
         return doomed
 
     def load(self, info: CheckpointInfo, state_dict: dict[str, Any]) -> None:
+        """Load `state_dict`'s keys (all or a subset of the checkpoint's) in place."""
         state_dict_loader.load(state_dict, checkpoint_id=str(info.path), process_group=self.group)
         self.last_step = info.step

@@ -41,6 +41,9 @@ class ModelConfig:
     norm_eps: float | None = None
     tie_embeddings: bool | None = None
     activation_checkpointing: bool = False
+    # torch.compile each transformer block (FSDP's hooks stay outside the compiled region);
+    # null = on for CUDA, off on CPU. Needs a C/C++ compiler on CPU.
+    compile: bool | None = None
     # full: build on CPU with the seed, then shard (identical for any world size).
     # meta: build on the meta device and initialise shards in place (needed for 8B on GPUs).
     init: Literal["auto", "full", "meta"] = "auto"
@@ -54,7 +57,8 @@ class DataConfig:
     seq_len: int = 32
     seed: int = 1234
     shuffle: bool = True
-    num_workers: int = 0
+    num_workers: int | None = None  # DataLoader processes per rank; null = 2 on CUDA, 0 on CPU
+    prefetch_factor: int = 4  # micro-batches each worker keeps ready (with num_workers > 0)
     sample_log_dir: str | None = None  # per-rank JSON lines of the sample ids of every step
 
 
@@ -69,6 +73,22 @@ class TrainConfig:
     mixed_precision: Literal["auto", "bf16", "fp32"] = "auto"
     grad_clip: float = 1.0  # 0 disables clipping
     deterministic: bool = False
+    # Shard with FSDP2; null = only when there is more than one rank (a world of one has nothing
+    # to shard: a plain module, bf16 through autocast).
+    fsdp: bool | None = None
+    # A step whose loss or gradients are not finite is skipped (no update) and counted; this many
+    # in a row stop the run (exit 3) with the last good checkpoint kept.
+    max_nonfinite_steps: int = 3
+    # Cross-entropy in chunks of this many tokens, each recomputed in backward, so the fp32
+    # logits of the whole micro-batch never exist at once; 0 = one piece; null = auto.
+    loss_chunk_tokens: int | None = None
+    # With gradient accumulation, keep gradients unsharded and skip FSDP's reduce-scatter (and
+    # the reshard) on all but the last micro-batch: less communication, more memory; null = auto.
+    defer_grad_sync: bool | None = None
+    # Free each block's unsharded parameters after its forward (and gather them again for the
+    # backward): less memory, one more all-gather per block and micro-batch; null = only when
+    # keeping them would take over a quarter of the GPU's memory (never on CPU).
+    reshard_after_forward: bool | None = None
 
 
 @dataclass
@@ -80,6 +100,8 @@ class OptimConfig:
     beta1: float = 0.9
     beta2: float = 0.95
     eps: float = 1e-8
+    # AdamW fused=True (one kernel per step; non-finite steps skipped on the device); null = on.
+    fused: bool | None = None
 
 
 @dataclass
@@ -89,6 +111,11 @@ class CheckpointConfig:
     keep_last: int = 3
     async_save: bool = False
     resume: bool = True
+    # When the checkpoint's fingerprint (data, seq_len, batch, sampler, preset) differs from this
+    # run's: load only the model weights and start the data order from the beginning.
+    resume_weights_only: bool = False
+    # One job per dir: a holder that has not renewed its lease for this long is considered gone.
+    lease_timeout_s: float = 120.0
 
 
 @dataclass
@@ -106,6 +133,8 @@ class FaultConfig:
     kill_at_step: int | None = None  # rank `kill_rank` SIGKILLs itself when starting this step
     kill_rank: int = 1
     crash_in_save_at_step: int | None = None  # rank 0 SIGKILLs itself after the shards, pre-marker
+    nonfinite_at_step: int | None = None  # the loss of this step (on every rank) becomes NaN
+    nonfinite_steps: int = 1  # ... and of the steps after it, this many in all
 
 
 @dataclass
@@ -302,6 +331,7 @@ def _validate_data(cfg: Config) -> None:
     d = cfg.data
     _at_least("data.seq_len", d.seq_len, 2)
     _at_least("data.num_workers", d.num_workers, 0)
+    _at_least("data.prefetch_factor", d.prefetch_factor, 1)
     _at_least("data.seed", d.seed, 0)
     # Existence of data.path is checked when the dataset opens (on the cluster), so that
     # `--check` works on a laptop for configs that name FSx paths.
@@ -321,6 +351,8 @@ def _validate_train(cfg: Config) -> None:
     _at_least("train.micro_batch_size", t.micro_batch_size, 1)
     _at_least("train.seed", t.seed, 0)
     _at_least("train.grad_clip", t.grad_clip, 0)
+    _at_least("train.max_nonfinite_steps", t.max_nonfinite_steps, 1)
+    _at_least("train.loss_chunk_tokens", t.loss_chunk_tokens, 0)
     if t.global_batch_size % t.micro_batch_size:
         raise ConfigError(
             "train.global_batch_size",
@@ -354,11 +386,14 @@ def _validate_checkpoint(cfg: Config) -> None:
     c = cfg.checkpoint
     _at_least("checkpoint.every_steps", c.every_steps, 0)
     _at_least("checkpoint.keep_last", c.keep_last, 1)
+    if c.lease_timeout_s <= 0:
+        raise ConfigError("checkpoint.lease_timeout_s", f"must be > 0, got {c.lease_timeout_s:g}")
     if c.every_steps and not c.dir:
         raise ConfigError("checkpoint.dir", "required when checkpoint.every_steps > 0")
     f = cfg.fault
     if f.crash_in_save_at_step is not None and not c.dir:
         raise ConfigError("fault.crash_in_save_at_step", "needs checkpoint.dir")
+    _at_least("fault.nonfinite_steps", f.nonfinite_steps, 1)
 
 
 def grad_accum_steps(cfg: Config, world_size: int) -> int:

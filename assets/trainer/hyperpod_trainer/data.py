@@ -5,6 +5,9 @@ consumes ids ``[c, c + global_batch)`` where `c` is that counter; rank `r` takes
 slice ``[c + r*A*m, c + (r+1)*A*m)`` as `A` micro-batches of `m`. Nothing here depends on the
 world size except that split, so a checkpoint written by 2 ranks resumes exactly on 1 or 3.
 
+Any change to the id -> sample mapping or to the split must bump `SAMPLER_VERSION` (recorded in
+every checkpoint's fingerprint), so that an old checkpoint is not resumed into a new order.
+
 This is why the loader is a plain `DataLoader` over a deterministic batch sampler rather than a
 torchdata `StatefulDataLoader`: the latter's state counts batches yielded *per rank*, which has no
 meaning once the number of ranks changes, and it would still need this counter to reshard.
@@ -24,6 +27,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .config import ConfigError, DataConfig
+from .fingerprint import SAMPLER_VERSION
 from .signals import ignore_stop_signals
 
 
@@ -48,6 +52,8 @@ class BatchPlan:
 
 class RankBatchSampler(Sampler[list[int]]):
     """Endless micro-batches of ids for this rank, starting at a global sample counter."""
+
+    version = SAMPLER_VERSION
 
     def __init__(self, plan: BatchPlan, start_samples: int) -> None:
         self.plan = plan
@@ -184,6 +190,7 @@ def build_loader(
     start_samples: int,
     num_workers: int,
     pin_memory: bool,
+    prefetch_factor: int = 2,
 ) -> DataLoader[Any]:
     """Loader over this rank's micro-batches; rebuilt on every launch from the counter alone."""
     return DataLoader(
@@ -191,5 +198,6 @@ def build_loader(
         batch_sampler=RankBatchSampler(plan, start_samples),
         num_workers=num_workers,
         pin_memory=pin_memory,
+        prefetch_factor=prefetch_factor if num_workers else None,
         worker_init_fn=ignore_stop_signals if num_workers else None,
     )

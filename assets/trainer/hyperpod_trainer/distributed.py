@@ -3,7 +3,8 @@
 Without torchrun's environment the trainer runs as a world of one (HashStore, no ports), which
 keeps `python -m hyperpod_trainer` useful for smoke tests. On GPUs the default group carries both
 NCCL (cuda tensors) and gloo (cpu tensors); checkpoints get their own gloo group because async
-saves run DCP's collectives on a background thread.
+saves run DCP's collectives on a background thread, and the loop's per-step votes get a third
+(gloo, on the host) so that they never wait for the GPU.
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ class DistContext:
     local_rank: int
     device: torch.device
     mesh: DeviceMesh
-    ckpt_group: dist.ProcessGroup
+    ckpt_group: dist.ProcessGroup  # DCP's collectives, also from async saves' background thread
+    ctrl_group: dist.ProcessGroup  # the loop's host-side votes (stop, lease), never the device
 
 
 def pick_device(preference: str) -> torch.device:
@@ -49,7 +51,8 @@ def init_distributed(preference: str) -> DistContext:
     world_size = dist.get_world_size()
     mesh = init_device_mesh(device.type, (world_size,), mesh_dim_names=("dp",))
     ckpt_group = dist.new_group(backend="gloo")
-    assert ckpt_group is not None
+    ctrl_group = dist.new_group(backend="gloo")
+    assert ckpt_group is not None and ctrl_group is not None
     return DistContext(
         rank=dist.get_rank(),
         world_size=world_size,
@@ -57,6 +60,7 @@ def init_distributed(preference: str) -> DistContext:
         device=device,
         mesh=mesh,
         ckpt_group=ckpt_group,
+        ctrl_group=ctrl_group,
     )
 
 

@@ -1,7 +1,8 @@
 """Test-only fault injection: die the way a node or a process really dies (SIGKILL).
 
 SIGKILL rather than an exception: nothing in the process gets to clean up, which is exactly what
-the crash-safety of checkpoints and auto-resume must survive. Off unless `fault.*` is set.
+the crash-safety of checkpoints and auto-resume must survive. A NaN loss is injected the way a
+divergence shows up: in the loss, on every rank. Off unless `fault.*` is set.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ class Faults:
     def before_step(self, step: int) -> None:
         if self.cfg.kill_at_step == step and self.rank == self.cfg.kill_rank:
             self._die(f"SIGKILL at the start of step {step}")
+
+    def nonfinite(self, step: int) -> bool:
+        """Whether this step's loss is to be made NaN (on every rank, like a real divergence)."""
+        first = self.cfg.nonfinite_at_step
+        return first is not None and first <= step < first + self.cfg.nonfinite_steps
 
     def before_marker(self, step: int) -> None:
         """Called by rank 0 after every shard and DCP metadata are written, before the marker."""

@@ -34,3 +34,28 @@ def torchrun_command(nproc: int, overrides: list[str], *, max_restarts: int = 0)
     for item in overrides:
         cmd += ["--set", item]
     return cmd
+
+
+def torchrun_node_command(
+    nnodes: int, node_rank: int, nproc: int, port: int, overrides: list[str]
+) -> list[str]:
+    """One "node" of an `nnodes`-node job on loopback (static rendezvous on 127.0.0.1:`port`).
+
+    Start one per node rank, each with its own overrides, to play a job whose nodes disagree.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={nproc}",
+        f"--nnodes={nnodes}",
+        f"--node-rank={node_rank}",
+        "--master-addr=127.0.0.1",
+        f"--master-port={port}",
+        "--max-restarts=0",
+        "-m",
+        "hyperpod_trainer",
+    ]
+    for item in overrides:
+        cmd += ["--set", item]
+    return cmd

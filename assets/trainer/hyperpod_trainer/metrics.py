@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,6 +29,7 @@ class Metrics:
         self.stream = stream or sys.stdout
         self._tb: Any = None
         self._mlflow: Any = None
+        self._lock = threading.Lock()  # checkpoint events come from the finalizer thread
         if rank == 0:
             self._open_sinks()
 
@@ -51,8 +53,10 @@ class Metrics:
 
     def event(self, name: str, **fields: Any) -> None:
         if self.rank == 0:
-            self.stream.write(json.dumps({"event": name, **fields}) + "\n")
-            self.stream.flush()
+            line = json.dumps({"event": name, **fields}) + "\n"
+            with self._lock:
+                self.stream.write(line)
+                self.stream.flush()
 
     def step(self, step: int, fields: dict[str, Any]) -> None:
         if step % self.cfg.log_every:

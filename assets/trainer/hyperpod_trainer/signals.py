@@ -3,13 +3,15 @@
 HyperPod (EKS) and Slurm send SIGTERM (Slurm can be told to send SIGUSR1 ahead of time with
 `--signal=USR1@120`) before they stop a job; torchrun forwards SIGTERM to its workers. The handler
 only records the signal: the training loop agrees on it across ranks at the next step boundary,
-saves a checkpoint and exits 0, because a collective save cannot start inside a signal handler.
+announces it, saves a checkpoint and exits 0, because a collective save cannot start inside a
+signal handler. Nor does the handler print: it can interrupt the main thread in the middle of a
+write to the same stream (a re-entrant call into a buffered stream raises RuntimeError), or while
+another thread holds the stream's lock.
 """
 
 from __future__ import annotations
 
 import signal
-import sys
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
@@ -24,14 +26,9 @@ class StopRequest:
             signal.signal(sig, self._handle)
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        # Only a flag: no I/O, no locks, no allocation worth mentioning.
         if self.received is None:
             self.received = signal.Signals(signum)
-            print(
-                f"hyperpod_trainer: received {self.received.name}; "
-                "will checkpoint and exit after this step",
-                file=sys.stderr,
-                flush=True,
-            )
 
     @property
     def requested(self) -> bool:

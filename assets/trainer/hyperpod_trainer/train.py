@@ -1,36 +1,59 @@
-"""The training loop: resume, step, checkpoint, stop.
+"""The training loop: agree, lease, resume, step, checkpoint, stop.
 
 One global step = `grad_accum` micro-batches per rank, with grad_accum recomputed from the world
 size so that the global batch (and therefore the loss curve and the data order) does not depend
 on how many ranks run it.
+
+The loop does only training. Checkpoint finalisation and retention run in a thread of rank 0
+(checkpoint.py), the lease is renewed by another (lease.py), signal handlers only set a flag
+(signals.py). The host reads the loss back every `metrics.log_every` steps, not every step; the
+per-step stop vote is a host-side gloo all-reduce that never waits for the GPU.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F  # noqa: N812 - the torch convention
-from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+from torch.distributed.checkpoint.state_dict import (
+    get_state_dict,
+    set_model_state_dict,
+    set_state_dict,
+)
+from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from torch.optim.lr_scheduler import LambdaLR
 
-from .checkpoint import Checkpointer, CheckpointInfo, clean_incomplete, find_latest
+from .checkpoint import Checkpointer, CheckpointInfo, build_stager, clean_incomplete, find_latest
 from .config import Config, ConfigError, grad_accum_steps
 from .data import BatchPlan, build_dataset, build_loader
 from .distributed import DistContext, init_distributed, shutdown
 from .faults import Faults
+from .fingerprint import (
+    config_hash,
+    data_fingerprint,
+    describe,
+    differences,
+    effective_config,
+)
+from .flops import flops_per_token, peak_tflops
+from .lease import Lease, LeaseHeldError, job_identity
+from .loss import auto_chunk_tokens, cross_entropy
 from .metrics import Metrics, SampleLog, info
 from .model import build_model
 from .schedule import lr_at
 from .signals import StopRequest
 from .state import Progress
+
+EXIT_NONFINITE = 3  # too many non-finite steps in a row; the last good checkpoint is kept
+EXIT_LEASE_LOST = 4  # another job took over the checkpoint folder; nothing more was written
 
 
 def run(cfg: Config) -> int:
@@ -53,6 +76,25 @@ def _memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
 
 
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _ranks(ranks: list[int]) -> str:
+    """[1, 2, 3, 5] -> 'ranks 1-3, 5'."""
+    spans: list[str] = []
+    start = prev = ranks[0]
+    for r in [*ranks[1:], None]:
+        if r is not None and r == prev + 1:
+            prev = r
+            continue
+        spans.append(str(start) if start == prev else f"{start}-{prev}")
+        if r is not None:
+            start = prev = r
+    return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(spans)
+
+
 class Trainer:
     def __init__(self, cfg: Config, ctx: DistContext, stop: StopRequest) -> None:
         self.cfg = cfg
@@ -62,13 +104,28 @@ class Trainer:
         self.shape = cfg.shape()
         # First, so that a wrong data.path fails before any model is built.
         self.dataset = build_dataset(cfg.data, vocab_size=self.shape.vocab_size)
+        self.fingerprint = data_fingerprint(cfg)
         self.metrics = Metrics(cfg.metrics, rank=ctx.rank)
         self.faults = Faults(cfg.fault, ctx.rank)
         on_gpu = ctx.device.type == "cuda"
+        self.on_gpu = on_gpu
         bf16 = cfg.train.mixed_precision == "bf16" or (
             cfg.train.mixed_precision == "auto" and on_gpu
         )
         meta_init = cfg.model.init == "meta" or (cfg.model.init == "auto" and on_gpu)
+        # A world of one has nothing to shard: a plain module, bf16 through autocast.
+        self.fsdp = ctx.world_size > 1 if cfg.train.fsdp is None else cfg.train.fsdp
+        if not self.fsdp and ctx.world_size > 1:
+            raise ConfigError(
+                "train.fsdp",
+                f"false needs a world of one; with {ctx.world_size} ranks nothing would "
+                "synchronise their gradients",
+            )
+        self.autocast = bf16 and not self.fsdp
+        compile_blocks = on_gpu if cfg.model.compile is None else cfg.model.compile
+        t = cfg.train
+        fits = self._unsharded_fits(bf16)
+        reshard = not fits if t.reshard_after_forward is None else t.reshard_after_forward
         self.model = build_model(
             self.shape,
             seq_len=cfg.data.seq_len,
@@ -78,7 +135,13 @@ class Trainer:
             bf16=bf16,
             meta_init=meta_init,
             seed=cfg.train.seed,
+            fsdp=self.fsdp,
+            compile_blocks=compile_blocks,
+            reshard_after_forward=reshard,
         )
+        # Fused AdamW on CUDA and on CPU (measured: 1.9 ms instead of 11.8 ms of CPU time per
+        # step for a 2.5M-parameter shard), and the same device-side skip of non-finite steps.
+        self.fused = True if cfg.optim.fused is None else cfg.optim.fused
         self.optimizer = self._build_optimizer()
         o = cfg.optim
         self.scheduler = LambdaLR(
@@ -95,6 +158,20 @@ class Trainer:
             ),
         )
         self.progress = Progress(self.scheduler)
+        self.loss_chunk = (
+            auto_chunk_tokens(self.shape.vocab_size)
+            if t.loss_chunk_tokens is None
+            else t.loss_chunk_tokens
+        )
+        defer = fits if t.defer_grad_sync is None else t.defer_grad_sync
+        self.defer_grad_sync = defer and self.fsdp and self.grad_accum > 1
+        # Non-finite steps, counted on the device so that counting needs no host sync.
+        zero = torch.zeros((), device=ctx.device)
+        self.bad_run, self.bad_max, self.bad_total = zero.clone(), zero.clone(), zero.clone()
+        self._window = (time.perf_counter(), 0)  # start of the logging window, steps in it
+        self._window_cpu = _cpu_seconds()
+        self.lease: Lease | None = None
+        self.lease_generation = 0
         self.checkpointer: Checkpointer | None = None
         if cfg.checkpoint.dir:
             self.checkpointer = Checkpointer(
@@ -105,17 +182,33 @@ class Trainer:
                 rank=ctx.rank,
                 emit=self.metrics.event,
                 before_marker=self.faults.before_marker,
+                stager=build_stager(on_gpu=on_gpu) if cfg.checkpoint.async_save else None,
+                still_holder=self._still_holder,
             )
         self.samples = SampleLog(cfg.data.sample_log_dir, rank=ctx.rank, world_size=ctx.world_size)
+        self.flops_per_token = flops_per_token(self.shape, cfg.data.seq_len).per_token
+        self.peak = peak_tflops(torch.cuda.get_device_name(ctx.device)) if on_gpu else None
         self.info(
             f"model {cfg.model.preset}: {self.shape.num_params():,} params; "
-            f"world {ctx.world_size} on {ctx.device.type}, bf16={bf16}, "
+            f"world {ctx.world_size} on {ctx.device.type}, bf16={bf16}, fsdp={self.fsdp}, "
+            f"compile={compile_blocks}, fused_adamw={self.fused}, reshard_after_forward="
+            f"{reshard}, defer_grad_sync={self.defer_grad_sync}, "
             f"global batch {cfg.train.global_batch_size} = micro {cfg.train.micro_batch_size}"
             f" x world {ctx.world_size} x accum {self.grad_accum}"
         )
 
     def info(self, message: str) -> None:
         info(message, rank=self.ctx.rank)
+
+    def _unsharded_fits(self, bf16: bool) -> bool:
+        """Auto for train.defer_grad_sync and reshard_after_forward: may the whole model's
+        unsharded parameters and fp32 gradients stay on every rank through a step? On GPUs only
+        if that takes at most a quarter of the memory (llama-1b on 80 GB: 7.4 GB, yes; llama-8b:
+        48 GB, no); on CPU, yes."""
+        if self.ctx.device.type != "cuda":
+            return True
+        held = self.shape.num_params() * ((2 if bf16 else 4) + 4)
+        return held <= torch.cuda.get_device_properties(self.ctx.device).total_memory // 4
 
     def _build_optimizer(self) -> torch.optim.AdamW:
         """AdamW; norms (1-D) are not decayed, matrices and embeddings are."""
@@ -130,7 +223,67 @@ class Trainer:
             lr=o.lr,
             betas=(o.beta1, o.beta2),
             eps=o.eps,
+            fused=self.fused,
         )
+
+    def _still_holder(self) -> bool:
+        return self.lease is None or self.lease.check()
+
+    # -- before step 1 --------------------------------------------------------------------------
+
+    def agree(self) -> None:
+        """Every rank must run the same configuration, data and code: compare, or stop (exit 2)."""
+        mine = effective_config(self.cfg, self.fingerprint, torch.__version__)
+        gathered: list[Any] = [None] * self.ctx.world_size
+        dist.all_gather_object(gathered, (config_hash(mine), mine), group=self.ctx.ctrl_group)
+        reference_hash, reference = gathered[0]
+        by_hash: dict[str, list[int]] = {}
+        for rank, (digest, _) in enumerate(gathered):
+            if digest != reference_hash:
+                by_hash.setdefault(digest, []).append(rank)
+        if not by_hash:
+            return
+        parts, first_key = [], ""
+        for ranks in by_hash.values():
+            diffs = differences(reference, gathered[ranks[0]][1])
+            first_key = first_key or diffs[0][0]
+            verb = "differs" if len(ranks) == 1 else "differ"
+            parts.append(f"{_ranks(ranks)} {verb} from rank 0 in {describe(diffs)}")
+        raise ConfigError(
+            first_key,
+            "ranks disagree before step 1: "
+            + "; ".join(parts)
+            + ". Every node must run the same image, config and data",
+        )
+
+    def take_lease(self) -> None:
+        """Rank 0 takes the checkpoint folder's lease (lease.py) or the job stops (exit 2)."""
+        if self.checkpointer is None:
+            return
+        root = self.checkpointer.root
+        outcome: list[Any] = [None]
+        if self.ctx.rank == 0:
+            job_id = job_identity()
+            lease = Lease(root, job_id=job_id, timeout_s=self.cfg.checkpoint.lease_timeout_s)
+            try:
+                record = lease.acquire()
+            except LeaseHeldError as held:
+                outcome[0] = ("held", str(held))
+            else:
+                self.lease = lease
+                lease.start_heartbeat()
+                outcome[0] = ("ok", record.generation, job_id)
+        dist.broadcast_object_list(outcome, src=0, group=self.ctx.ctrl_group)
+        timeout = self.cfg.checkpoint.lease_timeout_s
+        if outcome[0][0] == "held":
+            raise ConfigError(
+                "checkpoint.dir",
+                f"{root} is in use by {outcome[0][1]}: one job per checkpoint folder. Stop that "
+                "job or give this one another checkpoint.dir (a holder that stops renewing is "
+                f"taken over after checkpoint.lease_timeout_s={timeout:g})",
+            )
+        self.lease_generation = int(outcome[0][1])
+        self.info(f"checkpoint folder lease: generation {outcome[0][1]} for {outcome[0][2]}")
 
     # -- checkpoint state -----------------------------------------------------------------------
 
@@ -145,6 +298,8 @@ class Trainer:
             "global_batch_size": self.cfg.train.global_batch_size,
             "model_shape": self.shape.as_dict(),
             "seq_len": self.cfg.data.seq_len,
+            "fingerprint": self.fingerprint,
+            "lease_generation": self.lease_generation,
             "torch": torch.__version__,
         }
 
@@ -158,6 +313,26 @@ class Trainer:
         self.checkpointer.save(
             self.progress.step, self._state_dict(), self._checkpoint_meta(), blocking=blocking
         )
+
+    def _check_fingerprint(self, ckpt: CheckpointInfo) -> list[tuple[str, str, str]]:
+        """Differences that make an exact resume impossible; raises unless weights-only."""
+        saved = ckpt.meta.get("fingerprint")
+        if saved is None:
+            self.info(
+                f"WARNING: {ckpt.path.name} has no fingerprint (written by an older trainer); "
+                "resuming without checking its data order"
+            )
+            return []
+        diffs = differences(saved, self.fingerprint)
+        if diffs and not self.cfg.checkpoint.resume_weights_only:
+            raise ConfigError(
+                diffs[0][0],
+                f"changed since {ckpt.path} was written ({describe(diffs)}); resuming would "
+                "continue a different data order. To keep only the weights and start the data "
+                "order from the beginning, set checkpoint.resume_weights_only=true; to start "
+                "afresh, use another checkpoint.dir",
+            )
+        return diffs
 
     def resume(self) -> None:
         """Load the newest complete checkpoint, if any; delete what crashes left behind."""
@@ -180,15 +355,40 @@ class Trainer:
                 f"{ckpt.path} holds a different model shape {ckpt.meta.get('model_shape')}; "
                 "use the same model settings or a new checkpoint.dir",
             )
+        changed = self._check_fingerprint(ckpt)
         started = time.monotonic()
-        state = self._state_dict()
-        self.checkpointer.load(ckpt, state)
-        set_state_dict(
-            self.model,
-            self.optimizer,
-            model_state_dict=state["model"],
-            optim_state_dict=state["optim"],
-        )
+        if changed:
+            partial: dict[str, Any] = {
+                "model": get_state_dict(self.model, self.optimizer)[0],
+                "progress": self.progress,
+            }
+            self.checkpointer.load(ckpt, partial)
+            set_model_state_dict(self.model, partial["model"])
+            # A fresh optimizer still holds the LR of step 0; continue the loaded schedule.
+            for group, lr in zip(
+                self.optimizer.param_groups, self.scheduler.get_last_lr(), strict=True
+            ):
+                group["lr"] = lr
+            # The step (and with it the LR schedule and the checkpoint numbering) goes on; the
+            # optimizer starts fresh and the data order starts again from its first sample.
+            self.progress.samples_consumed = 0
+            for line in (
+                "=" * 78,
+                f"WEIGHTS-ONLY RESUME from {ckpt.path}: {describe(changed, limit=10)}",
+                "model weights loaded; optimizer state dropped; data order RESTARTED at sample 0",
+                f"(checkpoint.resume_weights_only=true); steps continue from {self.progress.step}",
+                "=" * 78,
+            ):
+                self.info(line)
+        else:
+            state = self._state_dict()
+            self.checkpointer.load(ckpt, state)
+            set_state_dict(
+                self.model,
+                self.optimizer,
+                model_state_dict=state["model"],
+                optim_state_dict=state["optim"],
+            )
         same_rng = self.progress.restore_rng(
             self.ctx.rank, self.ctx.world_size, self.cfg.train.seed
         )
@@ -203,94 +403,204 @@ class Trainer:
             world_size=self.ctx.world_size,
             grad_accum=self.grad_accum,
             rng_restored=same_rng,
+            weights_only=bool(changed),
+            changed=[key for key, _, _ in changed],
         )
 
     # -- training -------------------------------------------------------------------------------
 
-    def train_step(self, batches: Iterator[Any]) -> tuple[torch.Tensor, list[int], float, float]:
-        """One optimizer step: (summed local micro-batch losses, sample ids, lr, grad norm)."""
+    def _grad_norm(self) -> torch.Tensor:
+        """The global gradient norm (clipping to train.grad_clip if set), on the device."""
+        params = list(self.model.parameters())
+        if self.cfg.train.grad_clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(params, self.cfg.train.grad_clip, foreach=True)
+        else:
+            grads = [p.grad for p in params if p.grad is not None]
+            norm = torch.nn.utils.get_total_norm(grads, foreach=True)
+        return norm.full_tensor() if isinstance(norm, DTensor) else norm
+
+    def train_step(
+        self, batches: Iterator[Any], step: int
+    ) -> tuple[torch.Tensor, list[int], float, torch.Tensor]:
+        """One optimizer step: (summed local micro-batch losses, sample ids, lr, grad norm).
+
+        Non-finite gradients (from a non-finite loss anywhere) skip the update on every rank;
+        with fused AdamW the skip happens on the device (no host sync), otherwise the host
+        checks the norm. Either way the step is counted in `bad_*`.
+        """
         loss_sum = torch.zeros((), device=self.ctx.device)
         ids: list[int] = []
-        for _ in range(self.grad_accum):
+        poison = self.faults.nonfinite(step)
+        for micro in range(self.grad_accum):
+            if self.defer_grad_sync:
+                # Accumulate unsharded gradients locally; reduce-scatter once, on the last one.
+                last = micro == self.grad_accum - 1
+                fsdp_model = cast(FSDPModule, self.model)
+                fsdp_model.set_requires_gradient_sync(last)
+                fsdp_model.set_reshard_after_backward(last)
             sample_ids, tokens = next(batches)
             ids.extend(int(i) for i in sample_ids)
             tokens = tokens.to(self.ctx.device, non_blocking=True)
-            logits = self.model(tokens[:, :-1])
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
+            autocast = torch.autocast(self.ctx.device.type, dtype=torch.bfloat16)
+            with autocast if self.autocast else contextlib.nullcontext():
+                logits = self.model(tokens[:, :-1])
+            loss = cross_entropy(logits, tokens[:, 1:], self.loss_chunk)
+            if poison:
+                loss = loss * float("nan")
             torch.autograd.backward(loss / self.grad_accum)
             loss_sum += loss.detach()
-        grad_norm = float("nan")
-        if self.cfg.train.grad_clip > 0:
-            norm = torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg.train.grad_clip)
-            norm = norm.full_tensor() if isinstance(norm, DTensor) else norm
-            grad_norm = float(norm)
+        norm = self._grad_norm()
+        bad = (~torch.isfinite(norm)).float()
         lr = float(self.optimizer.param_groups[0]["lr"])
-        self.optimizer.step()
+        if self.checkpointer is not None:
+            # An async save may still be copying these tensors (checkpoint.build_stager).
+            self.checkpointer.wait_for_staging()
+        if self.fused:
+            self.optimizer.found_inf = bad  # type: ignore[attr-defined]  # read by fused AdamW
+            self.optimizer.step()
+        elif not bool(bad):
+            self.optimizer.step()
+        self.bad_run = (self.bad_run + 1) * bad
+        self.bad_max = torch.maximum(self.bad_max, self.bad_run)
+        self.bad_total += bad
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return loss_sum, ids, lr, grad_norm
+        return loss_sum, ids, lr, norm
 
-    def fit(self) -> int:
-        self.resume()
+    def _loader(self) -> Iterator[Any]:
         cfg, ctx = self.cfg, self.ctx
         plan = BatchPlan(
             cfg.train.global_batch_size, cfg.train.micro_batch_size, ctx.world_size, ctx.rank
         )
+        workers = cfg.data.num_workers
+        if workers is None:
+            workers = 2 if self.on_gpu else 0
         loader = build_loader(
             self.dataset,
             plan,
             start_samples=self.progress.samples_consumed,
-            num_workers=cfg.data.num_workers,
-            pin_memory=ctx.device.type == "cuda",
+            num_workers=workers,
+            pin_memory=self.on_gpu,
+            prefetch_factor=cfg.data.prefetch_factor,
         )
-        batches = iter(loader)
+        return iter(loader)
+
+    def fit(self) -> int:
+        self.agree()
+        self.take_lease()
+        self.resume()
+        cfg = self.cfg
         last_step = cfg.train.stop_at_step or cfg.train.steps
-        every = cfg.checkpoint.every_steps
         reason = "completed" if last_step == cfg.train.steps else "stop_at_step"
-        tokens_per_step = cfg.train.global_batch_size * cfg.data.seq_len
+        reason, code = self._loop(self._loader(), last_step, reason)
+        if code == 0:
+            if self.checkpointer is None and reason not in ("completed", "stop_at_step"):
+                self.info(f"{reason}: no checkpoint.dir, stopping without a checkpoint")
+            self.save(blocking=True)
+        if self.checkpointer is not None:
+            self.checkpointer.close()
+        if self.lease is not None and code != EXIT_LEASE_LOST:
+            self.lease.release()
+        self.samples.close()
+        self.metrics.event(
+            "exit",
+            reason=reason,
+            step=self.progress.step,
+            nonfinite_total=int(self.bad_total.item()),
+        )
+        self.metrics.close()
+        return code
+
+    def _loop(self, batches: Iterator[Any], last_step: int, reason: str) -> tuple[str, int]:
+        """Train until `last_step`, a stop vote, a lost lease or too many non-finite steps."""
+        cfg, ctx = self.cfg, self.ctx
+        every = cfg.checkpoint.every_steps
         self.model.train()
+        self._window = (time.perf_counter(), 0)
+        self._window_cpu = _cpu_seconds()
         while self.progress.step < last_step:
             step = self.progress.step + 1
             self.faults.before_step(step)
-            started = time.perf_counter()
-            loss_sum, ids, lr, grad_norm = self.train_step(batches)
+            loss_sum, ids, lr, norm = self.train_step(batches, step)
             self.progress.step = step
             self.progress.samples_consumed += cfg.train.global_batch_size
-            # One collective for both: the global mean loss and "did any rank get a signal".
-            votes = torch.stack(
-                [loss_sum.float(), torch.tensor(float(self.stop.requested), device=ctx.device)]
-            )
-            dist.all_reduce(votes)
-            loss = float(votes[0]) / (self.grad_accum * ctx.world_size)
-            stop_now = float(votes[1]) > 0
-            elapsed = time.perf_counter() - started
             self.samples.record(step, ids)
-            self.metrics.step(
-                step,
-                {
-                    "loss": loss,
-                    "lr": lr,
-                    "grad_norm": grad_norm,
-                    "tokens_per_s": tokens_per_step / elapsed,
-                    "step_time_s": elapsed,
-                    "memory_mb": round(_memory_mb(ctx.device), 1),
-                    "world_size": ctx.world_size,
-                    "grad_accum": self.grad_accum,
-                    "samples_consumed": self.progress.samples_consumed,
-                },
-            )
+            self._window = (self._window[0], self._window[1] + 1)
+            save_now = bool(every) and step % every == 0 and step != last_step
+            readback = step % cfg.metrics.log_every == 0 or step == last_step or save_now
+            lease_lost = self.lease is not None and self.lease.lost is not None
+            flags = [float(self.stop.requested), float(lease_lost)]
+            if readback:
+                stop_votes, lost_votes, worst = self._readback(step, loss_sum, norm, lr, flags)
+                if worst >= cfg.train.max_nonfinite_steps:
+                    self.info(
+                        f"{int(worst)} steps in a row had a non-finite loss or gradient (last: "
+                        f"step {step}); stopping without saving, the last good checkpoint is kept"
+                    )
+                    return "non_finite", EXIT_NONFINITE
+            else:
+                votes = torch.tensor(flags)
+                dist.all_reduce(votes, group=ctx.ctrl_group)  # host only: no GPU sync
+                stop_votes, lost_votes = votes.tolist()
             if self.checkpointer is not None:
                 self.checkpointer.poll()
-            if stop_now:
+            if lost_votes > 0:
+                lost = self.lease.lost if self.lease is not None else "on rank 0"
+                self.info(f"stopping without saving: {lost}")
+                return "lease_lost", EXIT_LEASE_LOST
+            if stop_votes > 0:
                 sig = self.stop.received
                 reason = sig.name if sig is not None else "signal on another rank"
-                break
-            if every and step % every == 0 and step != last_step:
+                self.info(f"{reason}: saving a checkpoint at step {step} and exiting")
+                return reason, 0
+            if save_now:
                 self.save(blocking=False)
-        if self.checkpointer is None and reason not in ("completed", "stop_at_step"):
-            self.info(f"{reason}: no checkpoint.dir, stopping without a checkpoint")
-        self.save(blocking=True)
-        self.samples.close()
-        self.metrics.event("exit", reason=reason, step=self.progress.step)
-        self.metrics.close()
-        return 0
+        return reason, 0
+
+    def _readback(
+        self, step: int, loss_sum: torch.Tensor, norm: torch.Tensor, lr: float, flags: list[float]
+    ) -> tuple[float, float, float]:
+        """The one device->host sync of a logging window: global loss, votes, counters, metrics.
+
+        Returns (stop votes, lease-lost votes, longest run of non-finite steps in the window).
+        """
+        cfg, ctx = self.cfg, self.ctx
+        # Built on the device: stack/cat do not mix a CUDA tensor with CPU ones.
+        votes = torch.tensor(flags, device=ctx.device)
+        summed = torch.cat([loss_sum.float().reshape(1), votes])
+        dist.all_reduce(summed)
+        local = torch.stack([norm.float(), self.bad_run, self.bad_max, self.bad_total])
+        loss_total, stop_votes, lost_votes, grad_norm, run, worst, total = torch.cat(
+            [summed, local]
+        ).tolist()
+        if worst >= cfg.train.max_nonfinite_steps:
+            return stop_votes, lost_votes, worst
+        self.bad_max = self.bad_run.clone()
+        started, steps = self._window
+        elapsed = (time.perf_counter() - started) / steps
+        cpu = _cpu_seconds()
+        tokens_per_step = cfg.train.global_batch_size * cfg.data.seq_len
+        fields: dict[str, Any] = {
+            "loss": loss_total / (self.grad_accum * ctx.world_size),
+            "lr": lr,
+            "grad_norm": grad_norm if cfg.train.grad_clip > 0 else float("nan"),
+            "tokens_per_s": tokens_per_step / elapsed,
+            "step_time_s": elapsed,
+            "memory_mb": round(_memory_mb(ctx.device), 1),
+            # CPU seconds this rank's process (all its threads) used per step: on a shared
+            # machine a measure of work that other people's load does not inflate.
+            "cpu_s": (cpu - self._window_cpu) / steps,
+            "world_size": ctx.world_size,
+            "grad_accum": self.grad_accum,
+            "samples_consumed": self.progress.samples_consumed,
+        }
+        if run > 0 or total > 0:
+            fields["skipped"] = run > 0
+            fields["nonfinite_total"] = int(total)
+        if self.peak is not None:
+            achieved = self.flops_per_token * tokens_per_step / elapsed
+            fields["mfu"] = round(achieved / (self.peak[1] * 1e12 * ctx.world_size), 4)
+        self.metrics.step(step, fields)
+        self._window = (time.perf_counter(), 0)
+        self._window_cpu = _cpu_seconds()
+        return stop_votes, lost_votes, worst

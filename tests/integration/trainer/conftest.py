@@ -7,6 +7,7 @@ stdout pipe that carries rank 0's JSON lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hyperpod_trainer.local import torchrun_command
+from hyperpod_trainer.local import torchrun_command, torchrun_node_command
 
 # The shared training recipe: global batch 12 splits as micro 2 x 2 ranks x 3, x 1 rank x 6 and
 # x 3 ranks x 2, so the same job can run on 1, 2 or 3 ranks. The LR is high on purpose: the loss
@@ -46,16 +47,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "trainer: runs real torchrun processes on CPU")
 
 
-def trainer_env() -> dict[str, str]:
+# Every launch of a test is the same job restarted (as Slurm --auto-resume or a requeue would),
+# unless a test says otherwise: the checkpoint folder's lease lets it take over at once.
+JOB_ID = "pytest-job"
+
+
+def trainer_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = dict(os.environ)
     env.update(
         OMP_NUM_THREADS="1",
         GLOO_SOCKET_IFNAME="lo",
         PYTHONUNBUFFERED="1",
         TORCH_ELASTIC_SHUTDOWN_TIMEOUT="20",
+        HYPERPOD_TRAINER_JOB_ID=JOB_ID,
     )
-    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+    for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "SLURM_JOB_ID"):
         env.pop(var, None)
+    env.update(extra or {})
     return env
 
 
@@ -86,11 +94,15 @@ def parse_events(stdout: str) -> list[dict[str, Any]]:
 class Running:
     """A torchrun launch in flight, so a test can watch its steps and signal it."""
 
-    def __init__(self, cmd: list[str], workdir: Path) -> None:
+    def __init__(self, cmd: list[str], workdir: Path, env: dict[str, str] | None = None) -> None:
         self.stderr_path = workdir / f"stderr-{time.monotonic_ns()}.log"
         self._stderr = self.stderr_path.open("w")
         self.proc = subprocess.Popen(
-            cmd, stdout=subprocess.PIPE, stderr=self._stderr, text=True, env=trainer_env()
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=trainer_env(env),
         )
         self.lines: list[str] = []
 
@@ -127,6 +139,16 @@ class Running:
         assert pids, "no worker processes found"
         for pid in pids:
             os.kill(pid, sig)
+
+    def kill_job(self) -> None:
+        """SIGKILL torchrun and every rank at once, as when a node disappears.
+
+        torchrun starts each rank in its own session, so killing its process group would
+        leave the ranks running: kill every process below it by pid, then torchrun.
+        """
+        for pid in [*self.descendants(depth=3), self.proc.pid]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
 
     def finish(self, timeout: float = LAUNCH_TIMEOUT_S) -> Result:
         try:
@@ -172,11 +194,17 @@ class Harness:
     global_batch: int = GLOBAL_BATCH
     recipe: tuple[str, ...] = tuple(RECIPE)
 
-    def start(self, nproc: int, sets: list[str]) -> Running:
-        return Running(torchrun_command(nproc, sets), self.workdir)
+    def start(self, nproc: int, sets: list[str], env: dict[str, str] | None = None) -> Running:
+        return Running(torchrun_command(nproc, sets), self.workdir, env)
 
-    def launch(self, nproc: int, sets: list[str]) -> Result:
-        return self.start(nproc, sets).finish()
+    def start_node(
+        self, nnodes: int, node_rank: int, nproc: int, port: int, sets: list[str]
+    ) -> Running:
+        """One node of a multi-node job on loopback (static rendezvous on `port`)."""
+        return Running(torchrun_node_command(nnodes, node_rank, nproc, port, sets), self.workdir)
+
+    def launch(self, nproc: int, sets: list[str], env: dict[str, str] | None = None) -> Result:
+        return self.start(nproc, sets, env).finish()
 
     def with_recipe(self, *sets: str) -> list[str]:
         return [*self.recipe, *sets]
@@ -186,13 +214,13 @@ class Harness:
         return read_sample_log(directory)
 
     @staticmethod
-    def direct(args: list[str], timeout: float = 60) -> Result:
+    def direct(args: list[str], timeout: float = 60, env: dict[str, str] | None = None) -> Result:
         """`python -m hyperpod_trainer ARGS` without torchrun (a world of one)."""
         proc = subprocess.run(
             [sys.executable, "-m", "hyperpod_trainer", *args],
             capture_output=True,
             text=True,
-            env=trainer_env(),
+            env=trainer_env(env),
             timeout=timeout,
             check=False,
         )
