@@ -46,6 +46,8 @@ def pytorch_job(config: EnvironmentConfig, context: JobContext) -> dict[str, Any
         {"name": "NCCL_DEBUG", "value": "WARN"},
         # hyperpodrun (torchrun) waits this long for the ranks' final checkpoint after SIGTERM
         {"name": "TORCH_ELASTIC_SHUTDOWN_TIMEOUT", "value": str(job.shutdown_timeout_seconds)},
+        # The trainer's checkpoint lease knows a restart of this job from a second job.
+        {"name": "HYPERPOD_TRAINER_JOB_ID", "value": f"{job.namespace}/{job.name}"},
     ]
     resources = {"nvidia.com/gpu": str(job.processes_per_node)}
     if net.efa:

@@ -338,6 +338,7 @@ def test_eks_shutdown_window_matches_the_sbatch() -> None:
     env = {e["name"]: e["value"] for e in pod["containers"][0]["env"]}
     assert pod["terminationGracePeriodSeconds"] == 600
     assert env["TORCH_ELASTIC_SHUTDOWN_TIMEOUT"] == "590"
+    assert env["HYPERPOD_TRAINER_JOB_ID"] == "training/elastic-pretrain"
     script = _sbatch(_config({"trainer": {"job": {"stop_grace_seconds": 600}}}))
     assert "#SBATCH --signal=TERM@600" in script
     assert "export TORCH_ELASTIC_SHUTDOWN_TIMEOUT=590" in script

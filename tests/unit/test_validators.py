@@ -1239,6 +1239,18 @@ BAD: list[Any] = [
         ],
         id="elastic-nodes-outside-range",
     ),
+    pytest.param(
+        "job-elastic",
+        elastic(min_replicas=1, max_replicas=2, graceful_shutdown_timeout_seconds=60),
+        [
+            err(
+                "trainer.job.elastic.graceful_shutdown_timeout_seconds",
+                "60 s is shorter than stop_grace_seconds (180 s)",
+                "use at least 180",
+            )
+        ],
+        id="elastic-shutdown-shorter-than-the-final-save",
+    ),
     # instance-type
     *[
         pytest.param(

@@ -128,6 +128,15 @@ def check_elastic(config: EnvironmentConfig) -> Iterator[Finding]:
             f"{job.global_batch_size} does not split into micro batches of {job.micro_batch_size}",
             "choose a global batch divisible by micro_batch_size x ranks at every size",
         )
+    if elastic.graceful_shutdown_timeout_seconds < job.stop_grace_seconds:
+        yield Finding(
+            Level.ERROR,
+            f"{at}.graceful_shutdown_timeout_seconds",
+            f"{elastic.graceful_shutdown_timeout_seconds} s is shorter than stop_grace_seconds "
+            f"({job.stop_grace_seconds} s): a scale-down would kill the trainer during its "
+            "final save",
+            f"use at least {job.stop_grace_seconds}",
+        )
     if not elastic.min_replicas <= job.nodes <= elastic.max_replicas:
         yield Finding(
             Level.ERROR,
