@@ -182,7 +182,7 @@ class Slurm:
         result = self.run([self.scontrol, "show", "node", node, "--oneliner"], 15)
         if not result.succeeded:
             return None
-        fields = {}
+        fields: dict[str, str] = {}
         for token in result.stdout.split():
             key, _, value = token.partition("=")
             fields.setdefault(key, value)

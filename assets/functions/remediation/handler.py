@@ -248,13 +248,13 @@ def _call(
     for failure in response.get("Failed", []):
         node, code = failure.get("NodeId", "?"), failure.get("ErrorCode", "?")
         text = f"{node}: {code} {failure.get('Message', '')}".strip()
-        request = by_id.get(node)
-        if code in ALREADY_HANDLED or request is None:
+        failed = by_id.get(node)
+        if code in ALREADY_HANDLED or failed is None:
             outcome.already.append(text)
         else:
-            _release(dynamodb, settings, request)
+            _release(dynamodb, settings, failed)
             outcome.retry.append(text)
-            outcome.failed_messages.add(request.message_id)
+            outcome.failed_messages.add(failed.message_id)
     LOG.info("%s: %s", action, json.dumps(response, default=str))
 
 

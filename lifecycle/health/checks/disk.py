@@ -9,6 +9,7 @@ what is on the disk.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .core import Context, Verdict, fail, ok
 
@@ -41,7 +42,11 @@ def disk_space(ctx: Context) -> Verdict:
             low.append(f"{volume} has {space:.1f}% free space")
         if inodes < minimum:
             low.append(f"{volume} has {inodes:.1f}% free inodes")
-    details = {"min_free_percent": minimum, "volumes": report, "not_present": absent}
+    details: dict[str, Any] = {
+        "min_free_percent": minimum,
+        "volumes": report,
+        "not_present": absent,
+    }
     if low:
         return fail(DISK_SPACE, "; ".join(low) + f" (minimum {minimum:g}%)", **details)
     return ok(DISK_SPACE, f"{len(report)} volumes above {minimum:g}% free", **details)

@@ -9,6 +9,7 @@ remediation is replace.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .core import Context, Verdict, cannot_run, fail, ok
 
@@ -54,7 +55,7 @@ def efa(ctx: Context) -> Verdict:
     devices = _devices(ctx)
     down = sorted(n for n, state in devices.items() if "ACTIVE" not in state)
     domains = _fi_info_domains(ctx)
-    details = {
+    details: dict[str, Any] = {
         "expected": expected,
         "devices": sorted(devices),
         "ports_not_active": down,

@@ -10,6 +10,7 @@ never waited for. HyperPod's agent does not watch the file system, so this check
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from .core import Context, Verdict, cannot_run, fail, ok
 
@@ -71,7 +72,7 @@ def fsx_mount(ctx: Context) -> Verdict:  # noqa: PLR0911 (one return per way a m
     if entry is None:
         return fail(FSX_MOUNT, f"{mount} is not mounted", mount=mount)
     source, fstype, options = entry
-    details = {"mount": mount, "source": source, "fstype": fstype}
+    details: dict[str, Any] = {"mount": mount, "source": source, "fstype": fstype}
     if fstype != str(fsx.get("fstype", "lustre")):
         return fail(FSX_MOUNT, f"{mount} is a {fstype} mount, not Lustre", **details)
     if "ro" in options:
