@@ -247,7 +247,7 @@ class ClusterMonitoring(Construct):
         fsx = self._fsx_alarms(file_system_id)
         if self.remediation is not None:
             self._remediation_alarms(self.remediation)
-        self.dashboard = self._dashboard(cluster, metrics, fsx)
+        self.dashboard = self._dashboard(metrics, fsx)
 
     # --- EventBridge ----------------------------------------------------------------------------
 
@@ -616,7 +616,6 @@ class ClusterMonitoring(Construct):
 
     def _dashboard(
         self,
-        cluster: MonitoredCluster,
         metrics: dict[str, cw.Metric],
         fsx: dict[str, cw.IMetric],
     ) -> cw.Dashboard:

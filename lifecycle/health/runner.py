@@ -406,6 +406,9 @@ class Runner:
         return names
 
     def once(self) -> int:
+        if not self.settings.get("enabled", True):
+            self._line("skipped", why="monitoring is off in the environment file")
+            return EXIT_OK
         with locked(self.state_file + ".lock") as mine:
             if not mine:
                 self._line("skipped", why="another run is still going")

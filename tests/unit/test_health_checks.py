@@ -407,3 +407,13 @@ def test_the_node_checks_are_the_ones_the_schema_names() -> None:
     assert tuple(checks.CHECKS) == NODE_CHECK_NAMES
     assert checks.AGENT_COVERED == AGENT_COVERED_CHECKS
     assert checks.DEFAULT_REMEDIATION == NODE_CHECK_DEFAULTS
+
+
+def test_the_documented_xid_table_is_the_one_in_the_code() -> None:
+    text = (REPO / "docs" / "health.md").read_text()
+    rows = {}
+    for line in text.splitlines():
+        cells = [c.strip().strip("`") for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0].isdigit():
+            rows[int(cells[0])] = tuple(cells[1:])
+    assert rows == {k: tuple(r) for k, r in xid.XID_TABLE.items()}

@@ -309,6 +309,15 @@ def test_a_crashing_check_does_not_silence_the_others(
     assert decision(lines)["action"] == "reboot"
 
 
+def test_monitoring_off_runs_nothing(node: Node) -> None:
+    node.settings["enabled"] = False
+    node.write_settings()
+    node.break_efa()
+    code, lines = node.run()
+    assert code == 0 and [x["event"] for x in lines] == ["skipped"]
+    assert node.calls.read_text() == ""
+
+
 def test_a_second_run_while_one_is_going_skips(node: Node) -> None:
     node.state.parent.mkdir(parents=True, exist_ok=True)
     with open(str(node.state) + ".lock", "a") as held:

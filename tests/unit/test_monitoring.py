@@ -458,7 +458,7 @@ def test_the_stack_publishes_its_handles(built: Any) -> None:
     (parameter,) = built("remediation").props("AWS::SSM::Parameter")
     assert parameter["Name"] == "/hyperpod-kit/hyperpod-dev/monitoring"
     text = json.dumps(parameter["Value"])
-    for key in ("topic_arn", "dashboard_name", "log_group_name", "remediation_function"):
+    for key in ("topic_arn", "dashboard_name", "metrics_namespace", "remediation_function"):
         assert key in text
 
 
@@ -483,3 +483,49 @@ def test_every_lint_exception_says_why(built: Any) -> None:
         )
         reasons = resource.get("Metadata", {}).get("hyperpod-kit:cfn-lint", {})
         assert set(ignored) == set(reasons) and all(len(r) > 40 for r in reasons.values())
+
+
+def test_the_stack_takes_the_cluster_constructs_handles_across_stacks(tmp_path: Path) -> None:
+    """Wired as app.py will: `HyperPodCluster` in the cluster stack, monitoring in its own."""
+    from hyperpod_kit.constructs.hyperpod_cluster import FileSystemHandles, HyperPodCluster
+    from tests.unit.test_hyperpod_cluster import SG, SUBNET, Scripts
+
+    config = EnvironmentConfig.model_validate(merge(default_data(), REMEDIATION))
+    app = cdk.App(outdir=str(tmp_path), context=dict(FEATURE_FLAGS))
+    env = cdk.Environment(region=config.region)
+    cluster_stack = cdk.Stack(app, "hyperpod-dev-cluster", env=env)
+    cluster = HyperPodCluster(
+        cluster_stack,
+        "HyperPod",
+        config=config,
+        subnet_id=SUBNET,
+        security_group_ids=[SG],
+        file_system=FileSystemHandles(
+            dns_name=f"{FS_ID}.fsx.us-west-2.amazonaws.com", mount_name="abcdefgh"
+        ),
+        lifecycle=Scripts(cluster_stack),
+    )
+    monitoring = MonitoringStack(
+        app,
+        "hyperpod-dev-monitoring",
+        config=config,
+        cluster=cluster,
+        file_system_id=FS_ID,
+        env=env,
+    )
+    cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    app.synth()
+    assert cluster_stack in monitoring.dependencies
+    template = Template.from_stack(monitoring).to_json()
+    (log_filter, *_) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::Logs::MetricFilter"
+    ]
+    assert (
+        "Fn::Join" in log_filter["LogGroupName"]
+    )  # /aws/sagemaker/Clusters/<name>/<id from the ARN>
+    report = check_assembly(tmp_path)
+    assert [
+        f.render() for f in report.findings if f.level != "info" and "monitoring" in f.stack
+    ] == []
