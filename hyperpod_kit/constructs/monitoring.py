@@ -35,7 +35,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from hyperpod_kit.config.derived import FSX_MOUNT
+from hyperpod_kit.config.derived import FSX_MOUNT, worker_groups
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators.monitoring import effective_remediation
@@ -120,6 +120,9 @@ def node_health_settings(config: EnvironmentConfig) -> dict[str, Any]:
         "efa": {"fi_info": "/opt/amazon/efa/bin/fi_info"},
         "eks": {"kubeconfig": "/var/lib/kubelet/kubeconfig"},
         "groups": groups,
+        # Slurm acts on Action: reasons of compute nodes; the controller and login nodes are not
+        # slurmd nodes, so their checks only alert.
+        "repairable_groups": [g.name for g in worker_groups(config)],
         "instance_types": types,
     }
 

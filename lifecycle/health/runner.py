@@ -243,6 +243,7 @@ def decide(  # noqa: PLR0911 (the rules read best as one early return each)
     now: float,
     uptime: float | None,
     pending: Callable[[], str | None],
+    group: str | None = None,
 ) -> Decision:
     """The one action this run takes (the most severe a failing check asks for), or why none.
     `pending` is asked only when some check wants an action."""
@@ -261,6 +262,14 @@ def decide(  # noqa: PLR0911 (the rules read best as one early return each)
     check = verdict.check
     if not settings.get("auto_repair", True):
         return Decision(NONE, check, f"auto_repair is off: {check} would ask for {action}")
+    repairable = settings.get("repairable_groups")
+    if group is not None and isinstance(repairable, list) and group not in repairable:
+        return Decision(
+            NONE,
+            check,
+            f"group {group} is not a compute or worker group, whose nodes HyperPod repairs on "
+            f"request; {check} would ask for {action}: repair it by hand",
+        )
     grace = float(settings.get("boot_grace_seconds", 600))
     if uptime is not None and uptime < grace:
         return Decision(
@@ -438,6 +447,7 @@ class Runner:
             now=now,
             uptime=self.uptime(),
             pending=lambda: client.pending(self.node.name),
+            group=self.node.instance_group,
         )
         for v in verdicts:
             self._line(

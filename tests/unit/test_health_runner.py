@@ -254,6 +254,17 @@ def test_auto_repair_off_never_acts(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert node.calls.read_text() == ""
 
 
+def test_controller_and_login_nodes_only_alert(node: Node) -> None:
+    node.break_efa()
+    args = node.args(T0)
+    args[args.index("gpu")] = "controller"
+    args += ["--instance-type", "ml.p4d.24xlarge"]  # an EFA type, so efa runs and fails
+    assert runner.main(args) == 1
+    d = decision([json.loads(x) for x in node.log.read_text().splitlines()])
+    assert d["action"] == "none" and d["why"].startswith("group controller is not a compute")
+    assert node.calls.read_text() == ""
+
+
 def test_no_repair_in_the_first_minutes_after_boot(node: Node) -> None:
     (node.root / "proc/uptime").write_text("120.5 200.0\n")
     node.break_efa()
@@ -446,6 +457,7 @@ def test_settings_follow_the_environment_file() -> None:
     }
     assert (settings["auto_repair"], settings["cooldown_seconds"]) == (False, 2700)
     assert settings["groups"] == {"controller": "ml.m5.xlarge", "gpu": "ml.p4d.24xlarge"}
+    assert settings["repairable_groups"] == ["gpu"]
     assert settings["instance_types"]["ml.p4d.24xlarge"] == {
         "gpus": 8, "efa_interfaces": 4, "accelerator": "NVIDIA A100",
     }  # fmt: skip
@@ -453,7 +465,7 @@ def test_settings_follow_the_environment_file() -> None:
 
 
 def node_files() -> list[Path]:
-    return sorted(HEALTH.rglob("*.py"))
+    return sorted([*HEALTH.glob("runner*.py"), *(HEALTH / "checks").rglob("*.py")])
 
 
 @pytest.mark.parametrize("path", node_files(), ids=lambda p: str(p.relative_to(HEALTH)))
