@@ -47,6 +47,7 @@ STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
 HEALTH_SOURCE = "hyperpod-kit-health"  # the node-side runner's "source" field
+LIFECYCLE_FAILED = "hyperpod-kit lifecycle: FAILED in"  # lifecycle/on_create.sh.j2, on failure
 SETTINGS_VERSION = 1
 BOOT_GRACE_SECONDS = 600
 ESCALATE_WITHIN_SECONDS = 6 * 3600
@@ -349,15 +350,16 @@ class ClusterMonitoring(Construct):
     # --- metrics from the cluster's log group ---------------------------------------------------
 
     def _metric_filters(self) -> dict[str, cw.Metric]:
-        """Counts and values from log lines: lifecycle failures (the lifecycle scripts' JSON
-        contract), node-check verdicts and repair requests (the runner's JSON lines), HyperPod's
+        """Counts and values from log lines: lifecycle failures (the line `on_create.sh` prints
+        before it fails a node: `<time> hyperpod-kit lifecycle: FAILED in <step> (exit N); ...`),
+        node-check verdicts and repair requests (the runner's JSON lines), HyperPod's
         agent detections, and the trainer's step lines."""
         group = logs.LogGroup.from_log_group_name(self, "ClusterLogGroup", self.log_group_name)
         health = f'($.source = "{HEALTH_SOURCE}")'
         specs: list[tuple[str, str, str, cw.Unit]] = [
             (
                 "LifecycleScriptFailures",
-                '{ ($.event = "lifecycle") && ($.status = "failed") }',
+                f'"{LIFECYCLE_FAILED}"',
                 "1",
                 cw.Unit.COUNT,
             ),
@@ -440,8 +442,9 @@ class ClusterMonitoring(Construct):
             description="A lifecycle script failed on a node; HyperPod fails or retries its "
             "provisioning. "
             + self._insights(
-                'fields @timestamp, @logStream, step, exit_code | filter event = "lifecycle" '
-                'and status = "failed" (streams LifecycleConfig/<group>/<instance-id>)'
+                f"fields @timestamp, @logStream, @message | filter @message like "
+                f'"{LIFECYCLE_FAILED}" (streams LifecycleConfig/<group>/<instance-id>; the node '
+                "keeps /var/log/hyperpod-kit/lifecycle.log)"
             ),
         )
         self._alarm(

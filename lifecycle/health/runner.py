@@ -5,7 +5,7 @@ decide whether to ask HyperPod to reboot or replace this node.
     runner.py run   [--settings FILE] [--dry-run] [--checks a,b] [--node-name N]
                     [--instance-group G | --instance-type T] [--orchestrator slurm|eks]
                     [--state-file F] [--log-file F] [--root DIR] [--kernel-log F] [--now EPOCH]
-    runner.py units [--settings FILE] [--out DIR]   # the systemd service and timer
+    runner.py units [--settings FILE] [--out DIR] [--instance-group G]   # systemd service, timer
 
 How a request reaches HyperPod:
   Slurm  scontrol update node=<n> state=fail reason=Action:Reboot | Action:Replace
@@ -511,18 +511,24 @@ class Runner:
 
 
 def units(
-    settings: dict[str, Any], *, runner: str, settings_path: str, python: str
+    settings: dict[str, Any],
+    *,
+    runner: str,
+    settings_path: str,
+    python: str,
+    instance_group: str | None = None,
 ) -> dict[str, str]:
     """The service and timer that run the checks every `interval_seconds` (systemd kills a run
     that outlasts the interval; the runner's own deadlines make that a last resort)."""
     interval = int(settings.get("interval_seconds", 300))
+    group = f" --instance-group {instance_group}" if instance_group else ""
     service = f"""[Unit]
 Description=hyperpod-kit node health checks (docs/health.md)
 After=network-online.target remote-fs.target
 
 [Service]
 Type=oneshot
-ExecStart={python} {runner} run --settings {settings_path}
+ExecStart={python} {runner} run --settings {settings_path}{group}
 TimeoutStartSec={interval}
 Nice=10
 # exit 1 means a check failed: logged, not a unit failure
@@ -579,6 +585,7 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument("--settings", default=DEFAULT_SETTINGS)
     out.add_argument("--out", help="folder to write them to (default: print)")
     out.add_argument("--python", default="/usr/bin/python3")
+    out.add_argument("--instance-group", help="the node's group (the lifecycle's HPK_GROUP)")
     return p
 
 
@@ -595,6 +602,7 @@ def main(argv: list[str] | None = None) -> int:
                 settings,
                 runner=os.path.abspath(__file__),
                 settings_path=os.path.abspath(args.settings),
+                instance_group=args.instance_group,
                 python=args.python,
             )
             for name, text in files.items():

@@ -418,14 +418,13 @@ def test_units_run_the_checks_at_the_configured_interval(tmp_path: Path) -> None
     )
     (tmp_path / "settings.json").write_text(json.dumps(node_health_settings(config)))
     out = tmp_path / "units"
-    assert (
-        runner.main(["units", "--settings", str(tmp_path / "settings.json"), "--out", str(out)])
-        == 0
-    )
+    args = ["units", "--settings", str(tmp_path / "settings.json"), "--out", str(out)]
+    assert runner.main([*args, "--instance-group", "compute"]) == 0
     timer = (out / "hyperpod-kit-health.timer").read_text()
     service = (out / "hyperpod-kit-health.service").read_text()
     assert "OnUnitActiveSec=120\n" in timer and "WantedBy=timers.target" in timer
     assert f"ExecStart=/usr/bin/python3 {HEALTH / 'runner.py'} run --settings" in service
+    assert "/settings.json --instance-group compute\n" in service
     assert "TimeoutStartSec=120" in service and "slurm.conf" not in service
 
 

@@ -304,7 +304,7 @@ def test_metric_filters_read_the_clusters_log_group(built: Any) -> None:
     }
     assert {p["LogGroupName"] for p in filters.values()} == {LOG_GROUP}
     assert filters["LifecycleScriptFailures"]["FilterPattern"] == (
-        '{ ($.event = "lifecycle") && ($.status = "failed") }'
+        '"hyperpod-kit lifecycle: FAILED in"'
     )
     assert filters["NodeCheckFailures"]["FilterPattern"] == (
         '{ ($.source = "hyperpod-kit-health") && ($.event = "verdict") && ($.status = "fail") }'
@@ -529,3 +529,20 @@ def test_the_stack_takes_the_cluster_constructs_handles_across_stacks(tmp_path: 
     assert [
         f.render() for f in report.findings if f.level != "info" and "monitoring" in f.stack
     ] == []
+
+
+def test_the_lifecycle_filter_matches_the_line_on_create_prints_when_it_fails() -> None:
+    """`on_create.sh` logs `FAILED in <step>` through common.sh's `log` before failing a node."""
+    import subprocess
+
+    from hyperpod_kit.constructs.monitoring import LIFECYCLE_FAILED
+
+    template = (REPO / "lifecycle" / "on_create.sh.j2").read_text()
+    (call,) = [line.strip() for line in template.splitlines() if "FAILED in" in line]
+    assert call.startswith('log "FAILED in $STEP')
+    common = REPO / "lifecycle" / "lib" / "common.sh"
+    done = subprocess.run(
+        ["bash", "-c", f'source "{common}"; STEP=install rc=1; {call}'],
+        capture_output=True, text=True, check=True, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert LIFECYCLE_FAILED in done.stderr, done.stderr
