@@ -829,7 +829,7 @@ class RemediationFunction(Construct):
             description=f"hyperpod-kit {config.name}: reboot or replace nodes HyperPod reports "
             "unhealthy, when its own recovery is off",
             runtime=lambda_.Runtime.PYTHON_3_14,
-            handler="handler.handler",
+            handler="remediation_handler.handler",
             code=lambda_.Code.from_asset(
                 str(REMEDIATION_CODE), exclude=["__pycache__", "*.pyc", "README*"]
             ),

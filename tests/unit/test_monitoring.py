@@ -401,7 +401,7 @@ def test_remediation_lambda_batches_node_health_events_from_an_encrypted_queue(b
     (function,) = b.props("AWS::Lambda::Function")
     assert (function["Runtime"], function["Handler"], function["Timeout"]) == (
         "python3.14",
-        "handler.handler",
+        "remediation_handler.handler",
         60,
     )
     env = function["Environment"]["Variables"]
@@ -447,8 +447,8 @@ def test_remediation_may_repair_this_cluster_only(built: Any) -> None:
 def test_the_lambda_asset_holds_only_the_handler(built: Any) -> None:
     b = built("remediation")
     assets = [p for p in b.outdir.iterdir() if p.name.startswith("asset.")]
-    (folder,) = [p for p in assets if (p / "handler.py").exists()]
-    assert sorted(p.name for p in folder.iterdir()) == ["handler.py"]
+    (folder,) = [p for p in assets if (p / "remediation_handler.py").exists()]
+    assert sorted(p.name for p in folder.iterdir()) == ["remediation_handler.py"]
 
 
 # --- the stack ----------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
-"""The remediation Lambda (assets/functions/remediation/handler.py) with botocore Stubber clients:
-batches above 25 nodes, per-node errors, repeated and malformed events, a failed call."""
+"""The remediation Lambda (assets/functions/remediation/remediation_handler.py) with botocore
+Stubber clients: batches above 25 nodes, per-node errors, repeated and malformed events, a failed
+call."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from botocore.stub import ANY, Stubber
 
 from tests.conftest import REPO
 
-HANDLER = REPO / "assets" / "functions" / "remediation" / "handler.py"
+HANDLER = REPO / "assets" / "functions" / "remediation" / "remediation_handler.py"
 DATA = REPO / "tests" / "data" / "health" / "events"
 spec = importlib.util.spec_from_file_location("remediation_handler", HANDLER)
 assert spec is not None and spec.loader is not None
