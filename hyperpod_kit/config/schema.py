@@ -565,14 +565,131 @@ class StudioConfig(Section):
         return f"/{user}" if self.partitions == "per_user" else self.shared_path
 
 
+Remediation = Literal["none", "reboot", "replace"]
+# The node checks (lifecycle/health/checks/) and what a failure asks for unless the file says
+# otherwise. gpu-count and gpu-errors never act: HyperPod's health-monitoring agent watches GPU
+# count, nvidia-smi and XID/DCGM errors itself and repairs the node; a second actor would fight it.
+NODE_CHECK_DEFAULTS: dict[str, Remediation] = {
+    "gpu-count": "none",
+    "gpu-errors": "none",
+    "efa": "replace",
+    "fsx-mount": "reboot",
+    "disk-space": "none",
+}
+NODE_CHECK_NAMES = tuple(NODE_CHECK_DEFAULTS)
+AGENT_COVERED_CHECKS = frozenset({"gpu-count", "gpu-errors"})
+
+
+class SubscribersConfig(Section):
+    """Who gets the alerts: the environment's SNS topic delivers to these."""
+
+    emails: list[str] = Field(
+        default_factory=list,
+        description="E-mail addresses subscribed to the alert topic (each confirms once, from "
+        "the message AWS sends). monitoring.alarm_email is one more.",
+    )
+    sns_topic_arns: list[str] = Field(
+        default_factory=list,
+        description="Existing SNS topics (same region) that also get every alert, e.g. a pager "
+        "integration. Their access policy, and key policy when encrypted, must let "
+        "events.amazonaws.com and cloudwatch.amazonaws.com publish.",
+    )
+
+
+class NodeChecksConfig(Section):
+    """Health checks on the cluster's nodes, run by a systemd timer (never slurm.conf's
+    HealthCheckProgram, which is drift under the Managed strategy)."""
+
+    checks: list[str] = Field(
+        default_factory=lambda: list(NODE_CHECK_NAMES),
+        description="Checks to run: gpu-count, gpu-errors (XID and ECC), efa, fsx-mount, "
+        "disk-space. A check that cannot run on a node (no GPU on a CPU group) says so and "
+        "does nothing.",
+    )
+    interval_seconds: int = Field(
+        default=300, description="Seconds between two runs of the checks on a node (60-3600)."
+    )
+    remediation: dict[str, Remediation] = Field(
+        default_factory=dict,
+        description="What a failing check asks HyperPod for: none (log and alert), reboot or "
+        "replace. Defaults: efa replace, fsx-mount reboot, disk-space none. gpu-count and "
+        "gpu-errors only log and alert: HyperPod's health-monitoring agent acts on them.",
+    )
+    fsx_timeout_seconds: int = Field(
+        default=30,
+        description="A stat and a small write on /fsx must finish within this many seconds.",
+    )
+    min_free_disk_percent: int = Field(
+        default=5, ge=1, le=50, description="Free space (and inodes) below this fails disk-space."
+    )
+    volumes: list[str] = Field(
+        default_factory=lambda: ["/", "/opt/sagemaker", "/opt/dlami/nvme"],
+        description="Root and container volumes disk-space watches; one that is not there on a "
+        "node is skipped.",
+    )
+    cooldown_minutes: int = Field(
+        default=30,
+        ge=5,
+        le=1440,
+        description="After asking for a reboot or replacement, a node asks for nothing else "
+        "for this long, so a flapping check cannot repair a node twice.",
+    )
+
+
+class AlarmsConfig(Section):
+    """CloudWatch alarm thresholds; every alarm notifies the subscribers."""
+
+    fsx_free_capacity_percent: int = Field(
+        default=10,
+        ge=1,
+        le=90,
+        description="Alarm when the file system's free capacity falls below this share.",
+    )
+    fsx_throughput_percent: int = Field(
+        default=90,
+        ge=10,
+        le=100,
+        description="Alarm when client throughput stays above this share of the file system's "
+        "provisioned throughput (capacity x tier) for 15 minutes.",
+    )
+    lifecycle_failures: int = Field(
+        default=1,
+        ge=1,
+        description="Alarm when this many lifecycle-script failures are logged within 15 minutes.",
+    )
+    node_health_events: int = Field(
+        default=3,
+        ge=1,
+        description="Alarm when this many node health events arrive within 15 minutes (each is "
+        "also sent on its own): several nodes at once points at something shared.",
+    )
+
+
 class MonitoringConfig(Section):
+    """Alerts, alarms, a dashboard and node health checks that ask HyperPod to repair nodes."""
+
     enabled: bool = True
     alarm_email: str | None = Field(
         default=None,
         pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$",
+        description="An e-mail address that gets every alert (one of the subscribers).",
         json_schema_extra=hint("an e-mail address like ml-oncall@example.com"),
     )
-    auto_repair: bool = True
+    auto_repair: bool = Field(
+        default=True,
+        description="Node checks may ask HyperPod to reboot or replace their node (and, with "
+        "cluster.node_recovery: None, a Lambda performs the repairs HyperPod's node health events "
+        "recommend). false: alerts only.",
+    )
+    subscribers: SubscribersConfig = Field(default_factory=SubscribersConfig)
+    node_checks: NodeChecksConfig = Field(default_factory=NodeChecksConfig)
+    alarms: AlarmsConfig = Field(default_factory=AlarmsConfig)
+
+    @property
+    def emails(self) -> list[str]:
+        """Every e-mail subscriber, alarm_email first, each once."""
+        found = ([self.alarm_email] if self.alarm_email else []) + self.subscribers.emails
+        return list(dict.fromkeys(found))
 
 
 # --- trainer -----------------------------------------------------------------------------------

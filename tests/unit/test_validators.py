@@ -547,6 +547,103 @@ GOOD: list[Any] = [
         studio(default_instance_type="ml.g5.xlarge", instance_types=["ml.g5.xlarge"]),
         id="studio-gpu-instance-type",
     ),
+    # monitoring ---------------------------------------------------------------------------------
+    # monitoring-subscribers
+    pytest.param("monitoring-subscribers", {}, id="subscribers-none"),
+    pytest.param(
+        "monitoring-subscribers",
+        {
+            "monitoring": {
+                "alarm_email": "ml-oncall@example.com",
+                "subscribers": {
+                    "emails": ["alice@example.com", "bob+gpu@ml.example.co.uk"],
+                    "sns_topic_arns": ["arn:aws:sns:us-west-2:111122223333:oncall-pager"],
+                },
+            }
+        },
+        id="subscribers-emails-and-topic",
+    ),
+    pytest.param(
+        "monitoring-subscribers",
+        {
+            "account": "111122223333",
+            "monitoring": {
+                "subscribers": {"sns_topic_arns": ["arn:aws:sns:us-west-2:111122223333:pager"]}
+            },
+        },
+        id="subscribers-topic-same-account",
+    ),
+    pytest.param(
+        "monitoring-subscribers", {"monitoring": {"enabled": False}}, id="subscribers-off-empty"
+    ),
+    # monitoring-node-checks
+    pytest.param("monitoring-node-checks", {}, id="node-checks-default"),
+    pytest.param(
+        "monitoring-node-checks",
+        {
+            "monitoring": {
+                "node_checks": {
+                    "checks": ["fsx-mount", "disk-space"],
+                    "interval_seconds": 60,
+                    "fsx_timeout_seconds": 30,
+                    "volumes": ["/", "/var/lib/containerd"],
+                }
+            }
+        },
+        id="node-checks-subset-fast",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"interval_seconds": 3600, "fsx_timeout_seconds": 5}}},
+        id="node-checks-hourly",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"enabled": False, "node_checks": {"checks": ["nope"]}}},
+        id="node-checks-ignored-when-off",
+    ),
+    # monitoring-remediation
+    pytest.param("monitoring-remediation", {}, id="remediation-defaults"),
+    pytest.param(
+        "monitoring-remediation",
+        {
+            "monitoring": {
+                "node_checks": {
+                    "remediation": {
+                        "efa": "reboot",
+                        "fsx-mount": "replace",
+                        "disk-space": "replace",
+                        "gpu-count": "none",
+                        "gpu-errors": "none",
+                    }
+                }
+            }
+        },
+        id="remediation-all-set",
+    ),
+    pytest.param(
+        "monitoring-remediation",
+        {
+            "cluster": {"node_recovery": "None"},
+            "monitoring": {"node_checks": {"remediation": {"efa": "none", "fsx-mount": "none"}}},
+        },
+        id="remediation-none-without-recovery",
+    ),
+    pytest.param(
+        "monitoring-remediation",
+        {"cluster": {"node_recovery": "None"}, "monitoring": {"auto_repair": False}},
+        id="remediation-auto-repair-off-is-info",
+    ),
+    # monitoring-alarms
+    pytest.param("monitoring-alarms", {}, id="alarms-default"),
+    pytest.param(
+        "monitoring-alarms",
+        {"monitoring": {"alarms": {"lifecycle_failures": 4, "node_health_events": 4}}},
+        id="alarms-at-cluster-size",
+    ),
+    pytest.param(
+        "monitoring-alarms", lustre(existing=EXISTING_FS), id="alarms-existing-fs-is-info"
+    ),
 ]
 
 BAD: list[Any] = [
@@ -1977,6 +2074,305 @@ BAD: list[Any] = [
             )
         ],
         id="studio-default-type-not-allowed",
+    ),
+    # monitoring ---------------------------------------------------------------------------------
+    # monitoring-subscribers
+    *[
+        pytest.param(
+            "monitoring-subscribers",
+            {"monitoring": {"subscribers": {"emails": [email]}}},
+            [
+                err(
+                    "monitoring.subscribers.emails[0]",
+                    message,
+                    "an address like ml-oncall@example.com",
+                )
+            ],
+            id=f"email-{case}",
+        )
+        for case, email, message in [
+            ("no-at", "oncall.example.com", "'oncall.example.com' is not an e-mail address"),
+            ("no-dot", "oncall@example", "'oncall@example' is not an e-mail address"),
+            ("two-at", "a@b@example.com", "is not an e-mail address"),
+            ("space", "on call@example.com", "is not an e-mail address (it contains a space)"),
+        ]
+    ],
+    pytest.param(
+        "monitoring-subscribers",
+        {
+            "monitoring": {
+                "alarm_email": "ml-oncall@example.com",
+                "subscribers": {"emails": ["ML-Oncall@example.com"]},
+            }
+        },
+        [
+            info(
+                "monitoring.subscribers.emails[0]",
+                "ML-Oncall@example.com is listed twice",
+                "remove the duplicate",
+            )
+        ],
+        id="email-duplicate-of-alarm-email",
+    ),
+    pytest.param(
+        "monitoring-subscribers",
+        {"monitoring": {"subscribers": {"sns_topic_arns": ["oncall-pager"]}}},
+        [
+            err(
+                "monitoring.subscribers.sns_topic_arns[0]",
+                "'oncall-pager' is not an SNS topic ARN",
+                "like arn:aws:sns:us-west-2:111122223333:oncall-pager",
+            )
+        ],
+        id="topic-not-an-arn",
+    ),
+    pytest.param(
+        "monitoring-subscribers",
+        {
+            "monitoring": {
+                "subscribers": {"sns_topic_arns": ["arn:aws:sns:us-east-1:111122223333:pager"]}
+            }
+        },
+        [
+            err(
+                "monitoring.subscribers.sns_topic_arns[0]",
+                "the topic is in us-east-1, the environment in us-west-2; EventBridge rules "
+                "deliver only to targets in their own region",
+                "use a topic in us-west-2",
+            )
+        ],
+        id="topic-other-region",
+    ),
+    pytest.param(
+        "monitoring-subscribers",
+        {
+            "account": "111122223333",
+            "monitoring": {
+                "subscribers": {"sns_topic_arns": ["arn:aws:sns:us-west-2:444455556666:pager"]}
+            },
+        },
+        [
+            warn(
+                "monitoring.subscribers.sns_topic_arns[0]",
+                "the topic belongs to account 444455556666, not 111122223333",
+                "its access policy must let this account's EventBridge rules and CloudWatch "
+                "alarms publish, or alerts are dropped",
+            )
+        ],
+        id="topic-other-account",
+    ),
+    pytest.param(
+        "monitoring-subscribers",
+        {"monitoring": {"enabled": False, "alarm_email": "ml-oncall@example.com"}},
+        [
+            warn(
+                "monitoring.enabled",
+                "monitoring is off: nothing is deployed, so the subscribers get no alerts",
+                "set monitoring.enabled: true, or remove the subscribers",
+            )
+        ],
+        id="subscribers-while-off",
+    ),
+    # monitoring-node-checks
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"checks": ["fsx", "gpu-count", "xid"]}}},
+        [
+            err(
+                "monitoring.node_checks.checks[0]",
+                "unknown check 'fsx'",
+                "did you mean 'fsx-mount'? checks: disk-space, efa, fsx-mount, gpu-count, "
+                "gpu-errors",
+            ),
+            err(
+                "monitoring.node_checks.checks[2]",
+                "unknown check 'xid'",
+                "checks: disk-space, efa, fsx-mount, gpu-count, gpu-errors",
+            ),
+        ],
+        id="checks-unknown-names",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"checks": ["efa", "efa"]}}},
+        [err("monitoring.node_checks.checks[1]", "efa is listed twice", "list each check once")],
+        id="checks-twice",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"checks": []}}},
+        [
+            info(
+                "monitoring.node_checks.checks",
+                "no node checks run: only HyperPod's own agent watches the nodes",
+                None,
+            )
+        ],
+        id="checks-empty-is-info",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"interval_seconds": 30}}},
+        [
+            err(
+                "monitoring.node_checks.interval_seconds",
+                "30 s is shorter than a run of the checks can take (the FSx probe alone may "
+                "wait 30 s)",
+                "use 60 or more; 300 is usual",
+            )
+        ],
+        id="interval-too-short",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"interval_seconds": 7200}}},
+        [
+            warn(
+                "monitoring.node_checks.interval_seconds",
+                "would go unnoticed for up to 120 minutes",
+                "use at most 3600; 300 is usual",
+            )
+        ],
+        id="interval-too-long",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"fsx_timeout_seconds": 2}}},
+        [
+            err(
+                "monitoring.node_checks.fsx_timeout_seconds",
+                "2 s is too short: a busy but healthy Lustre mount can take seconds to answer",
+                "use 30",
+            )
+        ],
+        id="fsx-timeout-too-short",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"interval_seconds": 60, "fsx_timeout_seconds": 45}}},
+        [
+            err(
+                "monitoring.node_checks.fsx_timeout_seconds",
+                "a 45 s probe could take more than half of the 60 s interval",
+                "use at most 30, or a longer interval",
+            )
+        ],
+        id="fsx-timeout-over-half-interval",
+    ),
+    pytest.param(
+        "monitoring-node-checks",
+        {"monitoring": {"node_checks": {"volumes": ["/", "opt/sagemaker"]}}},
+        [
+            err(
+                "monitoring.node_checks.volumes[1]",
+                "'opt/sagemaker' is not an absolute path",
+                "a mount point such as /opt/sagemaker",
+            )
+        ],
+        id="volume-relative",
+    ),
+    # monitoring-remediation
+    pytest.param(
+        "monitoring-remediation",
+        {"monitoring": {"node_checks": {"remediation": {"fsx_mount": "reboot"}}}},
+        [
+            err(
+                "monitoring.node_checks.remediation.fsx_mount",
+                "unknown check 'fsx_mount'",
+                "did you mean 'fsx-mount'? checks: disk-space, efa, fsx-mount, gpu-count, "
+                "gpu-errors",
+            )
+        ],
+        id="remediation-unknown-check",
+    ),
+    *[
+        pytest.param(
+            "monitoring-remediation",
+            {"monitoring": {"node_checks": {"remediation": {check: action}}}},
+            [
+                err(
+                    f"monitoring.node_checks.remediation.{check}",
+                    f"{check} only logs and alerts: HyperPod's health-monitoring agent watches "
+                    "GPU count, nvidia-smi and XID errors itself",
+                    "use none",
+                )
+            ],
+            id=f"remediation-{check}-{action}",
+        )
+        for check, action in [("gpu-count", "reboot"), ("gpu-errors", "replace")]
+    ],
+    pytest.param(
+        "monitoring-remediation",
+        {
+            "monitoring": {
+                "node_checks": {"checks": ["efa"], "remediation": {"disk-space": "replace"}}
+            }
+        },
+        [
+            warn(
+                "monitoring.node_checks.remediation.disk-space",
+                "disk-space is not in monitoring.node_checks.checks, so this never applies",
+                "add disk-space to the checks, or remove this line",
+            )
+        ],
+        id="remediation-for-check-not-run",
+    ),
+    pytest.param(
+        "monitoring-remediation",
+        {"cluster": {"node_recovery": "None"}},
+        [
+            warn(
+                "cluster.node_recovery",
+                "node checks ask HyperPod to repair a failing node (efa: replace, fsx-mount: "
+                "reboot), but with node_recovery: None HyperPod's recovery is off",
+                "set cluster.node_recovery: Automatic, or the remediation to none",
+            )
+        ],
+        id="replace-without-node-recovery",
+    ),
+    pytest.param(
+        "monitoring-remediation",
+        {"monitoring": {"auto_repair": False, "node_checks": {"remediation": {"efa": "none"}}}},
+        [
+            info(
+                "monitoring.auto_repair",
+                "auto_repair is off: failing checks (fsx-mount: reboot) log and alert but ask "
+                "HyperPod for nothing",
+                None,
+            )
+        ],
+        id="remediation-with-auto-repair-off",
+    ),
+    # monitoring-alarms
+    pytest.param(
+        "monitoring-alarms",
+        {"monitoring": {"alarms": {"lifecycle_failures": 5, "node_health_events": 10}}},
+        [
+            warn(
+                "monitoring.alarms.lifecycle_failures",
+                "5 lifecycle-script failures within 15 minutes needs more nodes than the "
+                "cluster's 4",
+                "use at most 4",
+            ),
+            warn(
+                "monitoring.alarms.node_health_events",
+                "10 node health events within 15 minutes needs more nodes than the cluster's 4",
+                "use at most 4",
+            ),
+        ],
+        id="alarms-above-cluster-size",
+    ),
+    pytest.param(
+        "monitoring-alarms",
+        lustre(existing=EXISTING_FS),
+        [
+            info(
+                "monitoring.alarms",
+                "the file system exists already and its capacity is unknown offline",
+                None,
+            )
+        ],
+        id="alarms-existing-fs",
     ),
 ]
 

@@ -67,6 +67,7 @@ def run_validators(
 from hyperpod_kit.config.validators import (  # noqa: E402
     cluster,
     general,
+    monitoring,
     network,
     storage,
     studio,
@@ -78,6 +79,7 @@ __all__ = [
     "Validator",
     "cluster",
     "general",
+    "monitoring",
     "network",
     "run_validators",
     "storage",

@@ -1,0 +1,862 @@
+"""`ClusterMonitoring`: how a HyperPod cluster's troubles reach people, and what repairs itself.
+
+    HyperPod events (EventBridge) ─┐
+    CloudWatch alarms ─────────────┼─► SNS topic (customer-managed KMS key) ─► e-mail, your topics
+    remediation Lambda summaries ──┘
+    node health events ─► SQS ─► remediation Lambda ─► BatchReboot/ReplaceClusterNodes
+                                 (only with node_recovery: None and auto_repair: true)
+
+The topic's key is customer managed because EventBridge and CloudWatch cannot publish to a topic
+encrypted with `aws/sns`: its key policy grants `events.amazonaws.com` and
+`cloudwatch.amazonaws.com`. Metric filters read the cluster's log group
+`/aws/sagemaker/Clusters/<name>/<id>`, which HyperPod creates with the cluster; what the node-side
+runner and the jobs write reaches it only when the lifecycle scripts ship those files there (see
+docs/health.md). `node_health_settings()` renders what the node-side runner reads.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from aws_cdk import Annotations, Aws, CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_cloudwatch as cw
+from aws_cdk import aws_cloudwatch_actions as cw_actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+from hyperpod_kit.config.derived import FSX_MOUNT, worker_groups
+from hyperpod_kit.config.facts import instance_type
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.config.validators.monitoring import effective_remediation
+from hyperpod_kit.paths import ASSETS
+
+REMEDIATION_CODE = ASSETS / "functions" / "remediation"
+SOURCE = "aws.sagemaker"
+STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
+NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
+CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
+HEALTH_SOURCE = "hyperpod-kit-health"  # the node-side runner's "source" field
+LIFECYCLE_FAILED = "hyperpod-kit lifecycle: FAILED in"  # lifecycle/on_create.sh.j2, on failure
+SETTINGS_VERSION = 1
+BOOT_GRACE_SECONDS = 600
+ESCALATE_WITHIN_SECONDS = 6 * 3600
+DEDUPE_SECONDS = 3600
+WINDOW = Duration.minutes(15)
+
+
+class MonitoredCluster(Protocol):
+    """What monitoring needs of the cluster (`HyperPodCluster` has it)."""
+
+    @property
+    def cluster_arn(self) -> str: ...
+
+    @property
+    def cluster_name(self) -> str: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+
+def cluster_log_group_name(cluster_name: str, cluster_id: str) -> str:
+    """HyperPod's log group for a cluster: lifecycle scripts, its health-monitoring agent, and
+    (shipped by the lifecycle scripts) the node-side runner and the jobs."""
+    return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
+
+
+def console_url(region: str, cluster_name: str) -> str:
+    return (
+        f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}"
+        f"#/cluster-management/{cluster_name}"
+    )
+
+
+def node_health_settings(config: EnvironmentConfig) -> dict[str, Any]:
+    """The node-side runner's settings (`lifecycle/health/settings.json` on every node): the checks
+    to run and what each may ask for, the expected hardware per instance group from the dated
+    instance-type table, deadlines and paths. Plain JSON data, so the runner needs nothing but
+    the standard library."""
+    mon = config.monitoring
+    node = mon.node_checks
+    groups = {g.name: g.instance_type for g in config.cluster.instance_groups}
+    types: dict[str, dict[str, Any]] = {}
+    for name in sorted(set(groups.values())):
+        facts = instance_type(name)
+        types[name] = {
+            "gpus": facts.gpus if facts is not None else None,
+            "efa_interfaces": facts.efa_interfaces if facts is not None else None,
+            "accelerator": facts.accelerator if facts is not None else None,
+        }
+    remediation = effective_remediation(config)
+    return {
+        "version": SETTINGS_VERSION,
+        "enabled": mon.enabled,
+        "environment": config.name,
+        "cluster_name": config.cluster_name,
+        "orchestrator": config.orchestrator,
+        "auto_repair": mon.auto_repair,
+        "interval_seconds": node.interval_seconds,
+        "cooldown_seconds": node.cooldown_minutes * 60,
+        "boot_grace_seconds": BOOT_GRACE_SECONDS,
+        "escalate_within_seconds": ESCALATE_WITHIN_SECONDS,
+        "checks": {name: {"remediation": action} for name, action in remediation.items()},
+        "fsx": {
+            # Slurm nodes mount FSx themselves (HyperPod's FsxLustreConfig); EKS pods use the CSI
+            # driver, so there is no node mount to probe.
+            "mount_path": FSX_MOUNT if config.orchestrator == "slurm" else None,
+            "timeout_seconds": node.fsx_timeout_seconds,
+        },
+        "disk": {"min_free_percent": node.min_free_disk_percent, "volumes": list(node.volumes)},
+        "gpu": {"nvidia_smi": "nvidia-smi", "timeout_seconds": 30},
+        "efa": {"fi_info": "/opt/amazon/efa/bin/fi_info"},
+        "eks": {"kubeconfig": "/var/lib/kubelet/kubeconfig"},
+        "groups": groups,
+        # Slurm acts on Action: reasons of compute nodes; the controller and login nodes are not
+        # slurmd nodes, so their checks only alert.
+        "repairable_groups": [g.name for g in worker_groups(config)],
+        "instance_types": types,
+    }
+
+
+class AlertTopic(Construct):
+    """The SNS topic every alert goes through, encrypted with a key EventBridge and CloudWatch
+    may use, and its subscribers. Handles: ``topic``, ``key``, ``extra_topics`` (existing topics
+    that get the same alerts)."""
+
+    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig) -> None:
+        super().__init__(scope, id)
+        account, region = Aws.ACCOUNT_ID, Aws.REGION
+        self.key = kms.Key(
+            self,
+            "Key",
+            description=f"hyperpod-kit {config.name}: alert topic and remediation queue",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.DESTROY,
+            pending_window=Duration.days(7),
+        )
+        for service in ("events.amazonaws.com", "cloudwatch.amazonaws.com"):
+            self.key.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid=f"Publish{service.split('.')[0].capitalize()}",
+                    principals=[iam.ServicePrincipal(service)],
+                    actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                    resources=["*"],  # in a key policy, "*" is this key
+                )
+            )
+        self.topic = sns.Topic(
+            self,
+            "Topic",
+            display_name=f"HyperPod {config.cluster_name}",
+            master_key=self.key,
+            enforce_ssl=True,
+        )
+        alarms = f"arn:{Aws.PARTITION}:cloudwatch:{region}:{account}:alarm:*"
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarms",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions={
+                    "ArnLike": {"aws:SourceArn": alarms},
+                    "StringEquals": {"aws:SourceAccount": account},
+                },
+            )
+        )
+        for email in config.monitoring.emails:
+            self.topic.add_subscription(subs.EmailSubscription(email))
+        self.extra_topics: list[sns.ITopic] = [
+            sns.Topic.from_topic_arn(self, f"Existing{i}", arn)
+            for i, arn in enumerate(config.monitoring.subscribers.sns_topic_arns)
+        ]
+
+    @property
+    def all_topics(self) -> list[sns.ITopic]:
+        return [self.topic, *self.extra_topics]
+
+    def notify(self, alarm: cw.Alarm) -> cw.Alarm:
+        """Send the alarm, and its recovery, to every topic."""
+        for topic in self.all_topics:
+            alarm.add_alarm_action(cw_actions.SnsAction(topic))
+            alarm.add_ok_action(cw_actions.SnsAction(topic))
+        return alarm
+
+
+def lint_exception(construct: Construct, rule: str, reason: str) -> None:
+    """Turn off one cfn-lint rule on one resource, with the reason kept next to it."""
+    resource = construct.node.default_child
+    if not isinstance(resource, CfnResource):
+        raise TypeError(f"{construct.node.path} has no CloudFormation resource")
+    resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [rule]}})
+    resource.add_metadata("hyperpod-kit:cfn-lint", {rule: reason})
+
+
+def _field(path: str) -> str:
+    return events.EventField.from_path(path)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    id: str
+    detail_type: str
+    arn_path: list[str]  # where the cluster ARN is in `detail`
+    lines: list[str]
+
+
+class ClusterMonitoring(Construct):
+    """Alerts, alarms and a dashboard for one HyperPod cluster and its file system.
+
+    Handles: ``alerts`` (`AlertTopic`), ``rules`` (name -> `events.Rule`), ``alarms``,
+    ``dashboard``, ``log_group_name``, ``namespace`` (of the custom metrics), ``remediation``
+    (`RemediationFunction` or None).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        cluster: MonitoredCluster,
+        file_system_id: str,
+    ) -> None:
+        super().__init__(scope, id)
+        self.config = config
+        mon = config.monitoring
+        self.region = Stack.of(self).region
+        self.namespace = f"HyperPodKit/{config.name}"
+        self.log_group_name = cluster_log_group_name(cluster.cluster_name, cluster.cluster_id)
+        self.alerts = AlertTopic(self, "Alerts", config=config)
+        self.alarms: list[cw.Alarm] = []
+        # With node_recovery: Automatic HyperPod performs the repairs its health events name;
+        # a Lambda doing the same would only race it. It acts only where HyperPod will not.
+        self.remediation: RemediationFunction | None = None
+        if mon.auto_repair and config.cluster.node_recovery == "None":
+            self.remediation = RemediationFunction(
+                self, "Remediation", config=config, cluster=cluster, alerts=self.alerts
+            )
+        self.rules = self._event_rules(cluster)
+        metrics = self._metric_filters()
+        self._node_alarms(metrics)
+        fsx = self._fsx_alarms(file_system_id)
+        if self.remediation is not None:
+            self._remediation_alarms(self.remediation)
+        self.dashboard = self._dashboard(metrics, fsx)
+
+    # --- EventBridge ----------------------------------------------------------------------------
+
+    def _doing(self) -> str:
+        """What happens to an unhealthy node, in this environment's words."""
+        if self.config.cluster.node_recovery == "Automatic":
+            return "HyperPod repairs it itself (node_recovery: Automatic): RepairAction above."
+        if self.config.monitoring.auto_repair:
+            return (
+                "HyperPod's automatic recovery is off (node_recovery: None); hyperpod-kit's "
+                "remediation Lambda performs the RepairAction above and reports here."
+            )
+        return (
+            "Nobody repairs it automatically (node_recovery: None, auto_repair: false). "
+            "To replace it: aws sagemaker batch-replace-cluster-nodes --cluster-name "
+            f"{self.config.cluster_name} --node-ids <instance id>"
+        )
+
+    def _event_rules(self, cluster: MonitoredCluster) -> dict[str, events.Rule]:
+        url = console_url(self.region, self.config.cluster_name)
+        logs_hint = f"Logs: CloudWatch log group {self.log_group_name}"
+        d = "$.detail"
+        specs = [
+            _Rule(
+                "ClusterStateChange",
+                STATE_CHANGE,
+                ["ClusterArn"],
+                [
+                    f"HyperPod cluster {_field(d + '.ClusterName')} is now "
+                    f"{_field(d + '.ClusterStatus')}.",
+                    f"Failure message (empty if none): {_field(d + '.FailureMessage')}",
+                    f"Node recovery: {_field(d + '.NodeRecovery')}. Time: {_field('$.time')}.",
+                    f"Console: {url}",
+                    logs_hint,
+                ],
+            ),
+            _Rule(
+                "NodeHealth",
+                NODE_HEALTH,
+                ["ClusterArn"],
+                [
+                    f"HyperPod node health event in cluster {_field(d + '.ClusterName')}: "
+                    f"instance {_field(d + '.InstanceId')}.",
+                    f"What happened: {_field(d + '.HealthSummary.HealthStatus')}: "
+                    f"{_field(d + '.HealthSummary.HealthStatusReason')}",
+                    f"Repair action: {_field(d + '.HealthSummary.RepairAction')}. "
+                    f"Recommendation: {_field(d + '.HealthSummary.Recommendation')}",
+                    f"What happens next: {self._doing()}",
+                    f"Time: {_field('$.time')}. Console: {url}",
+                    logs_hint + f", stream of instance {_field(d + '.InstanceId')}",
+                ],
+            ),
+            _Rule(
+                "ClusterEvent",
+                CLUSTER_EVENT,
+                ["EventDetails", "ClusterArn"],
+                [
+                    f"HyperPod cluster {_field(d + '.EventDetails.ClusterName')}: "
+                    f"{_field(d + '.EventDetails.EventLevel')} event.",
+                    f"What happened: {_field(d + '.EventDetails.Description')}",
+                    f"Instance group {_field(d + '.EventDetails.InstanceGroupName')}, "
+                    f"instance {_field(d + '.EventDetails.InstanceId')} "
+                    f"({_field(d + '.EventDetails.ResourceType')}).",
+                    f"Time: {_field('$.time')}. Console: {url}",
+                    logs_hint,
+                ],
+            ),
+        ]
+        rules = {}
+        for spec in specs:
+            detail: dict[str, Any] = {spec.arn_path[-1]: [cluster.cluster_arn]}
+            for key in reversed(spec.arn_path[:-1]):
+                detail = {key: detail}
+            rule = events.Rule(
+                self,
+                spec.id,
+                description=f"HyperPod {spec.detail_type} of {self.config.cluster_name}",
+                event_pattern=events.EventPattern(
+                    source=[SOURCE], detail_type=[spec.detail_type], detail=detail
+                ),
+            )
+            message = events.RuleTargetInput.from_multiline_text("\n".join(spec.lines))
+            for topic in self.alerts.all_topics:
+                rule.add_target(targets.SnsTopic(topic, message=message))
+            if spec.detail_type == NODE_HEALTH and self.remediation is not None:
+                rule.add_target(targets.SqsQueue(self.remediation.queue))
+            # The stack may deploy to "the credentials' account" (no account in the file); the rule
+            # and its targets are always in the same stack, so the environment cannot differ.
+            Annotations.of(rule).acknowledge_warning(
+                "@aws-cdk/aws-events:ruleUnresolvedEnvironment",
+                "rule and targets share one stack",
+            )
+            rules[spec.id] = rule
+        return rules
+
+    # --- metrics from the cluster's log group ---------------------------------------------------
+
+    def _metric_filters(self) -> dict[str, cw.Metric]:
+        """Counts and values from log lines: lifecycle failures (the line `on_create.sh` prints
+        before it fails a node: `<time> hyperpod-kit lifecycle: FAILED in <step> (exit N); ...`),
+        node-check verdicts and repair requests (the runner's JSON lines), HyperPod's
+        agent detections, and the trainer's step lines."""
+        group = logs.LogGroup.from_log_group_name(self, "ClusterLogGroup", self.log_group_name)
+        health = f'($.source = "{HEALTH_SOURCE}")'
+        specs: list[tuple[str, str, str, cw.Unit]] = [
+            (
+                "LifecycleScriptFailures",
+                f'"{LIFECYCLE_FAILED}"',
+                "1",
+                cw.Unit.COUNT,
+            ),
+            (
+                "NodeCheckFailures",
+                f'{{ {health} && ($.event = "verdict") && ($.status = "fail") }}',
+                "1",
+                cw.Unit.COUNT,
+            ),
+            (
+                "NodeRepairRequests",
+                f'{{ {health} && ($.event = "decision") && ($.executed IS TRUE) }}',
+                "1",
+                cw.Unit.COUNT,
+            ),
+            ("HealthAgentDetections", '"HealthMonitoringAgentDetectionEvent"', "1", cw.Unit.COUNT),
+            ("TrainerTokensPerSecond", '{ $.event = "step" }', "$.tokens_per_s", cw.Unit.NONE),
+            ("TrainerStepTime", '{ $.event = "step" }', "$.step_time_s", cw.Unit.SECONDS),
+            ("TrainerLoss", '{ $.event = "step" }', "$.loss", cw.Unit.NONE),
+        ]
+        metrics: dict[str, cw.Metric] = {}
+        for name, pattern, value, unit in specs:
+            counts = value == "1"
+            metric_filter = logs.MetricFilter(
+                self,
+                name,
+                log_group=group,
+                filter_pattern=logs.FilterPattern.literal(pattern),
+                metric_namespace=self.namespace,
+                metric_name=name,
+                metric_value=value,
+                default_value=0 if counts else None,
+                unit=unit,
+            )
+            metrics[name] = metric_filter.metric(
+                statistic="Sum" if counts else "Average", period=Duration.minutes(5)
+            )
+        return metrics
+
+    # --- alarms ---------------------------------------------------------------------------------
+
+    def _alarm(
+        self,
+        id: str,
+        *,
+        name: str,
+        metric: cw.IMetric,
+        threshold: float,
+        description: str,
+        comparison: cw.ComparisonOperator = (
+            cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        ),
+        periods: int = 1,
+    ) -> cw.Alarm:
+        alarm = cw.Alarm(
+            self,
+            id,
+            metric=metric,
+            alarm_name=f"{self.config.name}-{name}",
+            alarm_description=description[:1024],
+            threshold=threshold,
+            comparison_operator=comparison,
+            evaluation_periods=periods,
+            datapoints_to_alarm=periods,
+            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        )
+        self.alarms.append(self.alerts.notify(alarm))
+        return alarm
+
+    def _insights(self, where: str) -> str:
+        return f"CloudWatch Logs Insights on {self.log_group_name}: {where}"
+
+    def _node_alarms(self, metrics: dict[str, cw.Metric]) -> None:
+        limits = self.config.monitoring.alarms
+        self._alarm(
+            "LifecycleFailuresAlarm",
+            name="lifecycle-script-failures",
+            metric=metrics["LifecycleScriptFailures"].with_(period=WINDOW),
+            threshold=limits.lifecycle_failures,
+            description="A lifecycle script failed on a node; HyperPod fails or retries its "
+            "provisioning. "
+            + self._insights(
+                f"fields @timestamp, @logStream, @message | filter @message like "
+                f'"{LIFECYCLE_FAILED}" (streams LifecycleConfig/<group>/<instance-id>; the node '
+                "keeps /var/log/hyperpod-kit/lifecycle.log)"
+            ),
+        )
+        self._alarm(
+            "NodeCheckFailuresAlarm",
+            name="node-check-failures",
+            metric=metrics["NodeCheckFailures"].with_(period=WINDOW),
+            threshold=1,
+            description="A hyperpod-kit node check failed on a node. gpu-count and gpu-errors "
+            "only alert (HyperPod's agent acts on them); efa, fsx-mount and disk-space may have "
+            "asked HyperPod for a repair (see the repair-requests alarm). "
+            + self._insights(
+                f'fields @timestamp, node, check, reason | filter source = "{HEALTH_SOURCE}" '
+                'and status = "fail"'
+            ),
+        )
+        self._alarm(
+            "NodeRepairRequestsAlarm",
+            name="node-repair-requests",
+            metric=metrics["NodeRepairRequests"].with_(period=WINDOW),
+            threshold=1,
+            description="A node asked HyperPod to reboot or replace it (Slurm: state=fail "
+            "reason=Action:Reboot|Action:Replace; EKS: the node-health-status label). Running "
+            "jobs finish their step, then HyperPod's repair ends them; --requeue / auto-resume "
+            "jobs restart from their last checkpoint. "
+            + self._insights(
+                f'fields @timestamp, node, action, check, why | filter source = "{HEALTH_SOURCE}" '
+                'and event = "decision" and executed = 1'
+            ),
+        )
+        rule = self.rules["NodeHealth"]
+        self._alarm(
+            "NodeHealthEventsAlarm",
+            name="node-health-events",
+            metric=cw.Metric(
+                namespace="AWS/Events",
+                metric_name="MatchedEvents",
+                dimensions_map={"RuleName": rule.rule_name},
+                statistic="Sum",
+                period=WINDOW,
+            ),
+            threshold=limits.node_health_events,
+            description=f"{limits.node_health_events} or more HyperPod node health events "
+            "within 15 minutes (each one is also sent on its own). Several nodes at once points "
+            "at something they share: the file system, the network, a placement group, a bad "
+            "AMI or lifecycle change.",
+        )
+        failed = {
+            f"f{i}": cw.Metric(
+                namespace="AWS/Events",
+                metric_name="FailedInvocations",
+                dimensions_map={"RuleName": r.rule_name},
+                statistic="Sum",
+                period=WINDOW,
+            )
+            for i, r in enumerate(self.rules.values())
+        }
+        self._alarm(
+            "AlertDeliveryAlarm",
+            name="alert-delivery-failures",
+            metric=cw.MathExpression(
+                expression=" + ".join(f"FILL({k}, 0)" for k in failed),
+                using_metrics=dict(failed),
+                label="FailedInvocations",
+                period=WINDOW,
+            ),
+            threshold=1,
+            description="EventBridge could not deliver HyperPod events to a target (the alert "
+            "topic, a subscribed topic or the remediation queue): alerts are being lost. Check "
+            "the target's access policy and its KMS key policy (events.amazonaws.com needs "
+            "kms:GenerateDataKey and kms:Decrypt).",
+        )
+
+    def _fsx_alarms(self, file_system_id: str) -> dict[str, cw.IMetric]:
+        """Free capacity and client throughput of the file system. The capacity of an existing
+        file system is unknown offline, so it gets the metrics but no percentage alarms."""
+        dims = {"FileSystemId": file_system_id}
+
+        def fsx(name: str, statistic: str, period: Duration) -> cw.Metric:
+            return cw.Metric(
+                namespace="AWS/FSx",
+                metric_name=name,
+                dimensions_map=dims,
+                statistic=statistic,
+                period=period,
+            )
+
+        minute, five = Duration.minutes(1), Duration.minutes(5)
+        # FreeDataStorageCapacity: one datapoint per storage target per minute; Sum over one
+        # minute is the file system's free bytes.
+        free = fsx("FreeDataStorageCapacity", "Sum", minute)
+        read, write = fsx("DataReadBytes", "Sum", five), fsx("DataWriteBytes", "Sum", five)
+        out: dict[str, cw.IMetric] = {
+            "free_gib": cw.MathExpression(
+                expression=f"free / {2**30}",
+                using_metrics={"free": free},
+                label="free GiB",
+                period=minute,
+            ),
+            "read_mbs": cw.MathExpression(
+                expression="r / PERIOD(r) / 1000000", using_metrics={"r": read}, label="read MB/s"
+            ),
+            "write_mbs": cw.MathExpression(
+                expression="w / PERIOD(w) / 1000000", using_metrics={"w": write}, label="write MB/s"
+            ),
+            "metadata_ops": fsx("MetadataOperations", "Sum", five),
+            "clients": fsx("ClientConnections", "Maximum", five),
+        }
+        lustre = self.config.storage.lustre
+        if lustre.existing is not None:
+            return out
+        limits = self.config.monitoring.alarms
+        capacity = lustre.storage_capacity_gib * 2**30
+        self._alarm(
+            "FsxFreeCapacityAlarm",
+            name="fsx-free-capacity",
+            metric=cw.MathExpression(
+                expression=f"100 * free / {capacity}",
+                using_metrics={"free": free},
+                label="free capacity %",
+                period=minute,
+            ),
+            threshold=limits.fsx_free_capacity_percent,
+            comparison=cw.ComparisonOperator.LESS_THAN_THRESHOLD,
+            periods=5,
+            description=f"The file system {file_system_id} has less than "
+            f"{limits.fsx_free_capacity_percent}% of its {lustre.storage_capacity_gib} GiB "
+            "free. A full Lustre fails checkpoint writes. Delete or archive data (released "
+            "files stay in S3 through the data repository association), or raise "
+            "storage.lustre.storage_capacity_gib (an online update).",
+        )
+        # Aggregate throughput: capacity in TiB as FSx counts it (1200 GiB = 1.2 TiB) times the
+        # tier in MB/s per TiB; MB = 10^6 bytes.
+        baseline = lustre.storage_capacity_gib / 1000 * lustre.throughput_per_unit_storage * 1e6
+        self._alarm(
+            "FsxThroughputAlarm",
+            name="fsx-throughput",
+            metric=cw.MathExpression(
+                expression=f"100 * (r + w) / PERIOD(r) / {baseline:.0f}",
+                using_metrics={"r": read, "w": write},
+                label="client throughput % of provisioned",
+                period=five,
+            ),
+            threshold=limits.fsx_throughput_percent,
+            periods=3,
+            description=f"Client throughput on {file_system_id} stayed above "
+            f"{limits.fsx_throughput_percent}% of its provisioned "
+            f"{baseline / 1e6:,.0f} MB/s for 15 minutes: jobs are waiting on the file system "
+            "(data loading or checkpoints). Raise storage.lustre.throughput_per_unit_storage "
+            "or the capacity, or spread checkpoint writes.",
+        )
+        return out
+
+    def _remediation_alarms(self, remediation: RemediationFunction) -> None:
+        self._alarm(
+            "RemediationErrorsAlarm",
+            name="remediation-errors",
+            metric=remediation.function.metric_errors(period=WINDOW, statistic="Sum"),
+            threshold=1,
+            description="The remediation Lambda failed; unhealthy nodes HyperPod will not "
+            "repair (node_recovery: None) may be waiting. Its log group has the details.",
+        )
+        self._alarm(
+            "RemediationDeadLettersAlarm",
+            name="remediation-dead-letters",
+            metric=remediation.dead_letters.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(5), statistic="Maximum"
+            ),
+            threshold=1,
+            description="Node health events the remediation Lambda could not handle after "
+            "five tries are in its dead-letter queue: repair those nodes by hand (aws "
+            "sagemaker batch-replace-cluster-nodes), then purge the queue.",
+        )
+
+    # --- dashboard ------------------------------------------------------------------------------
+
+    def _dashboard(
+        self,
+        metrics: dict[str, cw.Metric],
+        fsx: dict[str, cw.IMetric],
+    ) -> cw.Dashboard:
+        config = self.config
+        dashboard = cw.Dashboard(
+            self,
+            "Dashboard",
+            dashboard_name=f"{config.name}-hyperpod",
+            default_interval=Duration.hours(6),
+        )
+        intro = "\n".join(
+            [
+                f"# HyperPod {config.cluster_name}",
+                f"[Cluster console]({console_url(self.region, config.cluster_name)}) · "
+                f"log group `{self.log_group_name}` · alerts: SNS topic of this stack",
+                "Node checks and training metrics come from log lines the lifecycle scripts "
+                "ship to that log group (docs/health.md); until they do, those graphs are empty.",
+            ]
+        )
+        dashboard.add_widgets(
+            cw.TextWidget(markdown=intro, width=12, height=4),
+            cw.AlarmStatusWidget(alarms=list(self.alarms), title="Alarms", width=12, height=4),
+        )
+        matched = [
+            cw.Metric(
+                namespace="AWS/Events",
+                metric_name="MatchedEvents",
+                dimensions_map={"RuleName": rule.rule_name},
+                statistic="Sum",
+                period=Duration.minutes(5),
+                label=name,
+            )
+            for name, rule in self.rules.items()
+        ]
+        dashboard.add_widgets(
+            cw.GraphWidget(title="HyperPod events", left=matched, width=8),
+            cw.GraphWidget(
+                title="Node checks",
+                left=[
+                    metrics["NodeCheckFailures"].with_(label="failing checks"),
+                    metrics["NodeRepairRequests"].with_(label="repair requests"),
+                    metrics["HealthAgentDetections"].with_(label="HyperPod agent detections"),
+                ],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Lifecycle script failures",
+                left=[metrics["LifecycleScriptFailures"]],
+                width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(title="FSx free capacity (GiB)", left=[fsx["free_gib"]], width=8),
+            cw.GraphWidget(
+                title="FSx client throughput (MB/s)",
+                left=[fsx["read_mbs"], fsx["write_mbs"]],
+                stacked=True,
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="FSx metadata operations and clients",
+                left=[fsx["metadata_ops"]],
+                right=[fsx["clients"]],
+                width=8,
+            ),
+        )
+        dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Training tokens/s",
+                left=[metrics["TrainerTokensPerSecond"].with_(label="tokens/s")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Training step time (s)",
+                left=[metrics["TrainerStepTime"].with_(label="step time")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Training loss", left=[metrics["TrainerLoss"].with_(label="loss")], width=8
+            ),
+        )
+        dashboard.add_widgets(
+            cw.LogQueryWidget(
+                title="Node checks that failed, and repair requests",
+                log_group_names=[self.log_group_name],
+                query_lines=[
+                    "fields @timestamp, node, event, check, status, action, reason, why",
+                    f'filter source = "{HEALTH_SOURCE}" and (status = "fail" or '
+                    '(event = "decision" and action != "none"))',
+                    "sort @timestamp desc",
+                    "limit 50",
+                ],
+                width=24,
+                height=6,
+            )
+        )
+        return dashboard
+
+
+class RemediationFunction(Construct):
+    """Node health events → SQS (batched, with a dead-letter queue) → a plain boto3 Lambda that
+    calls BatchRebootClusterNodes / BatchReplaceClusterNodes, 25 nodes a call, at most once per
+    node and action within an hour (claims in a DynamoDB table with a TTL).
+
+    Handles: ``function``, ``queue``, ``dead_letters``, ``table``.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        cluster: MonitoredCluster,
+        alerts: AlertTopic,
+    ) -> None:
+        super().__init__(scope, id)
+        key = alerts.key
+        self.dead_letters = sqs.Queue(
+            self,
+            "DeadLetters",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        timeout = Duration.seconds(60)
+        self.queue = sqs.Queue(
+            self,
+            "Queue",
+            encryption=sqs.QueueEncryption.KMS,
+            encryption_master_key=key,
+            enforce_ssl=True,
+            visibility_timeout=Duration.seconds(timeout.to_seconds() * 6),
+            dead_letter_queue=sqs.DeadLetterQueue(max_receive_count=5, queue=self.dead_letters),
+        )
+        self.table = dynamodb.Table(
+            self,
+            "Claims",
+            partition_key=dynamodb.Attribute(name="pk", type=dynamodb.AttributeType.STRING),
+            billing_mode=dynamodb.BillingMode.PAY_PER_REQUEST,
+            time_to_live_attribute="expires_at",
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            removal_policy=RemovalPolicy.DESTROY,  # claims expire within an hour anyway
+        )
+        log_group = logs.LogGroup(
+            self,
+            "Logs",
+            retention=logs.RetentionDays.THREE_MONTHS,
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            description=f"hyperpod-kit {config.name}: remediation Lambda",
+        )
+        log_group.grant_write(role)
+        # A policy of its own, so that the lint exception below covers these two actions only.
+        repair = iam.Policy(
+            self,
+            "RepairPolicy",
+            roles=[role],
+            statements=[
+                iam.PolicyStatement(
+                    sid="RepairClusterNodes",
+                    actions=[
+                        "sagemaker:BatchRebootClusterNodes",
+                        "sagemaker:BatchReplaceClusterNodes",
+                    ],
+                    resources=[cluster.cluster_arn],
+                )
+            ],
+        )
+        lint_exception(
+            repair,
+            "W3037",
+            "BatchRebootClusterNodes and BatchReplaceClusterNodes (SageMaker API since "
+            "2025-11, botocore 1.41.1) are newer than cfn-lint's IAM action list",
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="ClaimNodes",
+                actions=["dynamodb:PutItem", "dynamodb:DeleteItem"],
+                resources=[self.table.table_arn],
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="Report", actions=["sns:Publish"], resources=[alerts.topic.topic_arn]
+            )
+        )
+        role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="EncryptedTopicAndQueue",
+                actions=["kms:Decrypt", "kms:GenerateDataKey"],
+                resources=[key.key_arn],
+            )
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            description=f"hyperpod-kit {config.name}: reboot or replace nodes HyperPod reports "
+            "unhealthy, when its own recovery is off",
+            runtime=lambda_.Runtime.PYTHON_3_14,
+            handler="remediation_handler.handler",
+            code=lambda_.Code.from_asset(
+                str(REMEDIATION_CODE), exclude=["__pycache__", "*.pyc", "README*"]
+            ),
+            role=role,
+            timeout=timeout,
+            memory_size=256,
+            log_group=log_group,
+            environment={
+                "CLUSTER_ARN": cluster.cluster_arn,
+                "CLUSTER_NAME": config.cluster_name,
+                "CLAIMS_TABLE": self.table.table_name,
+                "TOPIC_ARN": alerts.topic.topic_arn,
+                "DEDUPE_SECONDS": str(DEDUPE_SECONDS),
+            },
+        )
+        lint_exception(
+            self.function,
+            "W3005",
+            "CDK makes every function depend on its role (and the role's policies); the role "
+            "is also referenced by GetAtt",
+        )
+        self.function.add_event_source(
+            sources.SqsEventSource(
+                self.queue,
+                batch_size=100,
+                max_batching_window=Duration.seconds(30),
+                report_batch_item_failures=True,
+                max_concurrency=2,
+            )
+        )
