@@ -19,12 +19,15 @@ from hyperpod_kit.constructs.studio import StudioEks
 from hyperpod_kit.stacks.cluster import ClusterStack
 from hyperpod_kit.stacks.eks import EksStack
 from hyperpod_kit.stacks.eks_addons import EksAddonsStack
+from hyperpod_kit.stacks.monitoring import MonitoringStack
 from hyperpod_kit.stacks.network import NetworkStack
 from hyperpod_kit.stacks.storage import StorageStack
 from hyperpod_kit.stacks.studio import StudioStack
 from hyperpod_kit.stacks.trainer import TrainerStack
 
 DEFAULT_ENVIRONMENT = "environments/default.yaml"
+# Types CDK would tag but CloudFormation's schema gives no Tags property (cfn-lint E3002).
+UNTAGGABLE = ["AWS::CloudWatch::Dashboard"]
 
 # Feature flags are fixed here, not in cdk.json, so that `npx cdk synth`, `hyperpod-kit synth` and
 # the tests (which build apps in-process) produce identical templates.
@@ -50,11 +53,12 @@ class EnvironmentStacks:
     eks: EksStack | None = None
     eks_addons: EksAddonsStack | None = None
     studio: StudioStack | None = None
+    monitoring: MonitoringStack | None = None
 
     def all(self) -> list[cdk.Stack]:
         stacks = [
             self.network, self.storage, self.eks, self.trainer, self.cluster, self.eks_addons,
-            self.studio,
+            self.studio, self.monitoring,
         ]  # fmt: skip
         return [s for s in stacks if s is not None]
 
@@ -129,14 +133,21 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
             ) if eks else None,
             **stack_args("studio", "SageMaker Studio domain, profiles and FSx partitions"),
         )  # fmt: skip
+    monitoring = None
+    if config.monitoring.enabled:
+        # After the cluster, beside Studio: events, alarms, dashboard, remediation.
+        monitoring = MonitoringStack(
+            app, f"{prefix}-monitoring", config=config, cluster=cluster.cluster,
+            file_system_id=storage.lustre.file_system_id,
+            **stack_args("monitoring", "HyperPod events, alarms, dashboard and auto-repair"),
+        )  # fmt: skip
     stacks = EnvironmentStacks(
         network=network, storage=storage, trainer=trainer, cluster=cluster, eks=eks,
-        eks_addons=eks_addons, studio=studio,
+        eks_addons=eks_addons, studio=studio, monitoring=monitoring,
     )  # fmt: skip
     for stack in stacks.all():
-        cdk.Tags.of(stack).add("hyperpod-kit:environment", config.name)
-        for key, value in config.tags.items():
-            cdk.Tags.of(stack).add(key, value)
+        for key, value in {"hyperpod-kit:environment": config.name, **config.tags}.items():
+            cdk.Tags.of(stack).add(key, value, exclude_resource_types=UNTAGGABLE)
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return stacks
 

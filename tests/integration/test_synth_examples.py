@@ -164,6 +164,7 @@ def expected_areas(config: EnvironmentConfig) -> list[str]:
     areas += ["trainer"] if config.trainer.build_image else []
     areas += ["eks", "eks-addons"] if config.orchestrator == "eks" else []
     areas += ["studio"] if config.studio.enabled else []
+    areas += ["monitoring"] if config.monitoring.enabled else []
     return areas
 
 
