@@ -11,6 +11,8 @@ What runs on a node, and in which order: docs/lifecycle.md.
 
 from __future__ import annotations
 
+import atexit
+import functools
 import hashlib
 import json
 import os
@@ -342,11 +344,22 @@ def build_bundle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR) -> 
     )  # fmt: skip
 
 
+@functools.cache
+def _process_staging_root() -> Path:
+    """A temporary folder of this process, removed when it exits: CDK copies an asset into the
+    cloud assembly when it synthesizes, so the staged bundle is needed only until then, and
+    nothing of ours is left behind in the user's temporary folder."""
+    folder = Path(tempfile.mkdtemp(prefix="hyperpod-kit-stage."))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
 def stage_bundle(bundle: LifecycleBundle, *, under: Path | None = None) -> Path:
     """The bundle written to a folder named by its hash, outside any CDK output folder (so a
     failed or repeated synth never mixes two uploads). Written to a sibling and renamed: a
-    folder that exists is complete, and is reused."""
-    root = (under or Path(tempfile.gettempdir())) / "hyperpod-kit-lifecycle"
+    folder that exists is complete, and is reused. Without `under`, the folder lives as long
+    as this process."""
+    root = (under or _process_staging_root()) / "hyperpod-kit-lifecycle"
     folder = root / bundle.content_hash
     if folder.is_dir():
         return folder

@@ -128,7 +128,8 @@ def test_two_syntheses_of_the_default_are_byte_identical(tmp_path: Path) -> None
     _synth_in_a_new_process(tmp_path / "second", seed="2")
     first, second = _tree(tmp_path / "first"), _tree(tmp_path / "second")
     assert {name for name in first if name.endswith(".template.json")} == {
-        f"hyperpod-dev-{area}.template.json" for area in ("network", "storage", "trainer")
+        f"hyperpod-dev-{area}.template.json"
+        for area in ("network", "storage", "trainer", "cluster", "monitoring")
     }
     assert sorted(first) == sorted(second)
     different = [name for name in first if first[name] != second[name]]

@@ -65,7 +65,9 @@ def test_the_rendered_job_runs_to_completion_under_slurm(
 
     found = uninterrupted.events
     assert not of(found, "resume")  # a fresh checkpoint folder: nothing to resume
-    assert of(found, "exit") == [{"event": "exit", "reason": "completed", "step": STEPS}]
+    assert of(found, "exit") == [
+        {"event": "exit", "reason": "completed", "step": STEPS, "nonfinite_total": 0}
+    ]
     steps = losses(found)
     assert sorted(steps) == list(range(1, STEPS + 1)), explain(job)
     assert {e["world_size"] for e in of(found, "step")} == {2}
@@ -141,7 +143,9 @@ def test_node_loss_requeues_the_job_and_it_resumes_exactly(
     assert sorted(after) == list(range(at_failure + 1, STEPS + 1)), explain(done)
     assert after == {s: reference[s] for s in after}  # bitwise, every step after the resume
     assert after[STEPS] == reference[STEPS]
-    assert of(second, "exit") == [{"event": "exit", "reason": "completed", "step": STEPS}]
+    assert of(second, "exit") == [
+        {"event": "exit", "reason": "completed", "step": STEPS, "nonfinite_total": 0}
+    ]
     print(
         f"\nnode lost after step {last_before}; newest complete checkpoint {at_failure}; "
         f"Restarts={done.restarts}; resumed at {resume['step']}; final loss "
