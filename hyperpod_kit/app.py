@@ -161,7 +161,7 @@ def main() -> int:
     `hyperpod-kit synth` may replace it later.
     """
     from hyperpod_kit.cli.outputs import ASSEMBLY, write_marker
-    from hyperpod_kit.gates import check_assembly
+    from hyperpod_kit.gates import check_assembly, warm_up
 
     app = create_app()
     file = str(app.node.try_get_context("environment") or DEFAULT_ENVIRONMENT)
@@ -172,6 +172,7 @@ def main() -> int:
         return 2
     for finding in loaded.findings:
         print(finding.render(loaded.file), file=sys.stderr)
+    warm_up(loaded.config.region)  # cfn-lint loads while CDK synthesizes
     build_environment(app, loaded.config)
     outdir = app.synth().directory
     write_marker(outdir, ASSEMBLY)

@@ -27,7 +27,9 @@ from hyperpod_kit.gates import GateReport, check_assembly
 def build_assembly(loaded: LoadedEnvironment, outdir: Path) -> None:
     """Synthesize the environment's stacks into `outdir` (offline, no gates)."""
     from hyperpod_kit.app import build_environment, create_app
+    from hyperpod_kit.gates import warm_up
 
+    warm_up(loaded.config.region)  # cfn-lint loads while CDK synthesizes
     app = create_app(outdir=str(outdir))
     build_environment(app, loaded.config)
     app.synth()

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass, field
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -86,24 +88,37 @@ class GateReport:
 
 
 def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
-    """Gate every stack of the assembly in `outdir`: annotations (cdk-nag, CDK) and cfn-lint."""
+    """Gate every stack of the assembly in `outdir`, its nested stacks included: annotations
+    (cdk-nag, CDK) and cfn-lint."""
     outdir = Path(outdir)
     manifest = json.loads((outdir / "manifest.json").read_text())
     report = GateReport()
     for name, artifact in manifest.get("artifacts", {}).items():
         if artifact.get("type") != "aws:cloudformation:stack":
             continue
-        template_path = outdir / artifact["properties"]["templateFile"]
-        template = json.loads(template_path.read_text())
-        resources = template.get("Resources", {})
-        report.stacks.append(
-            StackSummary(name, template_path, len(resources), _suppressions(resources))
-        )
+        region = artifact.get("environment", "aws://unknown/us-east-1").rsplit("/", 1)[-1]
         report.findings += _annotations(name, _metadata(outdir, artifact))
-        if lint:
-            region = artifact.get("environment", "aws://unknown/us-east-1").rsplit("/", 1)[-1]
-            report.findings += _cfn_lint(name, template_path, region)
+        template_path = outdir / artifact["properties"]["templateFile"]
+        for label, path in [(name, template_path), *_nested(name, template_path, outdir)]:
+            resources = json.loads(path.read_text()).get("Resources", {})
+            report.stacks.append(
+                StackSummary(label, path, len(resources), _suppressions(resources))
+            )
+            if lint:
+                report.findings += _cfn_lint(label, path, region)
     return report
+
+
+def _nested(stack: str, template: Path, outdir: Path) -> list[tuple[str, Path]]:
+    """The nested stacks' templates of a stack (CDK writes them beside it as assets)."""
+    found = []
+    for logical, resource in json.loads(template.read_text()).get("Resources", {}).items():
+        asset = resource.get("Metadata", {}).get("aws:asset:path")
+        if resource.get("Type") == "AWS::CloudFormation::Stack" and asset:
+            path = outdir / asset
+            found.append((f"{stack}/{logical}", path))
+            found += _nested(f"{stack}/{logical}", path, outdir)
+    return found
 
 
 def _metadata(outdir: Path, artifact: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
@@ -147,12 +162,43 @@ def _suppressions(resources: dict[str, Any]) -> int:
     )
 
 
-def _cfn_lint(stack: str, template: Path, region: str) -> list[GateFinding]:
-    from cfnlint.api import ManualArgs, lint_file
+def warm_up(region: str) -> None:
+    """Load cfn-lint and its rules for `region` in a background thread: the next `check_assembly`
+    then only lints. Meant to run while CDK synthesizes (Node does that work, so this thread
+    mostly has the interpreter to itself); harmless to call twice."""
+    threading.Thread(target=_rules, args=(_lint_region(region),), daemon=True).start()
 
-    if region.startswith("unknown"):
-        region = "us-east-1"
-    matches = lint_file(template, config=ManualArgs(regions=[region]))
+
+def _lint_region(region: str) -> str:
+    return "us-east-1" if region.startswith("unknown") else region
+
+
+_RULES_LOCK = threading.Lock()
+
+
+@cache
+def _rules_cached(region: str) -> tuple[Any, Any]:
+    from cfnlint.config import ConfigMixIn
+    from cfnlint.runner import Runner
+
+    config = ConfigMixIn(regions=[region])
+    return config, Runner(config).rules
+
+
+def _rules(region: str) -> tuple[Any, Any]:
+    """cfn-lint's configuration and rule set for `region`, built once per process (building
+    them costs ten times what linting a template does)."""
+    with _RULES_LOCK:
+        return _rules_cached(region)
+
+
+def _cfn_lint(stack: str, template: Path, region: str) -> list[GateFinding]:
+    from cfnlint.decode.decode import decode
+    from cfnlint.runner.template.runner import run_template_by_data
+
+    config, rules = _rules(_lint_region(region))
+    data, errors = decode(str(template))
+    matches = errors or ([] if data is None else list(run_template_by_data(data, config, rules)))
     found = []
     for m in matches:
         severity = str(getattr(m.rule, "severity", "error")).lower()
