@@ -64,6 +64,7 @@ MIN_STEPS, MAX_STEPS = 12, 2000
 PNG = "demo-loss.png"
 TIMELINE = "timeline.json"
 TIMELINE_VERSION = 1
+PROG = "demo"  # how its messages start
 FSX_TIMEOUT_S = 5  # the schema's minimum for monitoring.node_checks.fsx_timeout_seconds
 POLL_S = 0.05
 
@@ -477,18 +478,18 @@ class _Parser(argparse.ArgumentParser):
     """Bad arguments: one line, exit 2, no usage dump or traceback."""
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: {message}\n")
+        self.exit(2, f"{PROG}: {message}\n")
 
 
 def _steps(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--steps: {text!r} is not a whole number") from None
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if not MIN_STEPS <= value <= MAX_STEPS:
         raise argparse.ArgumentTypeError(
-            f"--steps: {value} is not between {MIN_STEPS} and {MAX_STEPS} (the run checkpoints "
-            "four times and faults after the second checkpoint)"
+            f"{value} is not between {MIN_STEPS} and {MAX_STEPS} (each run checkpoints four "
+            "times; the fault comes between the second and the third)"
         )
     return value
 
@@ -514,7 +515,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     silence_jsii()  # before the health settings load aws_cdk
     args = parser().parse_args(argv)
-    prog = "demo"
+    prog = PROG
     try:
         out = FolderOutput.checked(args.out, DEMO, shown=args.out)
     except OutputError as e:
