@@ -20,7 +20,8 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # .ruff_cache inside the asset folder (the asset hash ignores caches anyway: ASSET_EXCLUDES).
 export RUFF_CACHE_DIR := $(CURDIR)/.ruff_cache
 
-.PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench clean
+.PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench demo \
+	clean
 
 help:
 	@echo "make synth [ENV=file]   validate and synthesize offline, with cdk-nag and cfn-lint gates"
@@ -29,6 +30,8 @@ help:
 	@echo "make diff|deploy|destroy [ENV=file] [CDK_ARGS='--profile x ...']   validate, gate, then"
 	@echo "                        the CDK CLI on that very assembly (needs AWS credentials)"
 	@echo "make bench              run the benchmarks under benchmarks/"
+	@echo "make demo [DEMO_OUT=dir] [DEMO_STEPS=n]   offline, local Slurm (as root): a node fault, the"
+	@echo "                        health runner's Action:Replace, requeue, exact resume (docs/demo.md)"
 
 $(STAMPS)/venv: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -82,6 +85,13 @@ diff deploy destroy: setup
 bench: setup-dev
 	$(BIN)/python benchmarks/synth.py
 	$(BIN)/python benchmarks/trainer.py
+
+# docs/demo.md: a local Slurm (as root), the bundled trainer on CPU, a fault the health runner acts
+# on, HyperPod's part played by the demo; writes the timeline and demo-loss.png to DEMO_OUT.
+DEMO_OUT ?= demo-out
+DEMO_STEPS ?= 40
+demo: setup-dev
+	$(BIN)/python -m hyperpod_kit.local.demo --out $(DEMO_OUT) --steps $(DEMO_STEPS)
 
 clean:
 	rm -rf cdk.out cdk.out.rejected .cdk.out.new.* .cdk.out.old.* $(STAMPS) .pytest_cache \

@@ -1,10 +1,10 @@
 """Every write the `hyperpod-kit` command makes: it never destroys what it did not write.
 
-Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`). A folder is ours when it holds the
-marker file `.hyperpod-kit` (a small JSON: tool, version, kind). An output folder is replaced only
-if it is missing, empty, or ours of the same kind; anything else (a file, a symbolic link, a folder
-of someone else's, the current folder or one that contains it) is refused before any work, with
-one line `PATH: message. Hint: ...` (exit 2), and nothing is touched.
+Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `make demo`'s `--out DIR`). A folder
+is ours when it holds the marker file `.hyperpod-kit` (a small JSON: tool, version, kind). An
+output folder is replaced only if it is missing, empty, or ours of the same kind; anything else (a
+file, a symbolic link, a folder of someone else's, the current folder or one that contains it) is
+refused before any work, with one line `PATH: message. Hint: ...` (exit 2), and nothing is touched.
 
 A new folder is built in a temporary sibling, `.DIR.new.<pid>.<random>` (same parent, so renames
 stay on one file system), and swapped in by renames:
@@ -46,7 +46,8 @@ MARKER = ".hyperpod-kit"
 TOOL = "hyperpod-kit"
 ASSEMBLY = "cloud-assembly"
 JOBS = "jobs"
-_KIND_NAMES = {ASSEMBLY: "a cloud assembly", JOBS: "job files"}
+DEMO = "demo"  # `make demo` (hyperpod_kit.local.demo): its timeline, plot and logs
+_KIND_NAMES = {ASSEMBLY: "a cloud assembly", JOBS: "job files", DEMO: "a demo's output"}
 
 
 class OutputError(Exception):
@@ -159,7 +160,7 @@ def check_folder(target: Path | str, kind: str, *, shown: str | None = None) -> 
 
 
 def _default_for(kind: str) -> str:
-    return "cdk.out" if kind == ASSEMBLY else "jobs"
+    return {ASSEMBLY: "cdk.out", DEMO: "demo-out"}.get(kind, "jobs")
 
 
 def _is_empty(folder: Path) -> bool:

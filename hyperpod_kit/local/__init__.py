@@ -2,6 +2,11 @@
 
 `slurm`: Debian's slurmctld, slurmd and munged on loopback, used by the Slurm integration tests
 (node loss and requeue), the health-check runner tests and `make demo`.
+`training`: the environment's training job rendered for this machine, and its output read back.
+`health`: the node health runner's real command line on the local Slurm node.
+`demo`: `make demo` (docs/demo.md).
+
+Only `slurm` is imported here: the others need the dev venv (numpy, the trainer, matplotlib).
 """
 
 from hyperpod_kit.local.slurm import (

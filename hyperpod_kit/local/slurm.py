@@ -543,6 +543,11 @@ class LocalSlurm:
     def squeue(self, *args: str) -> str:
         return self._run(["squeue", *args]).stdout
 
+    def client_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The environment of a client of this cluster (the health runner's `scontrol`): a clean
+        login-like environment, `extra`, and this cluster's SLURM_CONF; no job marker."""
+        return self._env(None, extra)
+
     def job_env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """What a job submitted here starts with (sbatch exports its environment): a clean
         login-like environment, `extra`, this cluster's SLURM_CONF and the node marker."""
@@ -651,7 +656,8 @@ class LocalSlurm:
 
     def return_node(self, timeout: float = START_TIMEOUT_S) -> None:
         """Bring the node back as a replacement would: a fresh slurmd registers under the same
-        name, then the node is resumed (`state=resume`) and idle."""
+        name, then the node is resumed (`state=resume`: clears DOWN, DRAIN and an Action: FAIL)
+        and idle."""
         deadline = time.monotonic() + timeout
         if "slurmd" not in self.daemons:
             before = self.node_info().get("SlurmdStartTime")
@@ -662,7 +668,7 @@ class LocalSlurm:
                 deadline - time.monotonic(),
             )
         state = self.node_info().get("State", "")
-        if "DOWN" in state or "DRAIN" in state:
+        if any(s in state for s in ("DOWN", "DRAIN", "FAIL")):
             self.scontrol("update", f"nodename={self.node}", "state=resume")
         self.wait_node(lambda n: n.get("State") == "IDLE", "idle", deadline - time.monotonic())
 
