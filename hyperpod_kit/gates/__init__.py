@@ -93,13 +93,14 @@ def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
     outdir = Path(outdir)
     manifest = json.loads((outdir / "manifest.json").read_text())
     report = GateReport()
+    templates = _file_assets(outdir, manifest)
     for name, artifact in manifest.get("artifacts", {}).items():
         if artifact.get("type") != "aws:cloudformation:stack":
             continue
         region = artifact.get("environment", "aws://unknown/us-east-1").rsplit("/", 1)[-1]
         report.findings += _annotations(name, _metadata(outdir, artifact))
         template_path = outdir / artifact["properties"]["templateFile"]
-        for label, path in [(name, template_path), *_nested(name, template_path, outdir)]:
+        for label, path in [(name, template_path), *_nested(name, template_path, templates)]:
             resources = json.loads(path.read_text()).get("Resources", {})
             report.stacks.append(
                 StackSummary(label, path, len(resources), _suppressions(resources))
@@ -109,15 +110,33 @@ def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
     return report
 
 
-def _nested(stack: str, template: Path, outdir: Path) -> list[tuple[str, Path]]:
-    """The nested stacks' templates of a stack (CDK writes them beside it as assets)."""
+def _file_assets(outdir: Path, manifest: dict[str, Any]) -> dict[str, Path]:
+    """Every file asset of the assembly that is a template, by its hash (asset manifests)."""
+    found: dict[str, Path] = {}
+    for artifact in manifest.get("artifacts", {}).values():
+        if artifact.get("type") != "cdk:asset-manifest":
+            continue
+        assets = json.loads((outdir / artifact["properties"]["file"]).read_text())
+        for digest, asset in assets.get("files", {}).items():
+            path = str(asset.get("source", {}).get("path", ""))
+            if path.endswith(".template.json"):
+                found[digest] = outdir / path
+    return found
+
+
+def _nested(stack: str, template: Path, templates: dict[str, Path]) -> list[tuple[str, Path]]:
+    """The nested stacks' templates of a stack, nested ones of those included. CDK writes each
+    beside the stack as a file asset; the parent's `TemplateURL` ends in that asset's hash."""
     found = []
     for logical, resource in json.loads(template.read_text()).get("Resources", {}).items():
-        asset = resource.get("Metadata", {}).get("aws:asset:path")
-        if resource.get("Type") == "AWS::CloudFormation::Stack" and asset:
-            path = outdir / asset
-            found.append((f"{stack}/{logical}", path))
-            found += _nested(f"{stack}/{logical}", path, outdir)
+        if resource.get("Type") != "AWS::CloudFormation::Stack":
+            continue
+        url = json.dumps(resource.get("Properties", {}).get("TemplateURL"))
+        for digest, path in templates.items():
+            if f"/{digest}.json" in url:
+                label = f"{stack}/{logical.split('NestedStack')[0] or logical}"
+                found.append((label, path))
+                found += _nested(label, path, templates)
     return found
 
 

@@ -6,6 +6,7 @@ template (nested ones included), and CloudFormation's limits at 500 users."""
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from hyperpod_kit.config import EnvironmentConfig, load_environment
 from hyperpod_kit.config.validators import run_validators
 from hyperpod_kit.constructs.studio import StudioEks
 from hyperpod_kit.constructs.studio_partitions import batch_of
-from hyperpod_kit.gates import _cfn_lint, check_assembly
+from hyperpod_kit.gates import check_assembly
 from hyperpod_kit.stacks.studio import StudioStack
 from tests.conftest import REPO, default_data, merge
 
@@ -125,13 +126,9 @@ def limits(outdir: Path) -> list[str]:
 
 
 def gates(outdir: Path) -> list[str]:
-    """cdk-nag and cfn-lint on the stacks, and cfn-lint on the nested templates (which the
-    assembly's manifest does not list as stacks)."""
-    report = check_assembly(outdir)
-    found = [f.render() for f in report.findings]
-    for path in outdir.glob("*.nested.template.json"):
-        found += [f.render() for f in _cfn_lint(path.name, path, "us-west-2")]
-    return found
+    """cdk-nag and cfn-lint on the stacks and their nested templates (the gates follow each
+    nested stack's TemplateURL to its file asset)."""
+    return [f.render() for f in check_assembly(outdir).findings]
 
 
 # --- the domain -----------------------------------------------------------------------------------
@@ -349,7 +346,28 @@ def test_eks_gets_kubectl_settings_and_the_api_port(built: Any) -> None:
 
 
 def test_gates_are_clean_on_every_template(built: Any) -> None:
-    assert gates(built(SLURM).outdir) == []
+    outdir = built(SLURM).outdir
+    assert gates(outdir) == []
+    linted = {s.template.name for s in check_assembly(outdir).stacks}
+    assert {p.name for p in outdir.glob("*.nested.template.json")} <= linted
+
+
+def test_the_gates_lint_a_nested_template(built: Any, tmp_path: Path) -> None:
+    """A broken user batch fails the gate like a broken stack, named under its parent."""
+    outdir = tmp_path / "copy"
+    shutil.copytree(built(SLURM).outdir, outdir)
+    nested = sorted(outdir.glob("*.nested.template.json"))[0]
+    template = json.loads(nested.read_text())
+    [profile, *_] = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::UserProfile"
+    ]
+    profile["Properties"]["NoSuchProperty"] = 1
+    nested.write_text(json.dumps(template))
+    report = check_assembly(outdir)
+    assert not report.ok
+    [finding] = [f for f in report.findings if f.gate == "cfn-lint"]
+    assert finding.stack.startswith("hyperpod-dev-studio/Users")
+    assert "NoSuchProperty" in finding.render()
 
 
 def test_a_stack_without_cluster_handles_of_the_right_kind_is_refused(tmp_path: Path) -> None:
