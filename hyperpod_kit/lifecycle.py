@@ -45,6 +45,8 @@ FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
 # upload holds nothing it does not run (and its hash does not move when Slurm-only files change).
 SLURM_ONLY = ("steps/users.sh", "bin/hyperpod-kit-user-sync", "systemd/", "studio/")
 ENROOT_ONLY = ("steps/enroot_pyxis.sh",)
+# The node health runner's settings, rendered from the environment file beside the runner.
+HEALTH_SETTINGS = "health/settings.json"
 
 # Values a template places in shell or unit files: checked again here, whatever the schema said,
 # so a bypassed validation can never put anything but a plain word into a node script.
@@ -89,6 +91,7 @@ class GroupValues:
 class MonitoringValues:
     enabled: bool
     auto_repair: bool
+    interval_seconds: int  # how often the node health timer runs the checks
 
 
 @dataclass(frozen=True)
@@ -200,7 +203,11 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         ),
         enroot_pyxis=enroot,
         enroot_packages_dir=ENROOT_PACKAGES_DIR if _enroot_packages(config) else "",
-        monitoring=MonitoringValues(config.monitoring.enabled, config.monitoring.auto_repair),
+        monitoring=MonitoringValues(
+            config.monitoring.enabled,
+            config.monitoring.auto_repair,
+            config.monitoring.node_checks.interval_seconds,
+        ),
         sync_interval_minutes=SYNC_INTERVAL_MINUTES,
     )
 
@@ -254,6 +261,7 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
             files[target] = text if text.endswith("\n") else text + "\n"
         else:
             files[target] = path.read_text(encoding="utf-8")
+    files[HEALTH_SETTINGS] = health_settings_document(config)
     for group, g in zip(context.groups, config.cluster.instance_groups, strict=True):
         for target, script in zip(group.scripts, g.lifecycle.scripts, strict=True):
             path = config.resolve_path(script)
@@ -265,6 +273,14 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
                 ) from None
     _check_names(files)
     return files
+
+
+def health_settings_document(config: EnvironmentConfig) -> str:
+    """The node health runner's settings.json: `node_health_settings`, as deterministic JSON."""
+    # Deferred: the settings live with the monitoring constructs (one source), which import CDK.
+    from hyperpod_kit.constructs.monitoring import node_health_settings
+
+    return json.dumps(node_health_settings(config), indent=2, sort_keys=True) + "\n"
 
 
 def _check_names(paths: Mapping[str, object]) -> None:

@@ -461,7 +461,7 @@ def test_hooks_then_group_scripts_in_order(sandbox: Any, tmp_path: Path) -> None
     assert out.index("step: hook 50-health.sh") < out.index(
         "step: group script compute/01-a_first.sh"
     )
-    assert "health: no node-side checks are installed" in out
+    assert "health: checks every 300 s from hyperpod-kit-health.timer" in out
 
 
 def test_failing_group_script_fails_provisioning_with_its_name(
@@ -616,5 +616,51 @@ def test_eks_worker_only_logs_hooks_and_group_scripts(sandbox: Any, tmp_path: Pa
     assert "role worker" in result.stdout
     assert node.path("/var/tmp/eks").read_text() == "ran\n"
     assert "alice" not in node.passwd()
-    assert node.calls("systemctl") == [] and node.calls("aws") == []
-    assert not node.path("/etc/systemd").exists()
+    assert node.calls("aws") == []
+    # The health timer is the only unit an EKS node gets (no user sync, no Studio issuer).
+    assert sorted(p.name for p in node.path("/etc/systemd/system").iterdir()) == [
+        "hyperpod-kit-health.service", "hyperpod-kit-health.timer",
+    ]  # fmt: skip
+    assert node.calls("systemctl")[-1] == ["systemctl", "enable", "--now",
+                                           "hyperpod-kit-health.timer"]  # fmt: skip
+
+
+# --- the health hook -----------------------------------------------------------------------------
+
+HEALTH_UNITS = ("hyperpod-kit-health.service", "hyperpod-kit-health.timer")
+
+
+def test_health_hook_twice_installs_runner_settings_and_timer(sandbox: Any) -> None:
+    cfg = config({"monitoring": {"node_checks": {"interval_seconds": 120}}})
+    node = sandbox(cfg, group="compute")
+    ok(node.run())
+    first = node.snapshot()
+    assert ["systemctl", "daemon-reload"] in node.calls("systemctl")
+    ok(node.run())
+    assert node.snapshot() == first
+    assert node.mutations() == [], "the second run changed the machine again"
+    assert node.calls("systemctl")[-1] == ["systemctl", "enable", "--now", HEALTH_UNITS[1]]
+
+    for path in ("runner.py", "settings.json", "checks/core.py", "checks/xid.py"):
+        installed = node.path(f"/opt/hyperpod-kit/health/{path}")
+        assert installed.read_bytes() == (node.bundle / "health" / path).read_bytes(), path
+    assert stat.S_IMODE(node.path("/opt/hyperpod-kit/health/runner.py").stat().st_mode) == 0o755
+    settings = json.loads(node.path("/opt/hyperpod-kit/health/settings.json").read_text())
+    assert settings["interval_seconds"] == 120
+    service = node.path(f"/etc/systemd/system/{HEALTH_UNITS[0]}").read_text()
+    assert (
+        "ExecStart=/usr/bin/python3 /opt/hyperpod-kit/health/runner.py run "
+        "--settings /opt/hyperpod-kit/health/settings.json --instance-group compute\n"
+    ) in service
+    assert str(node.root) not in service  # node paths, not the sandbox's
+    timer = node.path(f"/etc/systemd/system/{HEALTH_UNITS[1]}").read_text()
+    assert "OnUnitActiveSec=120\n" in timer and "WantedBy=timers.target" in timer
+
+
+def test_health_hook_with_monitoring_off_installs_nothing(sandbox: Any) -> None:
+    node = sandbox(config({"monitoring": {"enabled": False}}), group="compute")
+    result = ok(node.run())
+    assert "health: monitoring.enabled is off; no node-side checks are installed" in result.stdout
+    assert not node.path("/opt/hyperpod-kit/health").exists()
+    assert not any(node.path(f"/etc/systemd/system/{unit}").exists() for unit in HEALTH_UNITS)
+    assert not any("hyperpod-kit-health" in " ".join(c) for c in node.calls("systemctl"))

@@ -19,6 +19,7 @@ import pytest
 
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.constructs.monitoring import node_health_settings
 from hyperpod_kit.lifecycle import (
     ENROOT_PACKAGES_DIR,
     LifecycleError,
@@ -182,7 +183,7 @@ def test_eks_upload_is_minimal() -> None:
     assert sorted(files) == [
         "health/checks/__init__.py", "health/checks/core.py", "health/checks/disk.py",
         "health/checks/efa.py", "health/checks/fsx.py", "health/checks/gpu.py",
-        "health/checks/xid.py", "health/runner.py",
+        "health/checks/xid.py", "health/runner.py", "health/settings.json",
         "hooks.d/50-health.sh", "lib/common.sh", "lib/node.py", "lib/settings.sh",
         "on_create.sh", "steps/install.sh",
     ]  # fmt: skip
@@ -392,3 +393,34 @@ def test_adding_a_person_leaves_the_scripts_prefix_alone() -> None:
     after = build_bundle(config({"users": [*USERS, {"name": "dave", "uid": 10009}]}))
     assert after.content_hash == before.content_hash
     assert after.users_key != before.users_key
+
+
+# --- the health hook and Studio's token issuer ---------------------------------------------------
+
+
+def test_bundle_carries_the_health_settings_on_slurm_and_eks() -> None:
+    for cfg in (config({"monitoring": {"node_checks": {"interval_seconds": 120}}}), eks()):
+        bundle = build_bundle(cfg)
+        text = bundle.text("health/settings.json")
+        assert json.loads(text) == node_health_settings(cfg)
+        assert text == json.dumps(node_health_settings(cfg), indent=2, sort_keys=True) + "\n"
+        for path in ("health/runner.py", "health/checks/core.py", "hooks.d/50-health.sh"):
+            assert path in bundle.files, (cfg.orchestrator, path)
+    hook = render_lifecycle(config())["hooks.d/50-health.sh"]
+    assert 'runner.py" units --root' in hook and "enable --now" in hook
+
+
+def test_a_health_setting_moves_the_upload_hash() -> None:
+    base = build_bundle(config())
+    other = build_bundle(config({"monitoring": {"node_checks": {"interval_seconds": 120}}}))
+    assert base.content_hash != other.content_hash
+    assert {p for p in base.files if base.files[p] != other.files[p]} == {
+        "health/settings.json", "hooks.d/50-health.sh",  # the log line names the interval
+    }  # fmt: skip
+
+
+def test_monitoring_off_the_health_hook_only_logs() -> None:
+    hook = render_lifecycle(config({"monitoring": {"enabled": False}}))["hooks.d/50-health.sh"]
+    assert "monitoring.enabled is off" in hook
+    code = "\n".join(line for line in hook.splitlines() if not line.startswith("#"))
+    assert "put_file" not in code and "systemctl" not in code and "runner.py" not in code
