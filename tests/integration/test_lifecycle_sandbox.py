@@ -664,3 +664,59 @@ def test_health_hook_with_monitoring_off_installs_nothing(sandbox: Any) -> None:
     assert not node.path("/opt/hyperpod-kit/health").exists()
     assert not any(node.path(f"/etc/systemd/system/{unit}").exists() for unit in HEALTH_UNITS)
     assert not any("hyperpod-kit-health" in " ".join(c) for c in node.calls("systemctl"))
+
+
+# --- Studio's Slurm token issuer (hooks.d/60-studio-jwt.sh) --------------------------------------
+
+STUDIO = {"studio": {"enabled": True, "exclude": ["carol"]},
+          "cluster": {"slurm": {"config_strategy": "Merge"}}}  # fmt: skip
+# Stands in for lifecycle/studio/slurm_jwt.sh in the upload: records how the hook ran it.
+ISSUER_STUB = """#!/bin/bash
+printf '%s\\n' "$0" "$HYPERPOD_KIT_ENVIRONMENT" "$HYPERPOD_KIT_REGION" "$HYPERPOD_KIT_BUCKET" \\
+  "$HYPERPOD_KIT_USERS_FILE" >>"$HYPERPOD_KIT_ROOT/var/tmp/issuer"
+"""
+
+
+def studio_node(sandbox: Any, group: str, overrides: dict[str, Any] | None = None) -> Node:
+    node = sandbox(config(merge(STUDIO, overrides or {})), group=group)
+    (node.bundle / "studio/slurm_jwt.sh").write_text(ISSUER_STUB)
+    node.path("/var/tmp").mkdir(parents=True)
+    return node
+
+
+def test_studio_token_hook_does_nothing_off_the_controller(sandbox: Any) -> None:
+    node = studio_node(sandbox, "login")
+    result = ok(node.run())
+    assert "step: hook 60-studio-jwt.sh" in result.stdout
+    assert "nothing to do on a login node" in result.stdout
+    assert not node.path("/var/tmp/issuer").exists()
+    assert not node.path("/opt/hyperpod-kit/studio").exists()
+
+
+def test_studio_token_hook_runs_the_installed_issuer_on_the_controller(sandbox: Any) -> None:
+    node = studio_node(sandbox, "controller")
+    handles = node.state / "ssm/hyperpod-kit/hyperpod-dev/storage"
+    handles.parent.mkdir(parents=True, exist_ok=True)
+    handles.write_text(json.dumps({"bucket_name": "hyperpod-dev-data-1a2b3c", "dns_name": "x"}))
+    node.knob("active", "slurmctld")
+    ok(node.run())
+    issuer = node.path("/opt/hyperpod-kit/studio/slurm_jwt.sh")
+    assert issuer.read_text() == ISSUER_STUB and stat.S_IMODE(issuer.stat().st_mode) == 0o755
+    assert node.path("/var/tmp/issuer").read_text().splitlines() == [
+        str(issuer), "hyperpod-dev", "us-west-2", "hyperpod-dev-data-1a2b3c",
+        "/var/lib/hyperpod-kit/users.json",
+    ]  # fmt: skip
+    # What the issuer reads: the users file the sync keeps, saying who has a Studio profile.
+    kept = json.loads(node.path("/var/lib/hyperpod-kit/users.json").read_text())
+    assert [(u["name"], u["studio"]) for u in kept["users"]] == [
+        ("alice", True), ("bob", True), ("carol", False),
+    ]  # fmt: skip
+    assert ["systemctl", "is-active", "--quiet", "slurmctld"] in node.calls("systemctl")
+
+
+def test_studio_token_hook_uses_the_named_bucket_without_asking_ssm(sandbox: Any) -> None:
+    node = studio_node(sandbox, "controller", {"storage": {"bucket": {"name": "team-data"}}})
+    node.knob("active", "slurmctld")
+    ok(node.run())
+    assert node.path("/var/tmp/issuer").read_text().splitlines()[3] == "team-data"
+    assert not any("hyperpod-dev/storage" in " ".join(c) for c in node.calls("aws"))

@@ -424,3 +424,44 @@ def test_monitoring_off_the_health_hook_only_logs() -> None:
     assert "monitoring.enabled is off" in hook
     code = "\n".join(line for line in hook.splitlines() if not line.startswith("#"))
     assert "put_file" not in code and "systemctl" not in code and "runner.py" not in code
+
+
+STUDIO = {
+    "studio": {"enabled": True, "exclude": ["bob"]},
+    "cluster": {"slurm": {"config_strategy": "Merge"}},
+    "users": USERS,
+}
+
+
+def test_studio_token_hook_only_with_studio_on_slurm() -> None:
+    hook, issuer = "hooks.d/60-studio-jwt.sh", "studio/slurm_jwt.sh"
+    files = render_lifecycle(config(STUDIO))
+    assert hook in files and issuer in files
+    assert files[issuer] == (LIFECYCLE_DIR / issuer).read_text()
+    for cfg in (config({"users": USERS}), eks({"studio": {"enabled": True}, "users": USERS})):
+        files = render_lifecycle(cfg)
+        assert hook not in files and not any(p.startswith("studio/") for p in files)
+
+
+def test_studio_users_file_says_who_gets_a_token() -> None:
+    users = json.loads(users_upload(config(STUDIO)) or b"")["users"]
+    assert [(u["name"], u["studio"]) for u in users] == [("alice", True), ("bob", False)]
+    plain = json.loads(users_upload(config({"users": USERS})) or b"")["users"]
+    assert all("studio" not in u for u in plain)  # unchanged without Studio
+
+
+def test_studio_token_hook_bucket_named_or_read_from_the_storage_handles() -> None:
+    named = render_lifecycle(merge_config(STUDIO, {"storage": {"bucket": {"name": "my-data"}}}))
+    assert "BUCKET=my-data\n" in named["hooks.d/60-studio-jwt.sh"]
+    hook = render_lifecycle(config(STUDIO))["hooks.d/60-studio-jwt.sh"]
+    assert "BUCKET=''\n" in hook
+    assert "ssm get-parameter --name /hyperpod-kit/hyperpod-dev/storage" in hook
+    assert 'HYPERPOD_KIT_USERS_FILE="$HPK_STATE/users.json"' in hook
+    assert "[[ ${HPK_ROLE:?} != controller ]]" in hook
+
+
+def merge_config(*overrides: dict[str, Any]) -> EnvironmentConfig:
+    data: dict[str, Any] = {}
+    for o in overrides:
+        data = merge(data, o)
+    return config(data)
