@@ -105,6 +105,7 @@ def variants(tmp: Path) -> list[EnvironmentConfig]:
 
 @needs_shellcheck
 def test_every_variant_renders_shellcheck_clean(tmp_path: Path) -> None:
+    linted: set[str] = set()
     for i, cfg in enumerate(variants(tmp_path)):
         bundle = build_bundle(cfg)
         folder = tmp_path / f"upload-{i}"
@@ -112,6 +113,9 @@ def test_every_variant_renders_shellcheck_clean(tmp_path: Path) -> None:
         scripts = bash_files(dict(bundle.files))
         assert "on_create.sh" in scripts and "lib/common.sh" in scripts
         assert shellcheck(folder, scripts) == "", cfg.name
+        linted.update(scripts)
+    # every hook, including Studio's (the studio-slurm example), is among them
+    assert {"hooks.d/50-health.sh", "hooks.d/60-studio-jwt.sh", "studio/slurm_jwt.sh"} <= linted
 
 
 def test_every_variant_parses_and_compiles(tmp_path: Path) -> None:
