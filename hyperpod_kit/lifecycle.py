@@ -45,6 +45,10 @@ FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
 # upload holds nothing it does not run (and its hash does not move when Slurm-only files change).
 SLURM_ONLY = ("steps/users.sh", "bin/hyperpod-kit-user-sync", "systemd/", "studio/")
 ENROOT_ONLY = ("steps/enroot_pyxis.sh",)
+# The controller's Slurm JWT issuer for Studio (and the hook that runs it): Slurm with Studio only.
+STUDIO_SLURM_ONLY = ("studio/", "hooks.d/60-studio-jwt.sh")
+# The node health runner's settings, rendered from the environment file beside the runner.
+HEALTH_SETTINGS = "health/settings.json"
 
 # Values a template places in shell or unit files: checked again here, whatever the schema said,
 # so a bypassed validation can never put anything but a plain word into a node script.
@@ -52,6 +56,7 @@ _GROUP = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _USER = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _ENV = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
+_BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_~-]*\.deb$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -73,6 +78,7 @@ class UserValues:
     uid: int
     gid: int
     admin: bool
+    studio: bool  # gets a Studio profile (and, on Slurm, a token from the controller)
 
 
 @dataclass(frozen=True)
@@ -89,6 +95,7 @@ class GroupValues:
 class MonitoringValues:
     enabled: bool
     auto_repair: bool
+    interval_seconds: int  # how often the node health timer runs the checks
 
 
 @dataclass(frozen=True)
@@ -108,6 +115,9 @@ class LifecycleContext:
     enroot_packages_dir: str  # folder of the upload, or "" when the AMI's copy is the only source
     monitoring: MonitoringValues
     sync_interval_minutes: int
+    studio_jwt: bool  # Studio on Slurm: the controller issues users' Slurm tokens
+    data_bucket: str  # the data bucket's name when the environment file names it, else ""
+    storage_parameter: str  # the storage stack's handles (bucket_name), for when it does not
 
     def as_template_vars(self) -> dict[str, object]:
         return {
@@ -124,6 +134,9 @@ class LifecycleContext:
             "enroot_packages_dir": self.enroot_packages_dir,
             "monitoring": self.monitoring,
             "sync_interval_minutes": self.sync_interval_minutes,
+            "studio_jwt": self.studio_jwt,
+            "data_bucket": self.data_bucket,
+            "storage_parameter": self.storage_parameter,
         }
 
 
@@ -185,6 +198,11 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         )
     slurm = config.orchestrator == "slurm"
     enroot = slurm and config.cluster.slurm.enroot_pyxis
+    studio_users = config.studio.selected(config.users) if config.studio.enabled else []
+    studio = {u.name for u in studio_users}
+    # A bucket CloudFormation names is a token at synth: the node reads it from the storage
+    # stack's parameter instead (the hook that needs it).
+    bucket = config.storage.bucket.existing_name or config.storage.bucket.name or ""
     return LifecycleContext(
         environment=environment,
         region=_checked(_REGION, config.region, "region"),
@@ -195,31 +213,48 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         status_parameter_prefix=partition_status_parameter(environment),
         groups=tuple(groups),
         users=tuple(
-            UserValues(_checked(_USER, u.name, "user name"), u.uid, u.gid, u.admin)
+            UserValues(
+                _checked(_USER, u.name, "user name"), u.uid, u.gid, u.admin, u.name in studio
+            )
             for u in config.users
         ),
         enroot_pyxis=enroot,
         enroot_packages_dir=ENROOT_PACKAGES_DIR if _enroot_packages(config) else "",
-        monitoring=MonitoringValues(config.monitoring.enabled, config.monitoring.auto_repair),
+        monitoring=MonitoringValues(
+            config.monitoring.enabled,
+            config.monitoring.auto_repair,
+            config.monitoring.node_checks.interval_seconds,
+        ),
         sync_interval_minutes=SYNC_INTERVAL_MINUTES,
+        studio_jwt=slurm and config.studio.enabled,
+        data_bucket=_checked(_BUCKET, bucket, "data bucket name") if bucket else "",
+        storage_parameter=parameter_name(environment, "storage"),
     )
 
 
 def _wanted(relative: str, context: LifecycleContext) -> bool:
     if context.orchestrator != "slurm" and relative.startswith(SLURM_ONLY):
         return False
+    if not context.studio_jwt and relative.startswith(STUDIO_SLURM_ONLY):
+        return False
     return context.enroot_pyxis or not relative.startswith(ENROOT_ONLY)
 
 
 def users_document(context: LifecycleContext) -> str:
-    """The users file the nodes apply (and the user sync fetches): data, never shell."""
+    """The users file the nodes apply (and the user sync fetches): data, never shell. With
+    Studio on Slurm each user also says whether they are a Studio user: the controller's token
+    issuer (lifecycle/studio/slurm_jwt.sh) reads the copy the sync keeps."""
+    users: list[dict[str, object]] = [
+        {"name": u.name, "uid": u.uid, "gid": u.gid, "admin": u.admin} for u in context.users
+    ]
+    if context.studio_jwt:
+        for entry, u in zip(users, context.users, strict=True):
+            entry["studio"] = u.studio
     document = {
         "version": 1,
         "environment": context.environment,
         "home_root": context.fsx_mount,
-        "users": [
-            {"name": u.name, "uid": u.uid, "gid": u.gid, "admin": u.admin} for u in context.users
-        ],
+        "users": users,
     }
     return json.dumps(document, indent=2) + "\n"
 
@@ -254,6 +289,7 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
             files[target] = text if text.endswith("\n") else text + "\n"
         else:
             files[target] = path.read_text(encoding="utf-8")
+    files[HEALTH_SETTINGS] = health_settings_document(config)
     for group, g in zip(context.groups, config.cluster.instance_groups, strict=True):
         for target, script in zip(group.scripts, g.lifecycle.scripts, strict=True):
             path = config.resolve_path(script)
@@ -265,6 +301,14 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
                 ) from None
     _check_names(files)
     return files
+
+
+def health_settings_document(config: EnvironmentConfig) -> str:
+    """The node health runner's settings.json: `node_health_settings`, as deterministic JSON."""
+    # Deferred: the settings live with the monitoring constructs (one source), which import CDK.
+    from hyperpod_kit.constructs.monitoring import node_health_settings
+
+    return json.dumps(node_health_settings(config), indent=2, sort_keys=True) + "\n"
 
 
 def _check_names(paths: Mapping[str, object]) -> None:

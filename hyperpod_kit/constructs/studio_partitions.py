@@ -211,7 +211,8 @@ class StudioFileSystemAccess(Construct):
 class StudioNodeGrants(Construct):
     """What the cluster's nodes write for Studio, granted to their execution role from here: the
     partition reports (node-side user sync) and, on Slurm, users' tokens, the client settings and
-    the client bundle (the controller's issuer, lifecycle/studio/)."""
+    the client bundle (the controller's issuer, lifecycle/studio/), and reading the storage
+    stack's handles (where the issuer's hook finds the data bucket's name)."""
 
     def __init__(
         self,
@@ -232,6 +233,15 @@ class StudioNodeGrants(Construct):
                 f"{parameter}{parameter_name(environment, 'slurm-jwt')}/*",
                 f"{parameter}{slurm_client_parameter(environment)}",
             ]
+            statements.append(
+                iam.PolicyStatement(
+                    # The controller's lifecycle hook reads the data bucket's name here when the
+                    # environment file does not name it (hooks.d/60-studio-jwt.sh).
+                    sid="ReadStorageHandles",
+                    actions=["ssm:GetParameter"],
+                    resources=[f"{parameter}{parameter_name(environment, 'storage')}"],
+                )
+            )
             statements.append(
                 iam.PolicyStatement(
                     sid="PublishSlurmClientBundle",

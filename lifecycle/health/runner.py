@@ -5,7 +5,8 @@ decide whether to ask HyperPod to reboot or replace this node.
     runner.py run   [--settings FILE] [--dry-run] [--checks a,b] [--node-name N]
                     [--instance-group G | --instance-type T] [--orchestrator slurm|eks]
                     [--state-file F] [--log-file F] [--root DIR] [--kernel-log F] [--now EPOCH]
-    runner.py units [--settings FILE] [--out DIR] [--instance-group G]   # systemd service, timer
+    runner.py units [--settings FILE] [--out DIR] [--instance-group G] [--root DIR]
+                    # the systemd service and timer; --root: the node's / (a sandbox in tests)
 
 How a request reaches HyperPod:
   Slurm  scontrol update node=<n> state=fail reason=Action:Reboot | Action:Replace
@@ -586,7 +587,20 @@ def parser() -> argparse.ArgumentParser:
     out.add_argument("--out", help="folder to write them to (default: print)")
     out.add_argument("--python", default="/usr/bin/python3")
     out.add_argument("--instance-group", help="the node's group (the lifecycle's HPK_GROUP)")
+    out.add_argument(
+        "--root", default="/", help="the node's / as seen here: units name paths below it (tests)"
+    )
     return p
+
+
+def node_path(path: str, root: str) -> str:
+    """`path` as the node sees it when `root` stands for its / (the lifecycle's sandbox)."""
+    path, root = os.path.abspath(path), os.path.abspath(root)
+    if root == "/":
+        return path
+    if os.path.commonpath([path, root]) != root:
+        raise UsageError(f"{path} is not under --root {root}")
+    return "/" + os.path.relpath(path, root)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -600,8 +614,8 @@ def main(argv: list[str] | None = None) -> int:
         if command == "units":
             files = units(
                 settings,
-                runner=os.path.abspath(__file__),
-                settings_path=os.path.abspath(args.settings),
+                runner=node_path(__file__, args.root),
+                settings_path=node_path(args.settings, args.root),
                 instance_group=args.instance_group,
                 python=args.python,
             )

@@ -13,9 +13,12 @@
 #     saying where it is and how to reach slurmctld. No munge key leaves the node.
 #
 # Environment: HYPERPOD_KIT_ENVIRONMENT, HYPERPOD_KIT_REGION, HYPERPOD_KIT_BUCKET (the data
-# bucket), HYPERPOD_KIT_USERS_FILE (the rendered users list: JSON, [{"name": ...,
-# "studio": true|false}, ...]; "studio" left out means true). HYPERPOD_KIT_ROOT: a sandbox root
-# for tests. Idempotent; safe to run again at any time.
+# bucket), HYPERPOD_KIT_USERS_FILE (a node path: the users file the user sync keeps,
+# {"users": [{"name": ..., "studio": true|false}, ...]}, or a plain list of such users; "studio"
+# left out means true; a file that does not exist yet issues and revokes nothing).
+# HYPERPOD_KIT_ROOT: a sandbox root for tests. Idempotent; safe to run again at any time.
+# The lifecycle hook hooks.d/60-studio-jwt.sh installs this file as
+# /opt/hyperpod-kit/studio/slurm_jwt.sh and runs it on the controller.
 set -euo pipefail
 
 ROOT="${HYPERPOD_KIT_ROOT:-}"
@@ -88,16 +91,24 @@ ensure_jwt() {
 studio_users() {
   python3 - "${ROOT}${HYPERPOD_KIT_USERS_FILE}" <<'PY'
 import json, re, sys
-for user in json.load(open(sys.argv[1])):
+data = json.load(open(sys.argv[1]))
+for user in data["users"] if isinstance(data, dict) else data:
     if user.get("studio", True) and re.fullmatch(r"[a-z][a-z0-9-]{0,31}", user["name"]):
         print(user["name"])
 PY
 }
 
 issue_tokens() {
-  local user now stamp token listed=" "
+  local user users now stamp token listed=" "
+  if [[ ! -f "${ROOT}${HYPERPOD_KIT_USERS_FILE}" ]]; then
+    # The user sync has not fetched the users yet: issue nothing, and revoke nothing either.
+    log "no users file ${HYPERPOD_KIT_USERS_FILE} yet: no tokens issued this time"
+    return 0
+  fi
   now="$(date +%s)"
+  users="$(studio_users)"  # a file that cannot be read stops here, before anything is revoked
   while read -r user; do
+    [[ -n "${user}" ]] || continue
     listed+="${user} "
     stamp="$(cat "${STATE}/issued/${user}" 2>/dev/null || echo 0)"
     if ((now - stamp < LIFESPAN / 2)); then continue; fi
@@ -108,7 +119,7 @@ issue_tokens() {
       --overwrite --value "${token}" >/dev/null
     echo "${now}" >"${STATE}/issued/${user}"
     log "issued a token for ${user} (valid ${LIFESPAN} s)"
-  done < <(studio_users)
+  done <<<"${users}"
   for stamp in "${STATE}/issued/"*; do
     [[ -e "${stamp}" ]] || continue
     user="$(basename "${stamp}")"

@@ -461,7 +461,7 @@ def test_hooks_then_group_scripts_in_order(sandbox: Any, tmp_path: Path) -> None
     assert out.index("step: hook 50-health.sh") < out.index(
         "step: group script compute/01-a_first.sh"
     )
-    assert "health: no node-side checks are installed" in out
+    assert "health: checks every 300 s from hyperpod-kit-health.timer" in out
 
 
 def test_failing_group_script_fails_provisioning_with_its_name(
@@ -616,5 +616,107 @@ def test_eks_worker_only_logs_hooks_and_group_scripts(sandbox: Any, tmp_path: Pa
     assert "role worker" in result.stdout
     assert node.path("/var/tmp/eks").read_text() == "ran\n"
     assert "alice" not in node.passwd()
-    assert node.calls("systemctl") == [] and node.calls("aws") == []
-    assert not node.path("/etc/systemd").exists()
+    assert node.calls("aws") == []
+    # The health timer is the only unit an EKS node gets (no user sync, no Studio issuer).
+    assert sorted(p.name for p in node.path("/etc/systemd/system").iterdir()) == [
+        "hyperpod-kit-health.service", "hyperpod-kit-health.timer",
+    ]  # fmt: skip
+    assert node.calls("systemctl")[-1] == ["systemctl", "enable", "--now",
+                                           "hyperpod-kit-health.timer"]  # fmt: skip
+
+
+# --- the health hook -----------------------------------------------------------------------------
+
+HEALTH_UNITS = ("hyperpod-kit-health.service", "hyperpod-kit-health.timer")
+
+
+def test_health_hook_twice_installs_runner_settings_and_timer(sandbox: Any) -> None:
+    cfg = config({"monitoring": {"node_checks": {"interval_seconds": 120}}})
+    node = sandbox(cfg, group="compute")
+    ok(node.run())
+    first = node.snapshot()
+    assert ["systemctl", "daemon-reload"] in node.calls("systemctl")
+    ok(node.run())
+    assert node.snapshot() == first
+    assert node.mutations() == [], "the second run changed the machine again"
+    assert node.calls("systemctl")[-1] == ["systemctl", "enable", "--now", HEALTH_UNITS[1]]
+
+    for path in ("runner.py", "settings.json", "checks/core.py", "checks/xid.py"):
+        installed = node.path(f"/opt/hyperpod-kit/health/{path}")
+        assert installed.read_bytes() == (node.bundle / "health" / path).read_bytes(), path
+    assert stat.S_IMODE(node.path("/opt/hyperpod-kit/health/runner.py").stat().st_mode) == 0o755
+    settings = json.loads(node.path("/opt/hyperpod-kit/health/settings.json").read_text())
+    assert settings["interval_seconds"] == 120
+    service = node.path(f"/etc/systemd/system/{HEALTH_UNITS[0]}").read_text()
+    assert (
+        "ExecStart=/usr/bin/python3 /opt/hyperpod-kit/health/runner.py run "
+        "--settings /opt/hyperpod-kit/health/settings.json --instance-group compute\n"
+    ) in service
+    assert str(node.root) not in service  # node paths, not the sandbox's
+    timer = node.path(f"/etc/systemd/system/{HEALTH_UNITS[1]}").read_text()
+    assert "OnUnitActiveSec=120\n" in timer and "WantedBy=timers.target" in timer
+
+
+def test_health_hook_with_monitoring_off_installs_nothing(sandbox: Any) -> None:
+    node = sandbox(config({"monitoring": {"enabled": False}}), group="compute")
+    result = ok(node.run())
+    assert "health: monitoring.enabled is off; no node-side checks are installed" in result.stdout
+    assert not node.path("/opt/hyperpod-kit/health").exists()
+    assert not any(node.path(f"/etc/systemd/system/{unit}").exists() for unit in HEALTH_UNITS)
+    assert not any("hyperpod-kit-health" in " ".join(c) for c in node.calls("systemctl"))
+
+
+# --- Studio's Slurm token issuer (hooks.d/60-studio-jwt.sh) --------------------------------------
+
+STUDIO = {"studio": {"enabled": True, "exclude": ["carol"]},
+          "cluster": {"slurm": {"config_strategy": "Merge"}}}  # fmt: skip
+# Stands in for lifecycle/studio/slurm_jwt.sh in the upload: records how the hook ran it.
+ISSUER_STUB = """#!/bin/bash
+printf '%s\\n' "$0" "$HYPERPOD_KIT_ENVIRONMENT" "$HYPERPOD_KIT_REGION" "$HYPERPOD_KIT_BUCKET" \\
+  "$HYPERPOD_KIT_USERS_FILE" >>"$HYPERPOD_KIT_ROOT/var/tmp/issuer"
+"""
+
+
+def studio_node(sandbox: Any, group: str, overrides: dict[str, Any] | None = None) -> Node:
+    node = sandbox(config(merge(STUDIO, overrides or {})), group=group)
+    (node.bundle / "studio/slurm_jwt.sh").write_text(ISSUER_STUB)
+    node.path("/var/tmp").mkdir(parents=True)
+    return node
+
+
+def test_studio_token_hook_does_nothing_off_the_controller(sandbox: Any) -> None:
+    node = studio_node(sandbox, "login")
+    result = ok(node.run())
+    assert "step: hook 60-studio-jwt.sh" in result.stdout
+    assert "nothing to do on a login node" in result.stdout
+    assert not node.path("/var/tmp/issuer").exists()
+    assert not node.path("/opt/hyperpod-kit/studio").exists()
+
+
+def test_studio_token_hook_runs_the_installed_issuer_on_the_controller(sandbox: Any) -> None:
+    node = studio_node(sandbox, "controller")
+    handles = node.state / "ssm/hyperpod-kit/hyperpod-dev/storage"
+    handles.parent.mkdir(parents=True, exist_ok=True)
+    handles.write_text(json.dumps({"bucket_name": "hyperpod-dev-data-1a2b3c", "dns_name": "x"}))
+    node.knob("active", "slurmctld")
+    ok(node.run())
+    issuer = node.path("/opt/hyperpod-kit/studio/slurm_jwt.sh")
+    assert issuer.read_text() == ISSUER_STUB and stat.S_IMODE(issuer.stat().st_mode) == 0o755
+    assert node.path("/var/tmp/issuer").read_text().splitlines() == [
+        str(issuer), "hyperpod-dev", "us-west-2", "hyperpod-dev-data-1a2b3c",
+        "/var/lib/hyperpod-kit/users.json",
+    ]  # fmt: skip
+    # What the issuer reads: the users file the sync keeps, saying who has a Studio profile.
+    kept = json.loads(node.path("/var/lib/hyperpod-kit/users.json").read_text())
+    assert [(u["name"], u["studio"]) for u in kept["users"]] == [
+        ("alice", True), ("bob", True), ("carol", False),
+    ]  # fmt: skip
+    assert ["systemctl", "is-active", "--quiet", "slurmctld"] in node.calls("systemctl")
+
+
+def test_studio_token_hook_uses_the_named_bucket_without_asking_ssm(sandbox: Any) -> None:
+    node = studio_node(sandbox, "controller", {"storage": {"bucket": {"name": "team-data"}}})
+    node.knob("active", "slurmctld")
+    ok(node.run())
+    assert node.path("/var/tmp/issuer").read_text().splitlines()[3] == "team-data"
+    assert not any("hyperpod-dev/storage" in " ".join(c) for c in node.calls("aws"))

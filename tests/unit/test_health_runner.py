@@ -428,6 +428,34 @@ def test_units_run_the_checks_at_the_configured_interval(tmp_path: Path) -> None
     assert "TimeoutStartSec=120" in service and "slurm.conf" not in service
 
 
+def test_units_name_node_paths_below_root(tmp_path: Path) -> None:
+    """The lifecycle hook renders the units in a sandbox root in tests: they name the paths the
+    node sees, never the sandbox's."""
+    installed = tmp_path / "root" / "opt/hyperpod-kit/health"
+    shutil.copytree(HEALTH, installed, ignore=shutil.ignore_patterns("__pycache__"))
+    (installed / "settings.json").write_text(json.dumps(node_health_settings(
+        EnvironmentConfig.model_validate(default_data())
+    )))  # fmt: skip
+    out = tmp_path / "units"
+    result = subprocess.run(
+        [sys.executable, str(installed / "runner.py"), "units", "--root", str(tmp_path / "root"),
+         "--settings", str(installed / "settings.json"), "--out", str(out)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    service = (out / "hyperpod-kit-health.service").read_text()
+    assert (
+        "ExecStart=/usr/bin/python3 /opt/hyperpod-kit/health/runner.py run "
+        "--settings /opt/hyperpod-kit/health/settings.json\n"
+    ) in service
+    outside = subprocess.run(
+        [sys.executable, str(installed / "runner.py"), "units", "--root", str(tmp_path / "x"),
+         "--settings", str(installed / "settings.json")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert outside.returncode == 2 and "is not under --root" in outside.stderr
+
+
 # --- settings and portability -------------------------------------------------------------------
 
 

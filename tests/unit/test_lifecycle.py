@@ -19,6 +19,7 @@ import pytest
 
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.constructs.monitoring import node_health_settings
 from hyperpod_kit.lifecycle import (
     ENROOT_PACKAGES_DIR,
     LifecycleError,
@@ -104,6 +105,7 @@ def variants(tmp: Path) -> list[EnvironmentConfig]:
 
 @needs_shellcheck
 def test_every_variant_renders_shellcheck_clean(tmp_path: Path) -> None:
+    linted: set[str] = set()
     for i, cfg in enumerate(variants(tmp_path)):
         bundle = build_bundle(cfg)
         folder = tmp_path / f"upload-{i}"
@@ -111,6 +113,9 @@ def test_every_variant_renders_shellcheck_clean(tmp_path: Path) -> None:
         scripts = bash_files(dict(bundle.files))
         assert "on_create.sh" in scripts and "lib/common.sh" in scripts
         assert shellcheck(folder, scripts) == "", cfg.name
+        linted.update(scripts)
+    # every hook, including Studio's (the studio-slurm example), is among them
+    assert {"hooks.d/50-health.sh", "hooks.d/60-studio-jwt.sh", "studio/slurm_jwt.sh"} <= linted
 
 
 def test_every_variant_parses_and_compiles(tmp_path: Path) -> None:
@@ -182,7 +187,7 @@ def test_eks_upload_is_minimal() -> None:
     assert sorted(files) == [
         "health/checks/__init__.py", "health/checks/core.py", "health/checks/disk.py",
         "health/checks/efa.py", "health/checks/fsx.py", "health/checks/gpu.py",
-        "health/checks/xid.py", "health/runner.py",
+        "health/checks/xid.py", "health/runner.py", "health/settings.json",
         "hooks.d/50-health.sh", "lib/common.sh", "lib/node.py", "lib/settings.sh",
         "on_create.sh", "steps/install.sh",
     ]  # fmt: skip
@@ -392,3 +397,75 @@ def test_adding_a_person_leaves_the_scripts_prefix_alone() -> None:
     after = build_bundle(config({"users": [*USERS, {"name": "dave", "uid": 10009}]}))
     assert after.content_hash == before.content_hash
     assert after.users_key != before.users_key
+
+
+# --- the health hook and Studio's token issuer ---------------------------------------------------
+
+
+def test_bundle_carries_the_health_settings_on_slurm_and_eks() -> None:
+    for cfg in (config({"monitoring": {"node_checks": {"interval_seconds": 120}}}), eks()):
+        bundle = build_bundle(cfg)
+        text = bundle.text("health/settings.json")
+        assert json.loads(text) == node_health_settings(cfg)
+        assert text == json.dumps(node_health_settings(cfg), indent=2, sort_keys=True) + "\n"
+        for path in ("health/runner.py", "health/checks/core.py", "hooks.d/50-health.sh"):
+            assert path in bundle.files, (cfg.orchestrator, path)
+    hook = render_lifecycle(config())["hooks.d/50-health.sh"]
+    assert 'runner.py" units --root' in hook and "enable --now" in hook
+
+
+def test_a_health_setting_moves_the_upload_hash() -> None:
+    base = build_bundle(config())
+    other = build_bundle(config({"monitoring": {"node_checks": {"interval_seconds": 120}}}))
+    assert base.content_hash != other.content_hash
+    assert {p for p in base.files if base.files[p] != other.files[p]} == {
+        "health/settings.json", "hooks.d/50-health.sh",  # the log line names the interval
+    }  # fmt: skip
+
+
+def test_monitoring_off_the_health_hook_only_logs() -> None:
+    hook = render_lifecycle(config({"monitoring": {"enabled": False}}))["hooks.d/50-health.sh"]
+    assert "monitoring.enabled is off" in hook
+    code = "\n".join(line for line in hook.splitlines() if not line.startswith("#"))
+    assert "put_file" not in code and "systemctl" not in code and "runner.py" not in code
+
+
+STUDIO = {
+    "studio": {"enabled": True, "exclude": ["bob"]},
+    "cluster": {"slurm": {"config_strategy": "Merge"}},
+    "users": USERS,
+}
+
+
+def test_studio_token_hook_only_with_studio_on_slurm() -> None:
+    hook, issuer = "hooks.d/60-studio-jwt.sh", "studio/slurm_jwt.sh"
+    files = render_lifecycle(config(STUDIO))
+    assert hook in files and issuer in files
+    assert files[issuer] == (LIFECYCLE_DIR / issuer).read_text()
+    for cfg in (config({"users": USERS}), eks({"studio": {"enabled": True}, "users": USERS})):
+        files = render_lifecycle(cfg)
+        assert hook not in files and not any(p.startswith("studio/") for p in files)
+
+
+def test_studio_users_file_says_who_gets_a_token() -> None:
+    users = json.loads(users_upload(config(STUDIO)) or b"")["users"]
+    assert [(u["name"], u["studio"]) for u in users] == [("alice", True), ("bob", False)]
+    plain = json.loads(users_upload(config({"users": USERS})) or b"")["users"]
+    assert all("studio" not in u for u in plain)  # unchanged without Studio
+
+
+def test_studio_token_hook_bucket_named_or_read_from_the_storage_handles() -> None:
+    named = render_lifecycle(merge_config(STUDIO, {"storage": {"bucket": {"name": "my-data"}}}))
+    assert "BUCKET=my-data\n" in named["hooks.d/60-studio-jwt.sh"]
+    hook = render_lifecycle(config(STUDIO))["hooks.d/60-studio-jwt.sh"]
+    assert "BUCKET=''\n" in hook
+    assert "ssm get-parameter --name /hyperpod-kit/hyperpod-dev/storage" in hook
+    assert 'HYPERPOD_KIT_USERS_FILE="$HPK_STATE/users.json"' in hook
+    assert "[[ ${HPK_ROLE:?} != controller ]]" in hook
+
+
+def merge_config(*overrides: dict[str, Any]) -> EnvironmentConfig:
+    data: dict[str, Any] = {}
+    for o in overrides:
+        data = merge(data, o)
+    return config(data)

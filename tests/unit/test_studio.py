@@ -269,6 +269,13 @@ def test_handler_policy_and_node_grants(built: Any) -> None:
     assert "ClusterStandIn" not in json.dumps(grants)  # by role name, across stacks
     grant_text = json.dumps(grants)
     assert "ssm:PutParameter" in grant_text and "hyperpod-kit/slurm-client/*" in grant_text
+    # the controller's token hook reads the data bucket's name from the storage handles
+    read = next(
+        st for st in grants["Properties"]["PolicyDocument"]["Statement"]
+        if st.get("Sid") == "ReadStorageHandles"
+    )  # fmt: skip
+    assert read["Action"] == "ssm:GetParameter"
+    assert "parameter/hyperpod-kit/hyperpod-dev/storage" in json.dumps(read["Resource"])
     assert grants["Properties"]["Roles"][0]["Fn::ImportValue"]
 
 

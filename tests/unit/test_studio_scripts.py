@@ -429,3 +429,40 @@ def test_issuer_does_nothing_off_the_controller(tmp_path: Path) -> None:
     assert "not the Slurm controller" in result.stderr
     assert node.conf.read_text() == "ClusterName=research\nAuthType=auth/munge\n"
     assert node.called("aws") == [] and node.called("scontrol") == []
+
+
+def test_issuer_reads_the_users_file_the_user_sync_keeps(tmp_path: Path) -> None:
+    """The lifecycle hook points the issuer at /var/lib/hyperpod-kit/users.json: the sync's
+    {"users": [...]} document, where "studio" says who has a profile."""
+    node = Controller(tmp_path)
+    node.users.write_text(json.dumps({"version": 1, "users": [
+        {"name": "alice", "uid": 10001, "gid": 1001, "admin": False, "studio": True},
+        {"name": "carol", "uid": 10003, "gid": 1001, "admin": True, "studio": False},
+    ]}))  # fmt: skip
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    tokens = [c for c in node.called("aws ssm put-parameter") if "/slurm-jwt/" in c]
+    assert len(tokens) == 1 and "/slurm-jwt/alice " in tokens[0]
+
+
+def test_issuer_without_a_users_file_yet_issues_and_revokes_nothing(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0  # alice and bob get tokens
+    node.users.unlink()  # as on a controller whose user sync could not fetch the file yet
+    stamps = node.root / "var/lib/hyperpod-kit/studio/issued"
+    for stamp in stamps.iterdir():
+        stamp.write_text("0")  # due for renewal
+    result = node.run()
+    assert result.returncode == 0, result.stderr
+    assert "no users file /opt/hyperpod-kit/users.json yet" in result.stderr
+    assert node.called("aws ssm delete-parameter") == []
+    assert [c for c in node.called("aws ssm put-parameter") if "/slurm-jwt/" in c] == []
+
+
+def test_issuer_with_a_broken_users_file_revokes_nothing(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    node.users.write_text("{not json")
+    result = node.run()
+    assert result.returncode != 0
+    assert node.called("aws ssm delete-parameter") == []
