@@ -7,8 +7,11 @@ Read from the assembly on disk (manifest.json, *.template.json), so the same rep
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import re
 import threading
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -89,25 +92,56 @@ class GateReport:
 
 def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
     """Gate every stack of the assembly in `outdir`, its nested stacks included: annotations
-    (cdk-nag, CDK) and cfn-lint."""
+    (cdk-nag, CDK) and cfn-lint. Findings come stack by stack, in the manifest's order."""
     outdir = Path(outdir)
     manifest = json.loads((outdir / "manifest.json").read_text())
     report = GateReport()
     templates = _file_assets(outdir, manifest)
+    per_stack: list[tuple[list[GateFinding], list[LintJob]]] = []
     for name, artifact in manifest.get("artifacts", {}).items():
         if artifact.get("type") != "aws:cloudformation:stack":
             continue
         region = artifact.get("environment", "aws://unknown/us-east-1").rsplit("/", 1)[-1]
-        report.findings += _annotations(name, _metadata(outdir, artifact))
         template_path = outdir / artifact["properties"]["templateFile"]
+        jobs = []
         for label, path in [(name, template_path), *_nested(name, template_path, templates)]:
             resources = json.loads(path.read_text()).get("Resources", {})
             report.stacks.append(
                 StackSummary(label, path, len(resources), _suppressions(resources))
             )
-            if lint:
-                report.findings += _cfn_lint(label, path, region)
+            jobs.append((label, path, region))
+        per_stack.append((_annotations(name, _metadata(outdir, artifact)), jobs if lint else []))
+    many = sum(s.resources for s in report.stacks) >= PARALLEL_LINT_FROM
+    linted = iter(_lint_all([job for _, jobs in per_stack for job in jobs], parallel=many))
+    for noted, jobs in per_stack:
+        report.findings += noted
+        for _ in jobs:
+            report.findings += next(linted)
     return report
+
+
+LintJob = tuple[str, Path, str]  # the label of a stack, its template, its region
+# Resources in the assembly from which linting in parallel pays: each worker loads the resource
+# schemas it meets again, so a small assembly (the default's 73 resources) lints faster in one
+# process; Studio with 500 users (about 1,600) lints in 11 s on two cores instead of 20.
+PARALLEL_LINT_FROM = 400
+
+
+def _lint_all(jobs: list[LintJob], *, parallel: bool) -> list[list[GateFinding]]:
+    """cfn-lint on each template, in the order given; with `parallel`, more than one core and
+    template, in forked worker processes, which inherit the rule set built here (linting is pure
+    Python: one core a process)."""
+    for region in sorted({region for _, _, region in jobs}):
+        _rules(_lint_region(region))
+    workers = min(len(jobs), os.cpu_count() or 1) if parallel else 1
+    if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [_cfn_lint(*job) for job in jobs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(_lint_job, jobs))
+
+
+def _lint_job(job: LintJob) -> list[GateFinding]:
+    return _cfn_lint(*job)
 
 
 def _file_assets(outdir: Path, manifest: dict[str, Any]) -> dict[str, Path]:

@@ -15,6 +15,7 @@ import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_iam as iam
 
+import hyperpod_kit.gates
 from hyperpod_kit.app import build_environment, create_app
 from hyperpod_kit.config import EnvironmentConfig, load_environment
 from hyperpod_kit.config.validators import run_validators
@@ -359,8 +360,13 @@ def test_gates_are_clean_on_every_template(built: Any) -> None:
     assert {p.name for p in outdir.glob("*.nested.template.json")} <= linted
 
 
-def test_the_gates_lint_a_nested_template(built: Any, tmp_path: Path) -> None:
-    """A broken user batch fails the gate like a broken stack, named under its parent."""
+@pytest.mark.parametrize("parallel_from", [10**9, 0], ids=["one-process", "forked-workers"])
+def test_the_gates_lint_a_nested_template(
+    built: Any, tmp_path: Path, parallel_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A broken user batch fails the gate like a broken stack, named under its parent, whether
+    the templates are linted in this process or in forked workers (large assemblies)."""
+    monkeypatch.setattr(hyperpod_kit.gates, "PARALLEL_LINT_FROM", parallel_from)
     outdir = tmp_path / "copy"
     shutil.copytree(built(SLURM).outdir, outdir)
     nested = sorted(outdir.glob("*.nested.template.json"))[0]
