@@ -9,21 +9,24 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
-from hyperpod_kit.constructs.studio import StudioEks
 from hyperpod_kit.stacks.cluster import ClusterStack
-from hyperpod_kit.stacks.eks import EksStack
-from hyperpod_kit.stacks.eks_addons import EksAddonsStack
 from hyperpod_kit.stacks.monitoring import MonitoringStack
 from hyperpod_kit.stacks.network import NetworkStack
 from hyperpod_kit.stacks.storage import StorageStack
-from hyperpod_kit.stacks.studio import StudioStack
 from hyperpod_kit.stacks.trainer import TrainerStack
+
+if TYPE_CHECKING:
+    # Imported where an environment uses them: loading their aws-cdk-lib modules through jsii
+    # costs about half a second that a Slurm environment without Studio need not pay.
+    from hyperpod_kit.stacks.eks import EksStack
+    from hyperpod_kit.stacks.eks_addons import EksAddonsStack
+    from hyperpod_kit.stacks.studio import StudioStack
 
 DEFAULT_ENVIRONMENT = "environments/default.yaml"
 # Types CDK would tag but CloudFormation's schema gives no Tags property (cfn-lint E3002).
@@ -102,6 +105,8 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
         )  # fmt: skip
     eks = None
     if config.orchestrator == "eks":
+        from hyperpod_kit.stacks.eks import EksStack
+
         # In parallel with storage: what HyperPod needs before its cluster exists.
         eks = EksStack(
             app, f"{prefix}-eks", config=config, network=network.network,
@@ -115,6 +120,8 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
     )  # fmt: skip
     eks_addons = None
     if eks is not None:
+        from hyperpod_kit.stacks.eks_addons import EksAddonsStack
+
         # After the HyperPod cluster: these run on its nodes.
         eks_addons = EksAddonsStack(
             app, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
@@ -123,6 +130,9 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
         )  # fmt: skip
     studio = None
     if config.studio.enabled:
+        from hyperpod_kit.constructs.studio import StudioEks
+        from hyperpod_kit.stacks.studio import StudioStack
+
         # After the cluster: partitions exist once its nodes report them.
         studio = StudioStack(
             app, f"{prefix}-studio", config=config, network=network.network,
