@@ -39,6 +39,7 @@ from hyperpod_kit.config.derived import FSX_MOUNT, worker_groups
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators.monitoring import effective_remediation
+from hyperpod_kit.constructs.functions import function_logs_and_role
 from hyperpod_kit.paths import ASSETS
 
 REMEDIATION_CODE = ASSETS / "functions" / "remediation"
@@ -769,19 +770,9 @@ class RemediationFunction(Construct):
             ),
             removal_policy=RemovalPolicy.DESTROY,  # claims expire within an hour anyway
         )
-        log_group = logs.LogGroup(
-            self,
-            "Logs",
-            retention=logs.RetentionDays.THREE_MONTHS,
-            removal_policy=RemovalPolicy.DESTROY,
+        log_group, role = function_logs_and_role(
+            self, role_id="Role", description=f"hyperpod-kit {config.name}: remediation Lambda"
         )
-        role = iam.Role(
-            self,
-            "Role",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
-            description=f"hyperpod-kit {config.name}: remediation Lambda",
-        )
-        log_group.grant_write(role)
         # A policy of its own, so that the lint exception below covers these two actions only.
         repair = iam.Policy(
             self,

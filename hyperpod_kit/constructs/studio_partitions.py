@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_stepfunctions as sfn
@@ -24,6 +23,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct, IDependable
 
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp, UserConfig
+from hyperpod_kit.constructs.functions import function_logs_and_role
 from hyperpod_kit.constructs.studio import CLIENT_BUNDLE_PREFIX, slurm_client_parameter
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import ASSETS
@@ -70,19 +70,11 @@ class StudioPartitionsProvider(Construct):
         timeout_minutes: int,
     ) -> None:
         super().__init__(scope, id)
-        logs_group = logs.LogGroup(
+        logs_group, role = function_logs_and_role(
             self,
-            "Logs",
-            retention=logs.RetentionDays.THREE_MONTHS,
-            removal_policy=RemovalPolicy.DESTROY,
-        )
-        role = iam.Role(
-            self,
-            "HandlerRole",
-            assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
+            role_id="HandlerRole",
             description=f"Studio partitions custom resource of {environment} (hyperpod-kit)",
         )
-        logs_group.grant_write(role)
         arn = f"arn:{Aws.PARTITION}"
         here = f"{Aws.REGION}:{Aws.ACCOUNT_ID}"
         for statement in [
