@@ -22,6 +22,7 @@ from constructs import Construct, IConstruct
 from hyperpod_kit.config.derived import FSX_MOUNT, deep_health_checks
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
+from hyperpod_kit.constructs.network import describe_network_statement
 
 LOGICAL_ID = "HyperPodCluster"
 INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
@@ -294,17 +295,7 @@ class ExecutionRole(Construct):
                 resources=[eni],
                 conditions={"StringEquals": {"ec2:CreateAction": "CreateNetworkInterface"}},
             ),
-            iam.PolicyStatement(
-                sid="DescribeNetwork",
-                actions=[
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeVpcs",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeSecurityGroups",
-                ],
-                resources=["*"],
-            ),
+            describe_network_statement(),
         ]
         for statement in statements:
             self.role.add_to_principal_policy(statement)

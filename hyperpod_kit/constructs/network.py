@@ -314,3 +314,19 @@ def _name(resource: ec2.CfnVPC | ec2.CfnSubnet | ec2.CfnSecurityGroup, suffix: s
     """A Name tag prefixed with the stack name, so resources read well in the console."""
 
     Tags.of(resource).add("Name", f"{Stack.of(resource).stack_name}-{suffix}")
+
+
+def describe_network_statement() -> iam.PolicyStatement:
+    """What a service that places network interfaces in the VPC must read first (HyperPod for its
+    nodes, Studio for its apps): Describe* actions, which IAM grants on no narrower resource."""
+    return iam.PolicyStatement(
+        sid="DescribeNetwork",
+        actions=[
+            "ec2:DescribeNetworkInterfaces",
+            "ec2:DescribeVpcs",
+            "ec2:DescribeDhcpOptions",
+            "ec2:DescribeSubnets",
+            "ec2:DescribeSecurityGroups",
+        ],
+        resources=["*"],
+    )

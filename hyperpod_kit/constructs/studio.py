@@ -26,6 +26,7 @@ from constructs import Construct
 from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp
 from hyperpod_kit.config.validators.studio import kubectl_version
+from hyperpod_kit.constructs.network import describe_network_statement
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import ASSETS
 
@@ -514,17 +515,7 @@ class StudioPermissions(Construct):
                 ],
                 resources=[f"{ec2_arn}:network-interface/*"],
             ),
-            iam.PolicyStatement(
-                sid="DescribeNetwork",
-                actions=[
-                    "ec2:DescribeNetworkInterfaces",
-                    "ec2:DescribeVpcs",
-                    "ec2:DescribeDhcpOptions",
-                    "ec2:DescribeSubnets",
-                    "ec2:DescribeSecurityGroups",
-                ],
-                resources=["*"],
-            ),
+            describe_network_statement(),
             # Lifecycle-configuration and app logs (Studio writes them with the execution role).
             iam.PolicyStatement(
                 sid="StudioLogs",
