@@ -207,6 +207,19 @@ def test_rotation_between_runs_loses_nothing(node: Node) -> None:
     assert node.shipped(HEALTH_STREAM) == [health_line(4)]
 
 
+def test_a_failure_after_a_rotation_sends_both_files_next_time(node: Node) -> None:
+    node.append(HEALTH, health_line(0) + "\n")
+    ok(node.ship())
+    node.append(HEALTH, health_line(1) + "\n")
+    os.replace(node.path(HEALTH), str(node.path(HEALTH)) + ".1")
+    node.append(HEALTH, health_line(2) + "\n")
+    (node.state / "offline").write_text("")
+    assert node.ship().returncode == 1
+    (node.state / "offline").unlink()
+    ok(node.ship())
+    assert node.shipped(HEALTH_STREAM) == [health_line(1), health_line(2)]
+
+
 def test_truncated_file_is_read_from_its_start(node: Node) -> None:
     node.append(HEALTH, health_line(0) + "\n" + health_line(1) + "\n")
     ok(node.ship())
