@@ -43,7 +43,12 @@ FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
 
 # Files only Slurm nodes use, and only with enroot/pyxis on: left out of other uploads, so an EKS
 # upload holds nothing it does not run (and its hash does not move when Slurm-only files change).
-SLURM_ONLY = ("steps/users.sh", "bin/hyperpod-kit-user-sync", "systemd/", "studio/")
+SLURM_ONLY = (
+    "steps/users.sh",
+    "bin/hyperpod-kit-user-sync",
+    "systemd/hyperpod-kit-user-sync.",
+    "studio/",
+)
 ENROOT_ONLY = ("steps/enroot_pyxis.sh",)
 # The controller's Slurm JWT issuer for Studio (and the hook that runs it): Slurm with Studio only.
 STUDIO_SLURM_ONLY = ("studio/", "hooks.d/60-studio-jwt.sh")

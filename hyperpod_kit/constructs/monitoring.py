@@ -9,9 +9,10 @@
 The topic's key is customer managed because EventBridge and CloudWatch cannot publish to a topic
 encrypted with `aws/sns`: its key policy grants `events.amazonaws.com` and
 `cloudwatch.amazonaws.com`. Metric filters read the cluster's log group
-`/aws/sagemaker/Clusters/<name>/<id>`, which HyperPod creates with the cluster; what the node-side
-runner and the jobs write reaches it only when the lifecycle scripts ship those files there (see
-docs/health.md). `node_health_settings()` renders what the node-side runner reads.
+`/aws/sagemaker/Clusters/<name>/<id>`, which HyperPod creates with the cluster; the node-side
+runner's lines reach it through the nodes' log shipper (lifecycle/bin/hyperpod-kit-ship-logs), the
+jobs' step lines only when someone ships the job output there (see docs/health.md).
+`node_health_settings()` renders what the node-side runner reads.
 """
 
 from __future__ import annotations
@@ -71,7 +72,7 @@ class MonitoredCluster(Protocol):
 
 def cluster_log_group_name(cluster_name: str, cluster_id: str) -> str:
     """HyperPod's log group for a cluster: lifecycle scripts, its health-monitoring agent, and
-    (shipped by the lifecycle scripts) the node-side runner and the jobs."""
+    (shipped by the nodes' hyperpod-kit-ship-logs) the node-side runner and the lifecycle log."""
     return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
 
 
@@ -638,8 +639,9 @@ class ClusterMonitoring(Construct):
                 f"# HyperPod {config.cluster_name}",
                 f"[Cluster console]({console_url(self.region, config.cluster_name)}) · "
                 f"log group `{self.log_group_name}` · alerts: SNS topic of this stack",
-                "Node checks and training metrics come from log lines the lifecycle scripts "
-                "ship to that log group (docs/health.md); until they do, those graphs are empty.",
+                "Node checks come from the health lines each node's hyperpod-kit-ship-logs "
+                "timer sends to that log group; training metrics need the jobs' output shipped "
+                "there, which hyperpod-kit does not do: those graphs stay empty (docs/health.md).",
             ]
         )
         dashboard.add_widgets(

@@ -12,7 +12,8 @@ that is a script that forgot its ROOT prefix.
 Knobs, as files in ``$FAKE_STATE``: ``ips`` (hostname -I), ``mounts`` (node paths that are mount
 points), ``active`` (systemd units that are active), ``visudo_fail``, ``aws_fail`` (failures before
 success), ``apt_fail`` (same), ``aws_put_fail`` (only SSM writes fail), ``ssm/<name>`` and
-``s3/<bucket>/<key>`` (what AWS holds).
+``s3/<bucket>/<key>`` (what AWS holds); CloudWatch Logs events land in
+``logs/<group>/<stream>.jsonl``.
 
 Standard library only: it runs under the system python3, as an unprivileged user.
 """
@@ -261,7 +262,11 @@ def visudo(args: list[str]) -> int:
 
 
 def aws(args: list[str]) -> int:  # noqa: PLR0911 - one branch per faked call
-    o, rest = options(args, {"--region", "--name", "--query", "--output", "--type", "--value"})
+    o, rest = options(
+        args,
+        {"--region", "--name", "--query", "--output", "--type", "--value", "--log-group-name",
+         "--log-stream-name", "--log-events"},
+    )  # fmt: skip
     if "--region" not in o:
         return fail("aws: every call names its region")
     if take_failure("aws_fail") or (
@@ -286,7 +291,30 @@ def aws(args: list[str]) -> int:  # noqa: PLR0911 - one branch per faked call
             return fail(f"aws: {uri} does not exist", 1)
         shutil.copyfile(source, dest)
         return 0
+    if rest[:1] == ["logs"]:
+        return logs(rest[1], o)
     return fail(f"aws {rest}: not faked")
+
+
+def logs(action: str, o: dict[str, str]) -> int:
+    """CloudWatch Logs: a stream is a file of events under logs/<group>/<stream>.jsonl (the
+    group exists; a stream exists once created)."""
+    stream = STATE / "logs" / o["--log-group-name"].lstrip("/") / f"{o['--log-stream-name']}.jsonl"
+    if action == "create-log-stream":
+        if stream.exists():
+            return fail("aws: An error occurred (ResourceAlreadyExistsException)", 254)
+        stream.parent.mkdir(parents=True, exist_ok=True)
+        stream.write_text("")
+        return 0
+    if action == "put-log-events":
+        if not stream.exists():
+            return fail("aws: An error occurred (ResourceNotFoundException)", 254)
+        events = json.loads(Path(o["--log-events"].removeprefix("file://")).read_text())
+        with stream.open("a") as f:
+            f.writelines(json.dumps(e) + "\n" for e in events)
+        print(json.dumps({"nextSequenceToken": "1"}))
+        return 0
+    return fail(f"aws logs {action}: not faked")
 
 
 def main(argv: list[str]) -> int:

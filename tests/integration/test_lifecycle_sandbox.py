@@ -617,17 +617,22 @@ def test_eks_worker_only_logs_hooks_and_group_scripts(sandbox: Any, tmp_path: Pa
     assert node.path("/var/tmp/eks").read_text() == "ran\n"
     assert "alice" not in node.passwd()
     assert node.calls("aws") == []
-    # The health timer is the only unit an EKS node gets (no user sync, no Studio issuer).
+    # The health timer and the log shipper are the only units an EKS node gets (no user sync,
+    # no Studio issuer).
     assert sorted(p.name for p in node.path("/etc/systemd/system").iterdir()) == [
         "hyperpod-kit-health.service", "hyperpod-kit-health.timer",
+        "hyperpod-kit-ship-logs.service", "hyperpod-kit-ship-logs.timer",
     ]  # fmt: skip
-    assert node.calls("systemctl")[-1] == ["systemctl", "enable", "--now",
-                                           "hyperpod-kit-health.timer"]  # fmt: skip
+    assert node.calls("systemctl")[-2:] == [
+        ["systemctl", "enable", "--now", "hyperpod-kit-health.timer"],
+        ["systemctl", "enable", "--now", "hyperpod-kit-ship-logs.timer"],
+    ]
 
 
 # --- the health hook -----------------------------------------------------------------------------
 
 HEALTH_UNITS = ("hyperpod-kit-health.service", "hyperpod-kit-health.timer")
+SHIP_UNITS = ("hyperpod-kit-ship-logs.service", "hyperpod-kit-ship-logs.timer")
 
 
 def test_health_hook_twice_installs_runner_settings_and_timer(sandbox: Any) -> None:
@@ -639,7 +644,10 @@ def test_health_hook_twice_installs_runner_settings_and_timer(sandbox: Any) -> N
     ok(node.run())
     assert node.snapshot() == first
     assert node.mutations() == [], "the second run changed the machine again"
-    assert node.calls("systemctl")[-1] == ["systemctl", "enable", "--now", HEALTH_UNITS[1]]
+    assert node.calls("systemctl")[-2:] == [
+        ["systemctl", "enable", "--now", HEALTH_UNITS[1]],
+        ["systemctl", "enable", "--now", SHIP_UNITS[1]],
+    ]
 
     for path in ("runner.py", "settings.json", "checks/core.py", "checks/xid.py"):
         installed = node.path(f"/opt/hyperpod-kit/health/{path}")
@@ -656,13 +664,56 @@ def test_health_hook_twice_installs_runner_settings_and_timer(sandbox: Any) -> N
     timer = node.path(f"/etc/systemd/system/{HEALTH_UNITS[1]}").read_text()
     assert "OnUnitActiveSec=120\n" in timer and "WantedBy=timers.target" in timer
 
+    # The log shipper: installed beside the runner, a timer every 60 s, health.jsonl and the
+    # lifecycle log to the streams docs/health.md names.
+    shipper = node.path("/opt/hyperpod-kit/bin/hyperpod-kit-ship-logs")
+    assert shipper.read_bytes() == (node.bundle / "bin/hyperpod-kit-ship-logs").read_bytes()
+    assert stat.S_IMODE(shipper.stat().st_mode) == 0o755
+    service = node.path(f"/etc/systemd/system/{SHIP_UNITS[0]}").read_text()
+    assert (
+        "ExecStart=/usr/bin/python3 /opt/hyperpod-kit/bin/hyperpod-kit-ship-logs "
+        f"--region us-west-2 --cluster-name {cfg.cluster_name} "
+        "--source /var/log/hyperpod-kit/health.jsonl=hyperpod-kit/health/{instance_id} "
+        "--source /var/log/hyperpod-kit/lifecycle.log=hyperpod-kit/lifecycle/{instance_id}\n"
+    ) in service
+    assert "EnvironmentFile=-/etc/hyperpod-kit/ship-logs.env\n" in service
+    timer = node.path(f"/etc/systemd/system/{SHIP_UNITS[1]}").read_text()
+    assert "OnUnitActiveSec=60s\n" in timer and "WantedBy=timers.target" in timer
+
+
+def test_installed_shipper_sends_the_nodes_health_lines(sandbox: Any) -> None:
+    """The unit's own command line, run on the sandbox node after provisioning: the group from
+    resource_config.json, the stream from the instance id, each line once."""
+    node = sandbox(config(), group="compute")
+    ok(node.run())
+    node.write("/sys/devices/virtual/dmi/id/board_asset_tag", "i-0abc\n")
+    node.write("/var/log/hyperpod-kit/health.jsonl", '{"event": "verdict"}\n')
+    service = node.path(f"/etc/systemd/system/{SHIP_UNITS[0]}").read_text()
+    command = next(x for x in service.splitlines() if x.startswith("ExecStart="))
+    argv = command.removeprefix("ExecStart=").split()
+    argv[1] = str(node.path(argv[1]))
+    for _ in range(2):
+        result = node.run("-c", 'exec "$@"', "ship", *argv)
+        assert result.returncode == 0, result.stderr
+    assert not [c for c in node.calls("aws") if "put-log-events" in c], "sent twice"
+    group = f"aws/sagemaker/Clusters/{node.cfg.cluster_name}/a1b2c3d4e5f6"
+    stream = node.state / "logs" / group / "hyperpod-kit/health/i-0abc.jsonl"
+    assert [json.loads(x)["message"] for x in stream.read_text().splitlines()] == [
+        '{"event": "verdict"}'
+    ]
+    lifecycle = node.state / "logs" / group / "hyperpod-kit/lifecycle/i-0abc.jsonl"
+    assert "step: hook 50-health.sh" in lifecycle.read_text()
+
 
 def test_health_hook_with_monitoring_off_installs_nothing(sandbox: Any) -> None:
     node = sandbox(config({"monitoring": {"enabled": False}}), group="compute")
     result = ok(node.run())
     assert "health: monitoring.enabled is off; no node-side checks are installed" in result.stdout
     assert not node.path("/opt/hyperpod-kit/health").exists()
-    assert not any(node.path(f"/etc/systemd/system/{unit}").exists() for unit in HEALTH_UNITS)
+    assert not any(
+        node.path(f"/etc/systemd/system/{unit}").exists() for unit in HEALTH_UNITS + SHIP_UNITS
+    )
+    assert not node.path("/opt/hyperpod-kit/bin/hyperpod-kit-ship-logs").exists()
     assert not any("hyperpod-kit-health" in " ".join(c) for c in node.calls("systemctl"))
 
 

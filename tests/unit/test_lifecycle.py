@@ -185,11 +185,13 @@ def test_slurm_upload_holds_the_sync_and_the_users_travel_beside_it() -> None:
 def test_eks_upload_is_minimal() -> None:
     files = render_lifecycle(eks({"users": USERS}))
     assert sorted(files) == [
+        "bin/hyperpod-kit-ship-logs",
         "health/checks/__init__.py", "health/checks/core.py", "health/checks/disk.py",
         "health/checks/efa.py", "health/checks/fsx.py", "health/checks/gpu.py",
         "health/checks/xid.py", "health/runner.py", "health/settings.json",
         "hooks.d/50-health.sh", "lib/common.sh", "lib/node.py", "lib/settings.sh",
         "on_create.sh", "steps/install.sh",
+        "systemd/hyperpod-kit-ship-logs.service", "systemd/hyperpod-kit-ship-logs.timer",
     ]  # fmt: skip
     assert "steps/users.sh" not in files["on_create.sh"]
     assert "workers) echo worker ;;" in files["lib/settings.sh"]
