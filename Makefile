@@ -84,6 +84,7 @@ diff deploy destroy: setup
 
 bench: setup-dev
 	$(BIN)/python benchmarks/synth.py
+	$(BIN)/python benchmarks/studio_synth.py
 	$(BIN)/python benchmarks/trainer.py
 
 # docs/demo.md: a local Slurm (as root), the bundled trainer on CPU, a fault the health runner acts

@@ -7,11 +7,13 @@ The work is in `hyperpod_kit.app`, shared with the CLI and the tests. Exit codes
 
 import sys
 
-from hyperpod_kit.cli.quiet import silence_jsii
+from hyperpod_kit.cli.quiet import quick_exit, silence_jsii
 
 silence_jsii()  # before aws_cdk is imported (by hyperpod_kit.app)
 
 from hyperpod_kit.app import main  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    quick_exit()
+    sys.exit(code)

@@ -42,9 +42,9 @@ def one(env_file: str, users: int, outdir: str) -> dict[str, float]:
     if has_errors(run_validators(config)):
         raise SystemExit(f"{env_file} with {users} users does not validate")
 
-    warm_up(config.region)  # as `hyperpod-kit synth` does
     app = create_app(outdir=outdir)
     build_environment(app, config)
+    warm_up(config.region)  # as `hyperpod-kit synth` does
     app.synth()
     synthesized = time.perf_counter()
     report = check_assembly(outdir)

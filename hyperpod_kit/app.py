@@ -182,8 +182,8 @@ def main() -> int:
         return 2
     for finding in loaded.findings:
         print(finding.render(loaded.file), file=sys.stderr)
-    warm_up(loaded.config.region)  # cfn-lint loads while CDK synthesizes
     build_environment(app, loaded.config)
+    warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
     outdir = app.synth().directory
     write_marker(outdir, ASSEMBLY)
     report = check_assembly(outdir)

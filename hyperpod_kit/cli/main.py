@@ -17,7 +17,7 @@ from pathlib import Path
 
 from hyperpod_kit import __version__
 from hyperpod_kit.cli.outputs import OutputError
-from hyperpod_kit.cli.quiet import silence_jsii
+from hyperpod_kit.cli.quiet import quick_exit, silence_jsii
 from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
 from hyperpod_kit.config.findings import Finding
 
@@ -142,6 +142,13 @@ def _parser() -> argparse.ArgumentParser:
         c.epilog = _CDK_EPILOG
         c.usage = "%(prog)s [-h] [--suppress CHECK] [file] [CDK OPTIONS ...] [-- CDK ARGS ...]"
     return p
+
+
+def run() -> int:
+    """The `hyperpod-kit` console script: `main()`, then a quick way out (see `quick_exit`)."""
+    code = main()
+    quick_exit()
+    return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -338,4 +345,4 @@ def _schema(output: str | None, *, markdown: bool, force: bool) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run())

@@ -29,9 +29,9 @@ def build_assembly(loaded: LoadedEnvironment, outdir: Path) -> None:
     from hyperpod_kit.app import build_environment, create_app
     from hyperpod_kit.gates import warm_up
 
-    warm_up(loaded.config.region)  # cfn-lint loads while CDK synthesizes
     app = create_app(outdir=str(outdir))
     build_environment(app, loaded.config)
+    warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
     app.synth()
 
 
