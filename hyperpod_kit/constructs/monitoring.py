@@ -354,8 +354,8 @@ class ClusterMonitoring(Construct):
     def _metric_filters(self) -> dict[str, cw.Metric]:
         """Counts and values from log lines: lifecycle failures (the line `on_create.sh` prints
         before it fails a node: `<time> hyperpod-kit lifecycle: FAILED in <step> (exit N); ...`),
-        node-check verdicts and repair requests (the runner's JSON lines), HyperPod's
-        agent detections, and the trainer's step lines."""
+        node-check verdicts and repair requests (the runner's JSON lines), and HyperPod's
+        agent detections. Not the trainer's step lines: nothing ships job output here."""
         group = logs.LogGroup.from_log_group_name(self, "ClusterLogGroup", self.log_group_name)
         health = f'($.source = "{HEALTH_SOURCE}")'
         specs: list[tuple[str, str, str, cw.Unit]] = [
@@ -378,9 +378,6 @@ class ClusterMonitoring(Construct):
                 cw.Unit.COUNT,
             ),
             ("HealthAgentDetections", '"HealthMonitoringAgentDetectionEvent"', "1", cw.Unit.COUNT),
-            ("TrainerTokensPerSecond", '{ $.event = "step" }', "$.tokens_per_s", cw.Unit.NONE),
-            ("TrainerStepTime", '{ $.event = "step" }', "$.step_time_s", cw.Unit.SECONDS),
-            ("TrainerLoss", '{ $.event = "step" }', "$.loss", cw.Unit.NONE),
         ]
         metrics: dict[str, cw.Metric] = {}
         for name, pattern, value, unit in specs:
@@ -640,8 +637,8 @@ class ClusterMonitoring(Construct):
                 f"[Cluster console]({console_url(self.region, config.cluster_name)}) · "
                 f"log group `{self.log_group_name}` · alerts: SNS topic of this stack",
                 "Node checks come from the health lines each node's hyperpod-kit-ship-logs "
-                "timer sends to that log group; training metrics need the jobs' output shipped "
-                "there, which hyperpod-kit does not do: those graphs stay empty (docs/health.md).",
+                "timer sends to that log group. Training metrics are not here: job output is "
+                "not shipped (the trainer writes TensorBoard or MLflow; docs/health.md).",
             ]
         )
         dashboard.add_widgets(
@@ -689,21 +686,6 @@ class ClusterMonitoring(Construct):
                 left=[fsx["metadata_ops"]],
                 right=[fsx["clients"]],
                 width=8,
-            ),
-        )
-        dashboard.add_widgets(
-            cw.GraphWidget(
-                title="Training tokens/s",
-                left=[metrics["TrainerTokensPerSecond"].with_(label="tokens/s")],
-                width=8,
-            ),
-            cw.GraphWidget(
-                title="Training step time (s)",
-                left=[metrics["TrainerStepTime"].with_(label="step time")],
-                width=8,
-            ),
-            cw.GraphWidget(
-                title="Training loss", left=[metrics["TrainerLoss"].with_(label="loss")], width=8
             ),
         )
         dashboard.add_widgets(

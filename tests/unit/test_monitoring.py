@@ -313,25 +313,20 @@ def test_metric_filters_read_the_clusters_log_group(built: Any) -> None:
     assert (
         filters["HealthAgentDetections"]["FilterPattern"] == '"HealthMonitoringAgentDetectionEvent"'
     )
-    tokens = filters["TrainerTokensPerSecond"]["MetricTransformations"][0]
-    assert (tokens["MetricValue"], tokens["MetricNamespace"]) == (
-        "$.tokens_per_s",
-        "HyperPodKit/hyperpod-dev",
-    )
-    assert filters["TrainerStepTime"]["MetricTransformations"][0]["MetricValue"] == "$.step_time_s"
-    assert filters["TrainerLoss"]["MetricTransformations"][0]["MetricValue"] == "$.loss"
+    counted = filters["NodeCheckFailures"]["MetricTransformations"][0]
+    assert (counted["MetricValue"], counted["MetricNamespace"]) == ("1", "HyperPodKit/hyperpod-dev")
+    # Nothing ships job output to the log group, so no filter pretends to read training metrics.
+    assert not [name for name in filters if name.startswith("Trainer")]
 
 
-def test_the_patterns_match_what_the_runner_and_trainer_write() -> None:
-    """The runner's verdict and decision lines, and the trainer's step line, carry the fields the
-    metric filters select on (a JSON filter on a field the line lacks never matches)."""
+def test_the_patterns_match_what_the_runner_writes() -> None:
+    """The runner's verdict and decision lines carry the fields the metric filters select on (a
+    JSON filter on a field the line lacks never matches)."""
     import io
     import sys
 
     sys.path.insert(0, str(REPO / "lifecycle" / "health"))
     import runner
-    from hyperpod_trainer.config import MetricsConfig
-    from hyperpod_trainer.metrics import Metrics
 
     log = runner.JsonLog(None, stream=io.StringIO())
     node = runner.Node("n", "g", runner.InstanceFacts("ml.p4d.24xlarge", 8, 4))
@@ -343,19 +338,12 @@ def test_the_patterns_match_what_the_runner_and_trainer_write() -> None:
         "hyperpod-kit-health", "verdict", "fail",
     )  # fmt: skip
     assert (decision["event"], decision["executed"]) == ("decision", True)
-    out = io.StringIO()
-    Metrics(MetricsConfig(), rank=0, stream=out).step(
-        10, {"loss": 2.5, "tokens_per_s": 1234.5, "step_time_s": 0.8}
-    )
-    step = json.loads(out.getvalue())
-    assert step["event"] == "step"
-    assert {"tokens_per_s", "step_time_s", "loss"} <= set(step)
 
 
 # --- dashboard ----------------------------------------------------------------------------------
 
 
-def test_the_dashboard_shows_cluster_fsx_and_training(built: Any) -> None:
+def test_the_dashboard_shows_cluster_and_fsx_not_what_nothing_ships(built: Any) -> None:
     (dashboard,) = built("default").props("AWS::CloudWatch::Dashboard")
     assert dashboard["DashboardName"] == "hyperpod-dev-hyperpod"
     body = json.dumps(dashboard["DashboardBody"])
@@ -368,14 +356,13 @@ def test_the_dashboard_shows_cluster_fsx_and_training(built: Any) -> None:
         "FreeDataStorageCapacity",
         "DataReadBytes",
         "MetadataOperations",
-        "TrainerTokensPerSecond",
-        "TrainerStepTime",
-        "TrainerLoss",
         "hyperpod-kit-health",
         LOG_GROUP,
         "cluster-management/hyperpod-dev",
     ):
         assert piece in body, piece
+    for gone in ("TrainerTokensPerSecond", "TrainerStepTime", "TrainerLoss", "Training loss"):
+        assert gone not in body  # nothing ships job output here
 
 
 # --- remediation --------------------------------------------------------------------------------
