@@ -73,7 +73,7 @@ def synth(loaded: LoadedEnvironment, output: Path) -> int:
         print(write_error(e, output), file=sys.stderr)
         return 2
     seconds = time.perf_counter() - started
-    print(f"synthesized {loaded.file} -> {out.target} in {seconds:.1f} s", file=sys.stderr)
+    print(f"synthesized {loaded.file} -> {output} in {seconds:.1f} s", file=sys.stderr)
     return 0
 
 
