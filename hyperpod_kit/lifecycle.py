@@ -138,6 +138,15 @@ class LifecycleContext:
         """The nodes run the user sync: Slurm, or EKS with Studio (partitions only)."""
         return self.orchestrator == "slurm" or self.partitions_only
 
+    @property
+    def reads_storage_handles(self) -> bool:
+        """A node reads the storage stack's SSM parameter at provisioning: the Slurm token
+        issuer's hook for a bucket CloudFormation names, the FSx host mount on EKS for a file
+        system the storage stack creates."""
+        return (self.studio_jwt and not self.data_bucket) or (
+            self.partitions_only and not self.lustre_dns_name
+        )
+
     def as_template_vars(self) -> dict[str, object]:
         return {
             "environment": self.environment,

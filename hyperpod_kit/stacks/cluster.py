@@ -38,7 +38,6 @@ class ClusterStack(Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         self.lifecycle = LifecycleScripts(self, "Lifecycle", config=config)
-        lustre_existing = config.storage.lustre.existing is not None
         self.cluster = HyperPodCluster(
             self,
             "HyperPod",
@@ -57,10 +56,11 @@ class ClusterStack(Stack):
             # EKS with Studio: the sync runs partitions-only (docs/lifecycle.md), and reads the
             # same pointer and users file.
             self.lifecycle.grant_user_sync(self.cluster.execution_role)
-        if config.orchestrator == "eks" and config.studio.enabled and not lustre_existing:
-            # The nodes mount FSx on the host (bin/hyperpod-kit-mount-fsx) with the names the
-            # storage stack publishes; granted here, not in the Studio stack, which deploys after
-            # the nodes' first provisioning.
+        if self.lifecycle.reads_storage_handles:
+            # Studio: the Slurm controller's token hook (the data bucket's name) or, on EKS, the
+            # FSx host mount (the file system's names) reads the storage stack's handles while
+            # the node provisions; granted here, not in the Studio stack, which deploys after the
+            # nodes' first provisioning.
             iam.Grant.add_to_principal(
                 grantee=self.cluster.execution_role,
                 actions=["ssm:GetParameter"],

@@ -520,3 +520,19 @@ def test_eks_studio_mount_names_named_or_read_from_the_storage_handles() -> None
              "storage": {"lustre": {"existing": existing}}})
     )["bin/hyperpod-kit-mount-fsx"]  # fmt: skip
     assert f"DNS_NAME={existing['dns_name']}\nMOUNT_NAME=abcdefgh\n" in named
+
+
+def test_which_nodes_read_the_storage_handles_while_provisioning() -> None:
+    """The cluster stack grants ssm:GetParameter on the storage parameter exactly for these."""
+    existing = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",
+                "dns_name": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"}  # fmt: skip
+    studio = {"studio": {"enabled": True}, "users": USERS}
+    cases = [
+        (config({"users": USERS}), False),
+        (config(studio), True),  # the token hook: CloudFormation names the bucket
+        (merge_config(studio, {"storage": {"bucket": {"name": "my-data"}}}), False),
+        (eks({"users": USERS}), False),
+        (eks(studio), True),  # the host mount: the file system's names are tokens
+        (eks({**studio, "storage": {"lustre": {"existing": existing}}}), False),
+    ]
+    assert [lifecycle_context(c).reads_storage_handles for c, _ in cases] == [w for _, w in cases]
