@@ -43,15 +43,19 @@ FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
 
 # Files only Slurm nodes use, and only with enroot/pyxis on: left out of other uploads, so an EKS
 # upload holds nothing it does not run (and its hash does not move when Slurm-only files change).
-SLURM_ONLY = (
+SLURM_ONLY = ("studio/",)
+# The user sync: Slurm (accounts, homes, partition status), or EKS with Studio, where it runs in
+# its partitions-only mode (the Studio partitions on FSx and their status; no accounts).
+USER_SYNC = (
     "steps/users.sh",
     "bin/hyperpod-kit-user-sync",
     "systemd/hyperpod-kit-user-sync.",
-    "studio/",
 )
 ENROOT_ONLY = ("steps/enroot_pyxis.sh",)
 # The controller's Slurm JWT issuer for Studio (and the hook that runs it): Slurm with Studio only.
 STUDIO_SLURM_ONLY = ("studio/", "hooks.d/60-studio-jwt.sh")
+# EKS with Studio: the host mount of FSx at /fsx and the hook that mounts it and runs the sync.
+STUDIO_EKS_ONLY = ("bin/hyperpod-kit-mount-fsx", "hooks.d/40-studio-partitions.sh")
 # The node health runner's settings, rendered from the environment file beside the runner.
 HEALTH_SETTINGS = "health/settings.json"
 
@@ -62,6 +66,8 @@ _USER = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 _ENV = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_LUSTRE_DNS = re.compile(r"^fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com$")
+_LUSTRE_MOUNT = re.compile(r"^[a-z0-9]{8}$")
 _DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_~-]*\.deb$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -123,6 +129,23 @@ class LifecycleContext:
     studio_jwt: bool  # Studio on Slurm: the controller issues users' Slurm tokens
     data_bucket: str  # the data bucket's name when the environment file names it, else ""
     storage_parameter: str  # the storage stack's handles (bucket_name), for when it does not
+    partitions_only: bool  # Studio on EKS: the user sync only makes and reports the partitions
+    lustre_dns_name: str  # an existing file system's names (environment file), else "": the
+    lustre_mount_name: str  # node reads dns_name/mount_name from the storage parameter
+
+    @property
+    def user_sync(self) -> bool:
+        """The nodes run the user sync: Slurm, or EKS with Studio (partitions only)."""
+        return self.orchestrator == "slurm" or self.partitions_only
+
+    @property
+    def reads_storage_handles(self) -> bool:
+        """A node reads the storage stack's SSM parameter at provisioning: the Slurm token
+        issuer's hook for a bucket CloudFormation names, the FSx host mount on EKS for a file
+        system the storage stack creates."""
+        return (self.studio_jwt and not self.data_bucket) or (
+            self.partitions_only and not self.lustre_dns_name
+        )
 
     def as_template_vars(self) -> dict[str, object]:
         return {
@@ -142,6 +165,9 @@ class LifecycleContext:
             "studio_jwt": self.studio_jwt,
             "data_bucket": self.data_bucket,
             "storage_parameter": self.storage_parameter,
+            "partitions_only": self.partitions_only,
+            "lustre_dns_name": self.lustre_dns_name,
+            "lustre_mount_name": self.lustre_mount_name,
         }
 
 
@@ -208,6 +234,8 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
     # A bucket CloudFormation names is a token at synth: the node reads it from the storage
     # stack's parameter instead (the hook that needs it).
     bucket = config.storage.bucket.existing_name or config.storage.bucket.name or ""
+    # The same for the file system: a created one's DNS and mount names are tokens at synth.
+    lustre = config.storage.lustre.existing
     return LifecycleContext(
         environment=environment,
         region=_checked(_REGION, config.region, "region"),
@@ -234,11 +262,20 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         studio_jwt=slurm and config.studio.enabled,
         data_bucket=_checked(_BUCKET, bucket, "data bucket name") if bucket else "",
         storage_parameter=parameter_name(environment, "storage"),
+        partitions_only=not slurm and config.studio.enabled,
+        lustre_dns_name=_checked(_LUSTRE_DNS, lustre.dns_name, "FSx DNS name") if lustre else "",
+        lustre_mount_name=(
+            _checked(_LUSTRE_MOUNT, lustre.mount_name, "FSx mount name") if lustre else ""
+        ),
     )
 
 
 def _wanted(relative: str, context: LifecycleContext) -> bool:
     if context.orchestrator != "slurm" and relative.startswith(SLURM_ONLY):
+        return False
+    if not context.user_sync and relative.startswith(USER_SYNC):
+        return False
+    if not context.partitions_only and relative.startswith(STUDIO_EKS_ONLY):
         return False
     if not context.studio_jwt and relative.startswith(STUDIO_SLURM_ONLY):
         return False
@@ -339,11 +376,11 @@ def content_hash(files: Mapping[str, bytes]) -> str:
 
 
 def users_upload(config: EnvironmentConfig) -> bytes | None:
-    """The users file the nodes' user sync applies (Slurm), uploaded beside the scripts under its
-    own hash: adding a person changes this object and the pointer to it, never the cluster's
-    SourceS3Uri (which would be an UpdateCluster for each new user)."""
+    """The users file the nodes' user sync applies (Slurm, or EKS with Studio), uploaded beside
+    the scripts under its own hash: adding a person changes this object and the pointer to it,
+    never the cluster's SourceS3Uri (which would be an UpdateCluster for each new user)."""
     context = lifecycle_context(config)
-    return users_document(context).encode("utf-8") if context.orchestrator == "slurm" else None
+    return users_document(context).encode("utf-8") if context.user_sync else None
 
 
 @dataclass(frozen=True)

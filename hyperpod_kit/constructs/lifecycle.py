@@ -12,7 +12,8 @@ an explicit grant anyway. The SSM parameter ``/hyperpod-kit/<env>/lifecycle`` na
 upload for the nodes' user sync, written only after the upload is complete.
 
 Handles: ``bucket``, ``bucket_name``, ``prefix``, ``content_hash``, ``source_s3_uri``,
-``on_create``, ``users_uri`` (Slurm), ``parameter_name``, ``status_parameter_prefix``,
+``on_create``, ``users_uri`` (Slurm, EKS with Studio), ``parameter_name``,
+``status_parameter_prefix``, ``reads_storage_handles``,
 ``deployment``; ``grant_read(role)``, ``grant_user_sync(role)``.
 """
 
@@ -35,6 +36,7 @@ from hyperpod_kit.lifecycle import (
     USERS_FILE,
     LifecycleBundle,
     build_bundle,
+    lifecycle_context,
     lifecycle_parameter,
     partition_status_parameter,
     stage_bundle,
@@ -79,6 +81,8 @@ class LifecycleScripts(Construct):
         self.on_create: str = ON_CREATE
         self.parameter_name: str = lifecycle_parameter(config.name)
         self.status_parameter_prefix: str = partition_status_parameter(config.name)
+        # Whether a node reads the storage stack's SSM parameter while it provisions.
+        self.reads_storage_handles: bool = lifecycle_context(config).reads_storage_handles
 
         logs = s3.Bucket(
             self,

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Stack
+from aws_cdk import aws_iam as iam
 from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
@@ -18,6 +19,7 @@ from hyperpod_kit.constructs.hyperpod_cluster import (
 from hyperpod_kit.constructs.lifecycle import LifecycleScripts
 from hyperpod_kit.constructs.lustre import LustreFileSystem
 from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.stacks.discovery import publish
 
 
@@ -50,8 +52,26 @@ class ClusterStack(Stack):
         # No node provisions before its scripts and the users file are in S3: the pointer
         # parameter is written only after both uploads completed.
         self.cluster.cfn.node.add_dependency(self.lifecycle.pointer)
-        if config.orchestrator == "slurm":
+        if config.orchestrator == "slurm" or config.studio.enabled:
+            # EKS with Studio: the sync runs partitions-only (docs/lifecycle.md), and reads the
+            # same pointer and users file.
             self.lifecycle.grant_user_sync(self.cluster.execution_role)
+        if self.lifecycle.reads_storage_handles:
+            # Studio: the Slurm controller's token hook (the data bucket's name) or, on EKS, the
+            # FSx host mount (the file system's names) reads the storage stack's handles while
+            # the node provisions; granted here, not in the Studio stack, which deploys after the
+            # nodes' first provisioning.
+            iam.Grant.add_to_principal(
+                grantee=self.cluster.execution_role,
+                actions=["ssm:GetParameter"],
+                resource_arns=[
+                    self.format_arn(
+                        service="ssm",
+                        resource="parameter",
+                        resource_name=parameter_name(config.name, "storage").lstrip("/"),
+                    )
+                ],
+            )
         publish(
             self,
             environment=config.name,

@@ -10,10 +10,10 @@ files, SSM parameters, S3 objects). A fake asked to touch a path outside the san
 that is a script that forgot its ROOT prefix.
 
 Knobs, as files in ``$FAKE_STATE``: ``ips`` (hostname -I), ``mounts`` (node paths that are mount
-points), ``active`` (systemd units that are active), ``visudo_fail``, ``aws_fail`` (failures before
-success), ``apt_fail`` (same), ``aws_put_fail`` (only SSM writes fail), ``ssm/<name>`` and
-``s3/<bucket>/<key>`` (what AWS holds); CloudWatch Logs events land in
-``logs/<group>/<stream>.jsonl``.
+points; the ``mount`` fake adds its target, or fails with ``mount_fail``), ``active`` (systemd
+units that are active), ``visudo_fail``, ``aws_fail`` (failures before success), ``apt_fail``
+(same), ``aws_put_fail`` (only SSM writes fail), ``ssm/<name>`` and ``s3/<bucket>/<key>`` (what
+AWS holds); CloudWatch Logs events land in ``logs/<group>/<stream>.jsonl``.
 
 Standard library only: it runs under the system python3, as an unprivileged user.
 """
@@ -33,7 +33,7 @@ FAKES = (
     "useradd", "groupadd", "usermod", "userdel", "chown", "systemd-tmpfiles", "apt-get", "apt",
     "dpkg", "visudo", "aws", *FORBIDDEN,
 )  # fmt: skip
-FAST_FAKES = ("getent", "stat", "mountpoint", "hostname", "systemctl", "sleep")
+FAST_FAKES = ("getent", "stat", "mountpoint", "mount", "hostname", "systemctl", "sleep")
 
 FAST_FAKE = r"""#!/bin/bash
 # Read-only fakes in bash; see lifecycle_fakes.py. Usage: fast-fake NAME ARGS...
@@ -79,6 +79,13 @@ case $name in
     node=${path#"$FAKE_ROOT"}
     for m in $(cat "$FAKE_STATE/mounts" 2>/dev/null); do [[ $m == "${node:-/}" ]] && exit 0; done
     exit 32
+    ;;
+  mount)
+    # mount ... SOURCE TARGET: the target becomes a mount point (knob `mount_fail`: it fails).
+    path=${!#}
+    in_sandbox "$path"
+    [[ -e $FAKE_STATE/mount_fail ]] && exit 32
+    printf ' %s' "${path#"$FAKE_ROOT"}" >>"$FAKE_STATE/mounts"
     ;;
   hostname)
     if [[ ${1:-} == -I ]]; then cat "$FAKE_STATE/ips" 2>/dev/null; echo; else echo fake-node; fi

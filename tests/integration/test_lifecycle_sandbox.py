@@ -771,3 +771,110 @@ def test_studio_token_hook_uses_the_named_bucket_without_asking_ssm(sandbox: Any
     ok(node.run())
     assert node.path("/var/tmp/issuer").read_text().splitlines()[3] == "team-data"
     assert not any("hyperpod-dev/storage" in " ".join(c) for c in node.calls("aws"))
+
+
+# --- Studio on EKS: the host mount of FSx and the partitions-only sync ---------------------------
+
+FSX_DNS = "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"
+FSX_HANDLES = {"bucket_name": "hyperpod-dev-data-1a2b3c", "dns_name": FSX_DNS,
+               "mount_name": "abcdefgh", "file_system_id": "fs-0123456789abcdef0"}  # fmt: skip
+
+
+def eks_studio_config(overrides: dict[str, Any] | None = None) -> EnvironmentConfig:
+    data = merge(
+        {k: v for k, v in default_data().items() if k != "trainer"},
+        {
+            "orchestrator": "eks",
+            "network": {"vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+                        "control_plane_availability_zone_id": "usw2-az1"},
+            "cluster": {"instance_groups": [
+                {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
+                 "instance_count": 2},
+            ]},
+            "users": USERS,
+            "studio": {"enabled": True},
+        },
+    )  # fmt: skip
+    return EnvironmentConfig.model_validate(merge(data, overrides or {}))
+
+
+def eks_studio_node(sandbox: Any, overrides: dict[str, Any] | None = None) -> Node:
+    node = sandbox(eks_studio_config(overrides), group="workers")
+    node.knob("mounts", "/opt/dlami/nvme /opt/sagemaker")  # HyperPod mounts no FSx on EKS hosts
+    handles = node.state / "ssm/hyperpod-kit/hyperpod-dev/storage"
+    handles.parent.mkdir(parents=True, exist_ok=True)
+    handles.write_text(json.dumps(FSX_HANDLES))
+    return node
+
+
+def partition_status(node: Node, user: str) -> Any:
+    return json.loads((node.state / f"ssm/hyperpod-kit/hyperpod-dev/partitions/{user}").read_text())
+
+
+def test_eks_studio_node_twice_mounts_once_and_makes_the_partitions(sandbox: Any) -> None:
+    node = eks_studio_node(sandbox)
+    first = ok(node.run())
+    assert "step: hook 40-studio-partitions.sh" in first.stdout
+    assert node.calls("mount") == [
+        ["mount", "-t", "lustre", "-o", "relatime,flock", f"{FSX_DNS}@tcp:/abcdefgh",
+         str(node.path("/fsx"))],
+    ]  # fmt: skip
+    # The names came from the storage stack's parameter.
+    reads = [c for c in node.calls("aws") if "get-parameter" in c]
+    assert reads[0][3:6] == ["ssm", "get-parameter", "--name"]
+    assert reads[0][6] == "/hyperpod-kit/hyperpod-dev/storage"
+    for name, uid, gid in (("alice", 10001, 1001), ("bob", 10002, 1001), ("carol", 10003, 20003)):
+        assert node.owner(f"/fsx/{name}") == (uid, gid, "700")
+    # The status, published from a worker (any EKS node), exactly as the Slurm controller's.
+    puts = [c for c in node.calls("aws") if "put-parameter" in c]
+    assert len(puts) == 3
+    alice = next(c for c in puts if "/hyperpod-kit/hyperpod-dev/partitions/alice" in c)
+    assert alice[alice.index("--value") + 1] == (
+        '{"user":"alice","uid":10001,"gid":1001,"path":"/fsx/alice","exists":true,'
+        '"owner_uid":10001,"owner_gid":1001,"mode":"0700","locked":false,"ready":true}'
+    )
+    # No accounts, groups or sudoers: the host's users are not the environment's.
+    assert set(node.passwd()) == {"root", "ubuntu"}
+    assert not node.calls("useradd") and not node.calls("groupadd") and not node.calls("usermod")
+    assert not node.path("/etc/sudoers.d").exists()
+    # The sync and its timer, for users added later.
+    assert node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync").is_file()
+    assert ["systemctl", "enable", "--now", "hyperpod-kit-user-sync.timer"] in node.calls(
+        "systemctl"
+    )
+    after_first = node.snapshot()
+
+    ok(node.run())
+    assert node.snapshot() == after_first
+    assert node.mutations() == [], "the second run changed the machine again"
+    assert node.calls("mount") == []  # already mounted: nothing
+
+
+def test_eks_studio_timer_mounts_after_a_failed_mount_and_adds_a_later_user(sandbox: Any) -> None:
+    node = eks_studio_node(sandbox)
+    node.knob("mount_fail", "")
+    result = ok(node.run())  # the node comes up: its pods get FSx from the CSI driver
+    assert "could not be mounted now" in result.stdout
+    assert not node.path("/fsx/alice").exists()
+    assert not (node.state / "ssm/hyperpod-kit/hyperpod-dev/partitions").exists()
+
+    node.knob("mount_fail", None)
+    dave = {"name": "dave", "uid": 10004, "gid": 1001, "admin": True}
+    publish_users(node, [*USERS, dave])
+    ok(node.run(str(node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync"))))
+    assert len(node.calls("mount")) == 1
+    assert node.owner("/fsx/dave") == (10004, 1001, "700")
+    assert partition_status(node, "dave")["ready"] is True
+    assert "dave" not in node.passwd()
+
+
+def test_eks_studio_existing_file_system_names_come_from_the_environment_file(
+    sandbox: Any,
+) -> None:
+    existing = {"file_system_id": "fs-0fedcba9876543210",
+                "dns_name": "fs-0fedcba9876543210.fsx.us-west-2.amazonaws.com",
+                "mount_name": "zyxwvuts"}  # fmt: skip
+    node = eks_studio_node(sandbox, {"storage": {"lustre": {"existing": existing}}})
+    ok(node.run())
+    assert node.calls("mount")[0][5] == f"{existing['dns_name']}@tcp:/zyxwvuts"
+    assert not any("hyperpod-dev/storage" in " ".join(c) for c in node.calls("aws"))

@@ -116,6 +116,8 @@ def test_every_variant_renders_shellcheck_clean(tmp_path: Path) -> None:
         linted.update(scripts)
     # every hook, including Studio's (the studio-slurm example), is among them
     assert {"hooks.d/50-health.sh", "hooks.d/60-studio-jwt.sh", "studio/slurm_jwt.sh"} <= linted
+    # and Studio on EKS's (the studio-eks example): the host mount of FSx and its hook
+    assert {"hooks.d/40-studio-partitions.sh", "bin/hyperpod-kit-mount-fsx"} <= linted
 
 
 def test_every_variant_parses_and_compiles(tmp_path: Path) -> None:
@@ -471,3 +473,66 @@ def merge_config(*overrides: dict[str, Any]) -> EnvironmentConfig:
     for o in overrides:
         data = merge(data, o)
     return config(data)
+
+
+# --- Studio on EKS: the partitions-only sync ---------------------------------------------------
+
+EKS_STUDIO_ONLY = {"hooks.d/40-studio-partitions.sh", "bin/hyperpod-kit-mount-fsx"}
+USER_SYNC_FILES = {
+    "steps/users.sh", "bin/hyperpod-kit-user-sync", "systemd/hyperpod-kit-user-sync.service",
+    "systemd/hyperpod-kit-user-sync.timer",
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("orchestrator", "studio"), [("slurm", False), ("slurm", True), ("eks", False), ("eks", True)]
+)
+def test_bundle_per_orchestrator_and_studio(orchestrator: str, studio: bool) -> None:
+    overrides: dict[str, Any] = {"users": USERS, "studio": {"enabled": studio}}
+    cfg = config(overrides) if orchestrator == "slurm" else eks(overrides)
+    files = render_lifecycle(cfg)
+    users = users_upload(cfg)
+    settings = files["lib/settings.sh"]
+    sync = orchestrator == "slurm" or studio
+    assert set(files) >= USER_SYNC_FILES if sync else not USER_SYNC_FILES & set(files)
+    assert (users is not None) == sync
+    if orchestrator == "eks" and studio:
+        assert set(files) >= EKS_STUDIO_ONLY
+        assert "HPK_PARTITIONS_ONLY=1\n" in settings
+        assert "steps/users.sh" not in files["on_create.sh"]  # the hook runs it, after the mount
+        assert "hooks.d/60-studio-jwt.sh" not in files
+        assert [u["name"] for u in json.loads(users or b"")["users"]] == ["alice", "bob"]
+    else:
+        assert not EKS_STUDIO_ONLY & set(files)
+        assert "HPK_PARTITIONS_ONLY" not in settings
+
+
+def test_eks_studio_mount_names_named_or_read_from_the_storage_handles() -> None:
+    hook = render_lifecycle(eks({"studio": {"enabled": True}, "users": USERS}))
+    script = hook["bin/hyperpod-kit-mount-fsx"]
+    assert "DNS_NAME=''\nMOUNT_NAME=''\n" in script
+    assert "ssm get-parameter --name /hyperpod-kit/hyperpod-dev/storage" in script
+    assert "mount -t lustre -o relatime,flock" in script
+    existing = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",
+                "dns_name": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"}  # fmt: skip
+    named = render_lifecycle(
+        eks({"studio": {"enabled": True}, "users": USERS,
+             "storage": {"lustre": {"existing": existing}}})
+    )["bin/hyperpod-kit-mount-fsx"]  # fmt: skip
+    assert f"DNS_NAME={existing['dns_name']}\nMOUNT_NAME=abcdefgh\n" in named
+
+
+def test_which_nodes_read_the_storage_handles_while_provisioning() -> None:
+    """The cluster stack grants ssm:GetParameter on the storage parameter exactly for these."""
+    existing = {"file_system_id": "fs-0123456789abcdef0", "mount_name": "abcdefgh",
+                "dns_name": "fs-0123456789abcdef0.fsx.us-west-2.amazonaws.com"}  # fmt: skip
+    studio = {"studio": {"enabled": True}, "users": USERS}
+    cases = [
+        (config({"users": USERS}), False),
+        (config(studio), True),  # the token hook: CloudFormation names the bucket
+        (merge_config(studio, {"storage": {"bucket": {"name": "my-data"}}}), False),
+        (eks({"users": USERS}), False),
+        (eks(studio), True),  # the host mount: the file system's names are tokens
+        (eks({**studio, "storage": {"lustre": {"existing": existing}}}), False),
+    ]
+    assert [lifecycle_context(c).reads_storage_handles for c, _ in cases] == [w for _, w in cases]
