@@ -68,6 +68,7 @@ _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _LUSTRE_DNS = re.compile(r"^fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com$")
 _LUSTRE_MOUNT = re.compile(r"^[a-z0-9]{8}$")
+_SHARED_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 _DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_~-]*\.deb$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
@@ -130,6 +131,7 @@ class LifecycleContext:
     data_bucket: str  # the data bucket's name when the environment file names it, else ""
     storage_parameter: str  # the storage stack's handles (bucket_name), for when it does not
     partitions_only: bool  # Studio on EKS: the user sync only makes and reports the partitions
+    studio_shared_path: str  # Studio with `partitions: shared`: the folder under FSx, else ""
     lustre_dns_name: str  # an existing file system's names (environment file), else "": the
     lustre_mount_name: str  # node reads dns_name/mount_name from the storage parameter
 
@@ -166,6 +168,7 @@ class LifecycleContext:
             "data_bucket": self.data_bucket,
             "storage_parameter": self.storage_parameter,
             "partitions_only": self.partitions_only,
+            "studio_shared_path": self.studio_shared_path,
             "lustre_dns_name": self.lustre_dns_name,
             "lustre_mount_name": self.lustre_mount_name,
         }
@@ -263,6 +266,11 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         data_bucket=_checked(_BUCKET, bucket, "data bucket name") if bucket else "",
         storage_parameter=parameter_name(environment, "storage"),
         partitions_only=not slurm and config.studio.enabled,
+        studio_shared_path=(
+            _checked(_SHARED_PATH, config.studio.shared_path, "studio.shared_path")
+            if config.studio.enabled and config.studio.partitions == "shared"
+            else ""
+        ),
         lustre_dns_name=_checked(_LUSTRE_DNS, lustre.dns_name, "FSx DNS name") if lustre else "",
         lustre_mount_name=(
             _checked(_LUSTRE_MOUNT, lustre.mount_name, "FSx mount name") if lustre else ""

@@ -878,3 +878,31 @@ def test_eks_studio_existing_file_system_names_come_from_the_environment_file(
     ok(node.run())
     assert node.calls("mount")[0][5] == f"{existing['dns_name']}@tcp:/zyxwvuts"
     assert not any("hyperpod-dev/storage" in " ".join(c) for c in node.calls("aws"))
+
+
+BUCKET_NAMED = {"bucket": {"name": "team-data"}}
+
+
+@pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
+def test_shared_partition_is_made_once_and_reported(sandbox: Any, orchestrator: str) -> None:
+    """`studio.partitions: shared`: the folder every profile mounts exists, root 1777, and its
+    status is published as `_shared` (what the Studio gate waits for); a second run changes
+    nothing and a folder already there is never changed."""
+    shared = {"studio": {"partitions": "shared", "shared_path": "/team"}}
+    if orchestrator == "slurm":  # a named bucket: the token hook needs no SSM read here
+        node = studio_node(sandbox, "controller", merge(shared, {"storage": BUCKET_NAMED}))
+    else:
+        node = eks_studio_node(sandbox, shared)
+    ok(node.run())
+    node.path("/var/tmp/issuer").unlink(missing_ok=True)  # the token issuer stub's record of runs
+    assert node.owner("/fsx/team") == (0, 0, "1777")
+    status = partition_status(node, "_shared")
+    assert status == {
+        "user": "_shared", "uid": 0, "gid": 0, "path": "/fsx/team", "exists": True,
+        "owner_uid": 0, "owner_gid": 0, "mode": "01777", "locked": False, "ready": True,
+    }  # fmt: skip
+    after_first = node.snapshot()
+    ok(node.run())
+    node.path("/var/tmp/issuer").unlink(missing_ok=True)
+    assert node.snapshot() == after_first
+    assert node.mutations() == [], "the second run changed the machine again"

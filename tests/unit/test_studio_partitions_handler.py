@@ -285,6 +285,71 @@ def test_a_wrong_status_keeps_waiting_then_fails_saying_what_was_seen(
     assert says in str(failed.value)
 
 
+def _as_the_sync_writes(user: str, **overrides: Any) -> str:
+    """The JSON lifecycle/bin/hyperpod-kit-user-sync publishes (see the sandbox tests): uid/gid
+    are the wanted ids, owner_uid/owner_gid what `stat` saw, mode with a leading 0."""
+    wanted = {"uid": USERS[user]["Uid"], "gid": USERS[user]["Gid"]}
+    status = {
+        "user": user, **wanted, "path": f"/fsx/{user}", "exists": True,
+        "owner_uid": wanted["uid"], "owner_gid": wanted["gid"], "mode": "0700",
+        "locked": False, "ready": True,
+    } | overrides  # fmt: skip
+    return json.dumps(status, separators=(",", ":"))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "ready", "says"),
+    [
+        pytest.param({}, True, "", id="as-wanted"),
+        pytest.param(
+            {"owner_uid": 10099, "ready": False}, False,
+            "has owner 10099:1001, expected 10001:1001", id="owner-is-what-counts",
+        ),
+        pytest.param(
+            {"exists": False, "owner_uid": None, "owner_gid": None, "mode": None, "ready": False},
+            False, "/fsx/alice does not exist on the node yet", id="not-yet-created",
+        ),
+    ],
+)  # fmt: skip
+def test_the_status_the_nodes_publish_is_read_by_its_owner(
+    world: World, overrides: dict[str, Any], ready: bool, says: str
+) -> None:
+    """The gate reads the node sync's own format: a folder whose owner differs from the wanted
+    ids is not ready, whatever uid/gid the status also carries."""
+    world.ssm.put_parameter(
+        Name=h.partition_parameter(ENV, "alice"),
+        Value=_as_the_sync_writes("alice", **overrides),
+        Type="String",
+        Overwrite=True,
+    )
+    state = planned(event("Create", props(world.fs_id, "alice")))
+    if ready:
+        world.profile("alice", None)
+        assert h.is_complete(state, aws=world.aws())["IsComplete"] is True
+        return
+    assert h.is_complete(state, aws=world.aws()) == {"IsComplete": False}
+    with pytest.raises(h.NotReadyError) as failed:
+        h.is_complete(expired(state), aws=world.aws())
+    assert says in str(failed.value)
+    assert "seen by ?" not in str(failed.value)
+
+
+def test_the_shared_status_the_nodes_publish_reads_as_mode_1777(world: World) -> None:
+    """`stat -c %a` prints 1777 for the sticky folder; the sync writes it as "01777"."""
+    state = planned(event("Create", props(world.fs_id, "alice", mode="shared")))
+    world.ssm.put_parameter(
+        Name=h.partition_parameter(ENV, None),
+        Value=json.dumps({
+            "user": "_shared", "uid": 0, "gid": 0, "path": "/fsx/shared", "exists": True,
+            "owner_uid": 0, "owner_gid": 0, "mode": "01777", "locked": False, "ready": True,
+        }),
+        Type="String",
+        Overwrite=True,
+    )  # fmt: skip
+    world.profile("alice", None)
+    assert h.is_complete(state, aws=world.aws())["IsComplete"] is True
+
+
 def test_a_missing_status_fails_at_the_deadline_naming_user_and_parameter(world: World) -> None:
     world.report("alice")
     state = planned(event("Create", props(world.fs_id, "alice", "bob")))

@@ -65,22 +65,32 @@ class PartitionStatus:
 
 
 def parse_status(text: str) -> PartitionStatus:
-    """The parameter's JSON: {"path", "uid", "gid", "mode", "node", "time"}."""
+    """The parameter's JSON, as the nodes' user sync writes it (bin/hyperpod-kit-user-sync):
+    {"user", "uid", "gid", "path", "exists", "owner_uid", "owner_gid", "mode", "locked", "ready"},
+    where uid/gid are what the environment file asks for and owner_uid/owner_gid what the node saw.
+    The owner is what counts. The plain form {"path", "uid", "gid", "mode", "node", "time"} (uid/gid
+    as seen) is read too."""
     data = json.loads(text)
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
-    missing = [k for k in ("path", "uid", "gid", "mode") if k not in data]
+    seen = ("owner_uid", "owner_gid") if "owner_uid" in data else ("uid", "gid")
+    missing = [k for k in ("path", *seen, "mode") if k not in data]
     if missing:
         raise ValueError(f"missing {', '.join(missing)}")
-    uid, gid = data["uid"], data["gid"]
+    if data.get("exists") is False:
+        raise ValueError(f"{data['path']} does not exist on the node yet")
+    uid, gid = data[seen[0]], data[seen[1]]
     if not isinstance(uid, int) or not isinstance(gid, int) or isinstance(uid, bool):
         raise ValueError("uid and gid are not integers")
-    mode = str(data["mode"])
+    try:
+        mode = format(int(str(data["mode"]), 8), "04o")  # "700", "0700", "01777": one spelling
+    except ValueError:
+        raise ValueError(f"mode {data['mode']!r} is not octal") from None
     return PartitionStatus(
         path=str(data["path"]),
         uid=uid,
         gid=gid,
-        mode=mode.zfill(4),  # "700" and "0700" are the same mode
+        mode=mode,
         node=str(data.get("node", "?")),
         time=str(data.get("time", "?")),
     )
@@ -374,7 +384,8 @@ def _unready(ssm: Any, batch: Batch, keys: list[str]) -> list[str]:
         if seen.mode != mode:
             wrong.append(f"mode {seen.mode}, expected {mode}")
         if wrong:
-            where = f"{who}: {path} seen by {seen.node} at {seen.time} has "
+            seen_by = f" seen by {seen.node} at {seen.time}" if seen.node != "?" else ""
+            where = f"{who}: {path}{seen_by} has "
             problems.append(where + ", ".join(wrong))
     return problems
 
