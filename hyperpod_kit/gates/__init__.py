@@ -134,11 +134,18 @@ def _lint_all(jobs: list[LintJob], *, parallel: bool) -> list[list[GateFinding]]
     Python: one core a process)."""
     for region in sorted({region for _, _, region in jobs}):
         _rules(_lint_region(region))
-    workers = min(len(jobs), os.cpu_count() or 1) if parallel else 1
+    workers = min(len(jobs), _cores()) if parallel else 1
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [_cfn_lint(*job) for job in jobs]
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         return list(pool.map(_lint_job, jobs))
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's share, not the host's count)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _lint_job(job: LintJob) -> list[GateFinding]:
