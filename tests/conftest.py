@@ -125,3 +125,25 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthFn:
         return cache[key]
 
     return run
+
+
+def assert_node_python(path: Path, *, local: frozenset[str] = frozenset()) -> None:
+    """Code that runs on a node with the AMI's python3 (3.8 on Ubuntu 20.04 images): it parses as
+    3.8, uses no newer API, and imports only the standard library (and `local` modules)."""
+    import ast
+    import sys
+
+    source = path.read_text()
+    ast.parse(source, feature_version=(3, 8))
+    for newer in ("removeprefix", "removesuffix", "functools.cache(", "zoneinfo", "match "):
+        assert newer not in source, f"{path.name} uses {newer!r}, newer than Python 3.8"
+    tree = ast.parse(source)
+    imports = {
+        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
+    }
+    imports |= {
+        (n.module or "").split(".")[0]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and not n.level
+    }
+    assert imports <= set(sys.stdlib_module_names) | {"__future__"} | local, imports

@@ -594,21 +594,29 @@ def test_enroot_pyxis_off_runs_no_container_step(sandbox: Any) -> None:
 # --- EKS -----------------------------------------------------------------------------------------
 
 
-def test_eks_worker_only_logs_hooks_and_group_scripts(sandbox: Any, tmp_path: Path) -> None:
-    (tmp_path / "setup.sh").write_text('echo ran >> "$HYPERPOD_KIT_ROOT/var/tmp/eks"\n')
+WORKERS = {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
+           "instance_count": 2}  # fmt: skip
+
+
+def eks_data(overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The default environment on EKS with one worker group and the test users."""
     eks = merge(
         {k: v for k, v in default_data().items() if k != "trainer"},
         {
             "orchestrator": "eks",
             "network": {"vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
                         "control_plane_availability_zone_id": "usw2-az1"},
-            "cluster": {"instance_groups": [
-                {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
-                 "instance_count": 2, "lifecycle": {"scripts": ["setup.sh"]}},
-            ]},
+            "cluster": {"instance_groups": [WORKERS]},
             "users": USERS,
         },
     )  # fmt: skip
+    return merge(eks, overrides or {})
+
+
+def test_eks_worker_only_logs_hooks_and_group_scripts(sandbox: Any, tmp_path: Path) -> None:
+    (tmp_path / "setup.sh").write_text('echo ran >> "$HYPERPOD_KIT_ROOT/var/tmp/eks"\n')
+    group = {**WORKERS, "lifecycle": {"scripts": ["setup.sh"]}}
+    eks = eks_data({"cluster": {"instance_groups": [group]}})
     cfg = EnvironmentConfig.model_validate(eks).at_source(tmp_path)
     node = sandbox(cfg, group="workers")
     node.path("/var/tmp").mkdir(parents=True)
@@ -781,21 +789,9 @@ FSX_HANDLES = {"bucket_name": "hyperpod-dev-data-1a2b3c", "dns_name": FSX_DNS,
 
 
 def eks_studio_config(overrides: dict[str, Any] | None = None) -> EnvironmentConfig:
-    data = merge(
-        {k: v for k, v in default_data().items() if k != "trainer"},
-        {
-            "orchestrator": "eks",
-            "network": {"vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
-                        "control_plane_availability_zone_id": "usw2-az1"},
-            "cluster": {"instance_groups": [
-                {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
-                 "instance_count": 2},
-            ]},
-            "users": USERS,
-            "studio": {"enabled": True},
-        },
-    )  # fmt: skip
-    return EnvironmentConfig.model_validate(merge(data, overrides or {}))
+    return EnvironmentConfig.model_validate(
+        eks_data(merge({"studio": {"enabled": True}}, overrides or {}))
+    )
 
 
 def eks_studio_node(sandbox: Any, overrides: dict[str, Any] | None = None) -> Node:

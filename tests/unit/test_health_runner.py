@@ -5,7 +5,6 @@ the fakes' own record of their arguments."""
 
 from __future__ import annotations
 
-import ast
 import fcntl
 import json
 import os
@@ -19,7 +18,7 @@ import pytest
 
 from hyperpod_kit.config import EnvironmentConfig
 from hyperpod_kit.constructs.monitoring import node_health_settings
-from tests.conftest import REPO, default_data, merge
+from tests.conftest import REPO, assert_node_python, default_data, merge
 
 HEALTH = REPO / "lifecycle" / "health"
 DATA = REPO / "tests" / "data" / "health"
@@ -498,20 +497,7 @@ def node_files() -> list[Path]:
 @pytest.mark.parametrize("path", node_files(), ids=lambda p: str(p.relative_to(HEALTH)))
 def test_node_code_parses_as_python_3_8(path: Path) -> None:
     """Nodes run the AMI's python3 (3.8 on Ubuntu 20.04 images): no newer syntax, no newer APIs."""
-    source = path.read_text()
-    ast.parse(source, feature_version=(3, 8))
-    for newer in ("removeprefix", "removesuffix", "functools.cache(", "zoneinfo", "match "):
-        assert newer not in source, f"{path.name} uses {newer!r}, newer than Python 3.8"
-    tree = ast.parse(source)
-    imports = {
-        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-    }
-    imports |= {
-        (n.module or "").split(".")[0]
-        for n in ast.walk(tree)
-        if isinstance(n, ast.ImportFrom) and not n.level
-    }
-    assert imports <= set(sys.stdlib_module_names) | {"__future__", "checks"}, imports
+    assert_node_python(path, local=frozenset({"checks"}))
 
 
 def test_the_fake_commands_pass_shellcheck(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from hyperpod_kit.paths import LIFECYCLE_DIR
+from tests.conftest import assert_node_python
 
 SHIPPER = LIFECYCLE_DIR / "bin" / "hyperpod-kit-ship-logs"
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else sys.executable
@@ -303,18 +304,5 @@ def test_a_source_that_does_not_exist_yet_is_no_error(node: Node) -> None:
 
 
 def test_the_shipper_parses_as_python_38() -> None:
-    import ast
-
-    source = SHIPPER.read_text()
-    ast.parse(source, feature_version=(3, 8))
-    for newer in ("removeprefix", "removesuffix", "functools.cache(", "zoneinfo", "match "):
-        assert newer not in source, f"the shipper uses {newer!r}, newer than Python 3.8"
-    tree = ast.parse(source)
-    imports = {
-        a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names
-    }
-    imports |= {
-        (n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-    }
-    assert imports <= set(sys.stdlib_module_names), imports
+    assert_node_python(SHIPPER)
     assert SHIPPER.read_text().startswith("#!/usr/bin/env python3\n")
