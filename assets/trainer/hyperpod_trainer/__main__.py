@@ -1,8 +1,6 @@
 """`python -m hyperpod_trainer` (and `torchrun -m hyperpod_trainer`)."""
 
-import sys
-
-from hyperpod_trainer.cli import main
+from hyperpod_trainer.cli import run
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run()
