@@ -18,6 +18,10 @@ from hyperpod_kit.config.schema import (
 )
 
 FSX_MOUNT = "/fsx"
+# hyperpod-kit's folder on every node (lifecycle/lib/settings.sh: HPK_LOG_DIR), and in it the
+# spool the log shipper reads jobs' event files from (lifecycle/hooks.d/50-health.sh makes it).
+NODE_LOG_DIR = "/var/log/hyperpod-kit"
+JOB_EVENTS_DIR = f"{NODE_LOG_DIR}/jobs"
 
 
 def worker_role(config: EnvironmentConfig) -> str:

@@ -50,6 +50,18 @@ NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
 HEALTH_SOURCE = "hyperpod-kit-health"  # the node-side runner's "source" field
 LIFECYCLE_FAILED = "hyperpod-kit lifecycle: FAILED in"  # lifecycle/on_create.sh.j2, on failure
+# Metric name -> (trainer event, its JSON field, unit): the trainer's "step" and "checkpoint"
+# lines (assets/trainer/hyperpod_trainer/metrics.py, checkpoint.py), as they reach the cluster's
+# log group from the nodes' spool (Slurm jobs rendered by `hyperpod-kit jobs`).
+TRAINING_METRICS: dict[str, tuple[str, str, cw.Unit]] = {
+    "TrainingStep": ("step", "$.step", cw.Unit.COUNT),
+    "TrainingLoss": ("step", "$.loss", cw.Unit.NONE),
+    "TrainingTokensPerSecond": ("step", "$.tokens_per_s", cw.Unit.COUNT_PER_SECOND),
+    "TrainingStepSeconds": ("step", "$.step_time_s", cw.Unit.SECONDS),
+    "TrainingMFU": ("step", "$.mfu", cw.Unit.NONE),
+    "CheckpointSeconds": ("checkpoint", "$.seconds", cw.Unit.SECONDS),
+    "CheckpointBlockingSeconds": ("checkpoint", "$.blocking_seconds", cw.Unit.SECONDS),
+}
 SETTINGS_VERSION = 1
 BOOT_GRACE_SECONDS = 600
 ESCALATE_WITHIN_SECONDS = 6 * 3600
@@ -238,6 +250,9 @@ class ClusterMonitoring(Construct):
         self.region = Stack.of(self).region
         self.namespace = f"HyperPodKit/{config.name}"
         self.log_group_name = cluster_log_group_name(cluster.cluster_name, cluster.cluster_id)
+        # Only Slurm nodes ship the trainer's events (the job's spool file); on EKS the pods'
+        # output stays with the cluster's own log collection.
+        self.training_metrics = config.orchestrator == "slurm"
         self.alerts = AlertTopic(self, "Alerts", config=config)
         self.alarms: list[cw.Alarm] = []
         # With node_recovery: Automatic HyperPod performs the repairs its health events name;
@@ -250,6 +265,8 @@ class ClusterMonitoring(Construct):
         self.rules = self._event_rules(cluster)
         metrics = self._metric_filters()
         self._node_alarms(metrics)
+        if self.training_metrics:
+            self._training_alarms(metrics)
         fsx = self._fsx_alarms(file_system_id)
         if self.remediation is not None:
             self._remediation_alarms(self.remediation)
@@ -354,8 +371,9 @@ class ClusterMonitoring(Construct):
     def _metric_filters(self) -> dict[str, cw.Metric]:
         """Counts and values from log lines: lifecycle failures (the line `on_create.sh` prints
         before it fails a node: `<time> hyperpod-kit lifecycle: FAILED in <step> (exit N); ...`),
-        node-check verdicts and repair requests (the runner's JSON lines), and HyperPod's
-        agent detections. Not the trainer's step lines: nothing ships job output here."""
+        node-check verdicts and repair requests (the runner's JSON lines), HyperPod's agent
+        detections and, on Slurm, the trainer's events (rank 0's JSON lines, which the job
+        writes to the node's spool and the node's shipper sends: `training_metrics`)."""
         group = logs.LogGroup.from_log_group_name(self, "ClusterLogGroup", self.log_group_name)
         health = f'($.source = "{HEALTH_SOURCE}")'
         specs: list[tuple[str, str, str, cw.Unit]] = [
@@ -379,6 +397,19 @@ class ClusterMonitoring(Construct):
             ),
             ("HealthAgentDetections", '"HealthMonitoringAgentDetectionEvent"', "1", cw.Unit.COUNT),
         ]
+        if self.training_metrics:
+            specs += [
+                (name, f'{{ ($.event = "{event}") && ({field} = *) }}', field, unit)
+                for name, (event, field, unit) in TRAINING_METRICS.items()
+            ]
+            specs.append(
+                (
+                    "TrainingNonFiniteStops",
+                    '{ ($.event = "exit") && ($.reason = "non_finite") }',
+                    "1",
+                    cw.Unit.COUNT,
+                )
+            )
         metrics: dict[str, cw.Metric] = {}
         for name, pattern, value, unit in specs:
             counts = value == "1"
@@ -393,9 +424,8 @@ class ClusterMonitoring(Construct):
                 default_value=0 if counts else None,
                 unit=unit,
             )
-            metrics[name] = metric_filter.metric(
-                statistic="Sum" if counts else "Average", period=Duration.minutes(5)
-            )
+            statistic = "Sum" if counts else "Maximum" if name == "TrainingStep" else "Average"
+            metrics[name] = metric_filter.metric(statistic=statistic, period=Duration.minutes(5))
         return metrics
 
     # --- alarms ---------------------------------------------------------------------------------
@@ -514,6 +544,22 @@ class ClusterMonitoring(Construct):
             "topic, a subscribed topic or the remediation queue): alerts are being lost. Check "
             "the target's access policy and its KMS key policy (events.amazonaws.com needs "
             "kms:GenerateDataKey and kms:Decrypt).",
+        )
+
+    def _training_alarms(self, metrics: dict[str, cw.Metric]) -> None:
+        self._alarm(
+            "TrainingNonFiniteStopsAlarm",
+            name="training-non-finite-stops",
+            metric=metrics["TrainingNonFiniteStops"].with_(period=WINDOW),
+            threshold=1,
+            description="A training job stopped after too many non-finite steps in a row "
+            "(exit code 3, train.max_nonfinite_steps); it saved nothing after them and its last "
+            "good checkpoint is kept. A restart resumes from that checkpoint into the same "
+            "divergence unless the data, learning rate or precision changes. "
+            + self._insights(
+                'fields @timestamp, @logStream, step, nonfinite_total | filter event = "exit" '
+                'and reason = "non_finite" (streams hyperpod-kit/jobs/<job-id>/<instance-id>)'
+            ),
         )
 
     def _fsx_alarms(self, file_system_id: str) -> dict[str, cw.IMetric]:
@@ -637,8 +683,14 @@ class ClusterMonitoring(Construct):
                 f"[Cluster console]({console_url(self.region, config.cluster_name)}) · "
                 f"log group `{self.log_group_name}` · alerts: SNS topic of this stack",
                 "Node checks come from the health lines each node's hyperpod-kit-ship-logs "
-                "timer sends to that log group. Training metrics are not here: job output is "
-                "not shipped (the trainer writes TensorBoard or MLflow; docs/health.md).",
+                "timer sends to that log group"
+                + (
+                    ", training graphs from the trainer's events that Slurm jobs rendered by "
+                    "`hyperpod-kit jobs` leave in the node's spool (docs/health.md)."
+                    if self.training_metrics
+                    else ". Training metrics are not here: on EKS the trainer's output stays "
+                    "with the cluster's log collection (docs/health.md)."
+                ),
             ]
         )
         dashboard.add_widgets(
@@ -688,6 +740,8 @@ class ClusterMonitoring(Construct):
                 width=8,
             ),
         )
+        if self.training_metrics:
+            dashboard.add_widgets(*self._training_widgets(metrics))
         dashboard.add_widgets(
             cw.LogQueryWidget(
                 title="Node checks that failed, and repair requests",
@@ -704,6 +758,34 @@ class ClusterMonitoring(Construct):
             )
         )
         return dashboard
+
+    def _training_widgets(self, metrics: dict[str, cw.Metric]) -> list[cw.IWidget]:
+        def m(name: str, label: str) -> cw.Metric:
+            return metrics[name].with_(label=label, period=Duration.minutes(1))
+
+        return [
+            cw.GraphWidget(
+                title="Training: loss and step",
+                left=[m("TrainingLoss", "loss")],
+                right=[m("TrainingStep", "step")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Training: throughput",
+                left=[m("TrainingTokensPerSecond", "tokens/s")],
+                right=[m("TrainingMFU", "MFU")],
+                width=8,
+            ),
+            cw.GraphWidget(
+                title="Training: step and checkpoint time (s)",
+                left=[
+                    m("TrainingStepSeconds", "step"),
+                    m("CheckpointBlockingSeconds", "checkpoint, training blocked"),
+                ],
+                right=[m("CheckpointSeconds", "checkpoint, whole save")],
+                width=8,
+            ),
+        ]
 
 
 class RemediationFunction(Construct):

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from hyperpod_kit.config.derived import (
     FSX_MOUNT,
+    JOB_EVENTS_DIR,
+    NODE_LOG_DIR,
     group_facts,
     job_group,
     job_partition,
@@ -78,6 +80,7 @@ class JobContext:
     image: str | None
     image_parameter: str
     fsx_mount: str
+    node_log_dir: str | None  # mounted into the container: the trainer's events file is in it
     rdzv_port: int
     local: LocalRun | None
     launcher: str
@@ -91,6 +94,7 @@ class JobContext:
             "image": self.image,
             "image_parameter": self.image_parameter,
             "fsx_mount": self.fsx_mount,
+            "node_log_dir": self.node_log_dir,
             "rdzv_port": self.rdzv_port,
             "local": self.local,
             "launcher": self.launcher,
@@ -117,6 +121,11 @@ def job_context(
         return value
 
     settings = [(s.key, on_this_machine(s.value)) for s in trainer_settings(job)]
+    # With monitoring on, the nodes' log shipper sends rank 0's events from the spool to the
+    # cluster's log group, where metric filters make the dashboard's training graphs.
+    ship_events = config.orchestrator == "slurm" and config.monitoring.enabled and local is None
+    if ship_events:
+        settings.append(("metrics.events_file", f"{JOB_EVENTS_DIR}/{{job_id}}.jsonl"))
     efa = facts is not None and facts.efa and local is None
     return JobContext(
         environment=config.name,
@@ -142,6 +151,7 @@ def job_context(
         image=image,
         image_parameter=parameter_name(config.name, "trainer-image"),
         fsx_mount=FSX_MOUNT,
+        node_log_dir=NODE_LOG_DIR if ship_events else None,
         rdzv_port=RDZV_PORT,
         local=local,
         # A constant of ours, never a value from the file: it sits inside a quoted script.

@@ -16,12 +16,13 @@ import yaml
 
 from hyperpod_kit.cli.main import main
 from hyperpod_kit.config import EnvironmentConfig, load_environment
-from hyperpod_kit.config.derived import trainer_settings
+from hyperpod_kit.config.derived import JOB_EVENTS_DIR, trainer_settings
 from hyperpod_kit.config.facts import instance_types
 from hyperpod_kit.jobs import LocalRun, RenderedJob, lint, render_jobs
 from hyperpod_kit.jobs.context import UnsafeValueError, job_context
 from hyperpod_kit.jobs.eks import AUTO_RESUME, MAX_RETRIES, check_pytorch_job, pytorch_job
 from hyperpod_kit.jobs.slurm import TemplateError
+from hyperpod_kit.paths import LIFECYCLE_DIR
 from tests.conftest import REPO, default_data, merge
 
 EKS = REPO / "environments" / "eks.yaml"
@@ -236,6 +237,37 @@ def test_a_value_that_bypassed_validation_never_reaches_a_directive() -> None:
         job_context(bad)
 
 
+EVENTS_SET = "--set 'metrics.events_file=/var/log/hyperpod-kit/jobs/{job_id}.jsonl'"
+NODE_LOG_MOUNT = ",/var/log/hyperpod-kit:/var/log/hyperpod-kit "
+
+
+def test_with_monitoring_rank_0s_events_go_to_the_nodes_spool(tmp_path: Path) -> None:
+    """The log shipper reads the spool (lifecycle/bin/hyperpod-kit-ship-logs --spool): the job
+    names its file there and mounts the folder into the container."""
+    script = _sbatch(_config({"monitoring": {"enabled": True}}))
+    assert EVENTS_SET in script
+    assert "--container-mounts=/fsx:/fsx" + NODE_LOG_MOUNT in script
+    assert lint(RenderedJob("j.sbatch", script, "sbatch")) == []
+    service = (LIFECYCLE_DIR / "systemd" / "hyperpod-kit-ship-logs.service.j2").read_text()
+    assert f"--spool {JOB_EVENTS_DIR}=" in service  # the folder the shipper reads
+
+
+@pytest.mark.parametrize("case", ["monitoring off", "local"])
+def test_without_a_shipper_no_events_file_and_no_extra_mount(tmp_path: Path, case: str) -> None:
+    if case == "local":
+        local = LocalRun(fsx_root=tmp_path, python="/opt/py/bin/python")
+        script = _sbatch(_config({"monitoring": {"enabled": True}}), local=local)
+    else:
+        script = _sbatch(_config({"monitoring": {"enabled": False}}))
+    assert "metrics.events_file" not in script
+    assert "/var/log/hyperpod-kit" not in script
+
+
+def test_eks_jobs_name_no_events_file() -> None:
+    (job,) = render_jobs(_eks(), image=IMAGE)
+    assert "metrics.events_file" not in job.text
+
+
 def test_values_that_need_quoting_are_quoted(tmp_path: Path) -> None:
     config = _config({"trainer": {"job": {"checkpoint_dir": "/fsx/my ckpt/$(id)"}}})
     script = _sbatch(config)
@@ -252,7 +284,7 @@ def test_a_users_own_template_gets_the_same_values(tmp_path: Path) -> None:
     config = _config({"trainer": {"job": {"template": str(own)}}})
     assert (
         _sbatch(config)
-        == "#!/bin/bash\n#SBATCH --job-name=pretrain\necho /fsx/checkpoints True 13\n"
+        == "#!/bin/bash\n#SBATCH --job-name=pretrain\necho /fsx/checkpoints True 14\n"
     )
 
 
@@ -274,8 +306,10 @@ def test_overrides_are_accepted_by_the_trainer() -> None:
     """Every `--set` the templates pass is a trainer field, and it gets the job's value."""
     from hyperpod_trainer.config import load_config
 
-    job = _config().trainer.job
-    cfg = load_config(None, [f"{s.key}={s.value}" for s in trainer_settings(job)])
+    config = _config({"monitoring": {"enabled": True}})
+    job = config.trainer.job
+    cfg = load_config(None, [f"{key}={value}" for key, value in job_context(config).settings])
+    assert cfg.metrics.events_file == f"{JOB_EVENTS_DIR}/{{job_id}}.jsonl"
     assert cfg.model.preset == job.preset
     assert cfg.train.global_batch_size == job.global_batch_size
     assert cfg.train.micro_batch_size == job.micro_batch_size
@@ -289,11 +323,13 @@ def test_overrides_are_accepted_by_the_trainer() -> None:
 
 
 def test_sbatch_passes_exactly_the_overrides() -> None:
-    job = _config().trainer.job
-    tail = _sbatch(_config()).split("hyperpod-trainer \\\n", 1)[1].replace("\\\n", "")
-    assert shlex.split(tail) == [
-        w for s in trainer_settings(job) for w in ("--set", f"{s.key}={s.value}")
+    config = _config()
+    settings = job_context(config).settings
+    assert settings[: len(trainer_settings(config.trainer.job))] == [
+        (s.key, s.value) for s in trainer_settings(config.trainer.job)
     ]
+    tail = _sbatch(config).split("hyperpod-trainer \\\n", 1)[1].replace("\\\n", "")
+    assert shlex.split(tail) == [w for key, value in settings for w in ("--set", f"{key}={value}")]
 
 
 # --- EKS -----------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.app import FEATURE_FLAGS
 from hyperpod_kit.config import EnvironmentConfig
+from hyperpod_kit.constructs.monitoring import TRAINING_METRICS
 from hyperpod_kit.gates import check_assembly
 from hyperpod_kit.stacks.monitoring import MonitoringStack
 from tests.conftest import REPO, default_data, merge
@@ -260,6 +261,7 @@ def test_alarms_and_their_thresholds(built: Any) -> None:
         "hyperpod-dev-alert-delivery-failures",
         "hyperpod-dev-fsx-free-capacity",
         "hyperpod-dev-fsx-throughput",
+        "hyperpod-dev-training-non-finite-stops",
     }
     assert alarms["hyperpod-dev-node-health-events"]["Threshold"] == 3
     assert alarms["hyperpod-dev-lifecycle-script-failures"]["Threshold"] == 1
@@ -295,6 +297,7 @@ def test_an_existing_file_system_gets_no_capacity_alarms(built: Any) -> None:
     assert "hyperpod-dev-fsx-free-capacity" not in alarms
     assert "hyperpod-dev-fsx-throughput" not in alarms
     assert "hyperpod-dev-node-check-failures" in alarms
+    assert "hyperpod-dev-training-non-finite-stops" not in alarms  # EKS ships no job events
 
 
 def test_metric_filters_read_the_clusters_log_group(built: Any) -> None:
@@ -315,8 +318,31 @@ def test_metric_filters_read_the_clusters_log_group(built: Any) -> None:
     )
     counted = filters["NodeCheckFailures"]["MetricTransformations"][0]
     assert (counted["MetricValue"], counted["MetricNamespace"]) == ("1", "HyperPodKit/hyperpod-dev")
-    # Nothing ships job output to the log group, so no filter pretends to read training metrics.
-    assert not [name for name in filters if name.startswith("Trainer")]
+    # Slurm jobs' events reach the group from the nodes' spool: one filter per trainer field.
+    assert filters["TrainingTokensPerSecond"]["FilterPattern"] == (
+        '{ ($.event = "step") && ($.tokens_per_s = *) }'
+    )
+    value = filters["TrainingTokensPerSecond"]["MetricTransformations"][0]
+    assert (value["MetricValue"], value["Unit"]) == ("$.tokens_per_s", "Count/Second")
+    assert "DefaultValue" not in value  # no step line, no data point (not a zero)
+    assert filters["TrainingNonFiniteStops"]["FilterPattern"] == (
+        '{ ($.event = "exit") && ($.reason = "non_finite") }'
+    )
+    assert {n for n in filters if n.startswith(("Training", "Checkpoint"))} == {
+        *TRAINING_METRICS,
+        "TrainingNonFiniteStops",
+    }
+
+
+def test_on_eks_no_filter_pretends_to_read_training_metrics(built: Any) -> None:
+    names = [
+        p["MetricTransformations"][0]["MetricName"]
+        for p in built("eks").props("AWS::Logs::MetricFilter")
+    ]
+    assert "NodeCheckFailures" in names
+    assert not [n for n in names if n.startswith(("Training", "Checkpoint"))]
+    (dashboard,) = built("eks").props("AWS::CloudWatch::Dashboard")
+    assert "Training:" not in json.dumps(dashboard["DashboardBody"])
 
 
 def test_the_patterns_match_what_the_runner_writes() -> None:
@@ -343,7 +369,7 @@ def test_the_patterns_match_what_the_runner_writes() -> None:
 # --- dashboard ----------------------------------------------------------------------------------
 
 
-def test_the_dashboard_shows_cluster_and_fsx_not_what_nothing_ships(built: Any) -> None:
+def test_the_dashboard_shows_cluster_fsx_and_training(built: Any) -> None:
     (dashboard,) = built("default").props("AWS::CloudWatch::Dashboard")
     assert dashboard["DashboardName"] == "hyperpod-dev-hyperpod"
     body = json.dumps(dashboard["DashboardBody"])
@@ -361,8 +387,13 @@ def test_the_dashboard_shows_cluster_and_fsx_not_what_nothing_ships(built: Any) 
         "cluster-management/hyperpod-dev",
     ):
         assert piece in body, piece
-    for gone in ("TrainerTokensPerSecond", "TrainerStepTime", "TrainerLoss", "Training loss"):
-        assert gone not in body  # nothing ships job output here
+    for piece in (
+        "Training: loss and step",
+        "TrainingTokensPerSecond",
+        "TrainingMFU",
+        "CheckpointBlockingSeconds",
+    ):
+        assert piece in body, piece
 
 
 # --- remediation --------------------------------------------------------------------------------

@@ -122,6 +122,9 @@ class CheckpointConfig:
 class MetricsConfig:
     log_every: int = 1
     tensorboard_dir: str | None = None
+    # Rank 0 also appends its JSON event lines here ("{job_id}": the job's id, see lease.py), for
+    # a log shipper to pick up: the bundled sbatch job names the node's spool folder.
+    events_file: str | None = None
     mlflow: bool = False
     mlflow_experiment: str = "hyperpod-trainer"
 
@@ -301,6 +304,18 @@ def validate(cfg: Config) -> None:
     _validate_optim(cfg)
     _validate_checkpoint(cfg)
     _at_least("metrics.log_every", cfg.metrics.log_every, 1)
+    _validate_events_file(cfg.metrics.events_file)
+
+
+def _validate_events_file(path: str | None) -> None:
+    if path is None:
+        return
+    rest = path.replace("{job_id}", "")
+    if not path or "{" in rest or "}" in rest:
+        raise ConfigError(
+            "metrics.events_file",
+            f"{path!r}: a file path where only {{job_id}} is substituted",
+        )
 
 
 def _validate_model(cfg: Config) -> None:

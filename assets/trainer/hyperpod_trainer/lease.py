@@ -39,14 +39,25 @@ _GEN_FILE = re.compile(r"^gen-(\d{6,})\.json$")
 JOB_ID_VARIABLES = ("HYPERPOD_TRAINER_JOB_ID", "SLURM_JOB_ID", "TORCHELASTIC_RUN_ID")
 
 
-def job_identity(env: dict[str, str] | None = None) -> str:
-    """The job this process belongs to; the host name when no launcher says (a laptop)."""
+def _job_source(env: dict[str, str] | None) -> tuple[str, str]:
     env = dict(os.environ) if env is None else env
     for name in JOB_ID_VARIABLES:
         value = env.get(name, "")
         if value and value != "none":  # torchrun's default --rdzv-id is the literal "none"
-            return f"{name}={value}"
-    return f"host={socket.gethostname()}"
+            return name, value
+    return "host", socket.gethostname()
+
+
+def job_identity(env: dict[str, str] | None = None) -> str:
+    """The job this process belongs to; the host name when no launcher says (a laptop)."""
+    name, value = _job_source(env)
+    return f"{name}={value}"
+
+
+def job_file_name(env: dict[str, str] | None = None) -> str:
+    """The job's id as one safe file-name component (what "{job_id}" in a path becomes)."""
+    value = re.sub(r"[^A-Za-z0-9._-]", "_", _job_source(env)[1])[:120].lstrip("._-")
+    return value or "job"
 
 
 @dataclass(frozen=True)

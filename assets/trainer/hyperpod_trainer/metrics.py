@@ -1,4 +1,5 @@
-"""Per-step records: JSON lines on stdout (rank 0), optional TensorBoard / MLflow, sample ids.
+"""Per-step records: JSON lines on stdout (rank 0), optional events file, TensorBoard / MLflow,
+sample ids.
 
 JSON lines because every consumer (a person tailing a Slurm log, CloudWatch, the tests and the
 benchmark) can read them without this package. TensorBoard and MLflow are imported lazily and
@@ -7,13 +8,17 @@ are optional: a missing package is one warning, never a failure.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import stat
 import sys
 import threading
 from pathlib import Path
 from typing import IO, Any
 
 from .config import MetricsConfig
+from .lease import job_file_name
 
 
 def info(message: str, *, rank: int) -> None:
@@ -29,11 +34,18 @@ class Metrics:
         self.stream = stream or sys.stdout
         self._tb: Any = None
         self._mlflow: Any = None
+        self._events: IO[str] | None = None
         self._lock = threading.Lock()  # checkpoint events come from the finalizer thread
         if rank == 0:
             self._open_sinks()
 
     def _open_sinks(self) -> None:
+        if self.cfg.events_file:
+            path = self.cfg.events_file.replace("{job_id}", job_file_name())
+            try:
+                self._events = open_events_file(path)
+            except OSError as e:
+                info(f"metrics.events_file {path} not written: {e.strerror or e}", rank=0)
         if self.cfg.tensorboard_dir:
             try:
                 from torch.utils.tensorboard import SummaryWriter
@@ -57,6 +69,13 @@ class Metrics:
             with self._lock:
                 self.stream.write(line)
                 self.stream.flush()
+                if self._events is not None:
+                    try:
+                        self._events.write(line)
+                        self._events.flush()
+                    except OSError as e:  # a full disk must not stop training
+                        info(f"metrics.events_file: {e}; no more events written there", rank=0)
+                        self._close_events()
 
     def step(self, step: int, fields: dict[str, Any]) -> None:
         if step % self.cfg.log_every:
@@ -69,11 +88,34 @@ class Metrics:
         if self._mlflow is not None:
             self._mlflow.log_metrics(numeric, step=step)
 
+    def _close_events(self) -> None:
+        events, self._events = self._events, None
+        if events is not None:
+            with contextlib.suppress(OSError):
+                events.close()
+
     def close(self) -> None:
+        with self._lock:
+            self._close_events()
         if self._tb is not None:
             self._tb.close()
         if self._mlflow is not None:
             self._mlflow.end_run()
+
+
+def open_events_file(path: str) -> IO[str]:
+    """Append to `path`, which may sit in a folder other users write to (the node's spool):
+    never through a link, and only to a regular file of our own. A restart of the job appends.
+    """
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
+            raise OSError(0, "not a regular file of this user's (left alone)")
+        return os.fdopen(fd, "a", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 class SampleLog:
