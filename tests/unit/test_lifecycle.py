@@ -414,6 +414,11 @@ def test_bundle_carries_the_health_settings_on_slurm_and_eks() -> None:
         assert text == json.dumps(node_health_settings(cfg), indent=2, sort_keys=True) + "\n"
         for path in ("health/runner.py", "health/checks/core.py", "hooks.d/50-health.sh"):
             assert path in bundle.files, (cfg.orchestrator, path)
+        # The shipper reads the jobs' spool (the hook makes it: tests/integration runs it).
+        assert (
+            " --spool /var/log/hyperpod-kit/jobs=hyperpod-kit/jobs/{name}/{instance_id}\n"
+            in bundle.text("systemd/hyperpod-kit-ship-logs.service")
+        )
     hook = render_lifecycle(config())["hooks.d/50-health.sh"]
     assert 'runner.py" units --root' in hook and "enable --now" in hook
 
@@ -432,6 +437,7 @@ def test_monitoring_off_the_health_hook_only_logs() -> None:
     assert "monitoring.enabled is off" in hook
     code = "\n".join(line for line in hook.splitlines() if not line.startswith("#"))
     assert "put_file" not in code and "systemctl" not in code and "runner.py" not in code
+    assert "chmod" not in code, "no spool folder either"
 
 
 STUDIO = {

@@ -3,12 +3,17 @@
 The fake records each call's argv and the batch it was handed, and answers like the CLI: a
 put-log-events to a stream that does not exist yet fails with ResourceNotFoundException (the
 shipper then creates it), and a knob makes every call fail as with no network.
+
+Spool files (the jobs' own, in /var/log/hyperpod-kit/jobs) are refused when they belong to the
+shipper's own user: these tests run as root, as CI does, so the files a job would write are given
+to another user (JOB_UID); the tests that need that are skipped when not run as root.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +32,15 @@ INSTANCE = "i-0123456789abcdef0"
 HEALTH = "/var/log/hyperpod-kit/health.jsonl"
 LIFECYCLE = "/var/log/hyperpod-kit/lifecycle.log"
 STATE = "/var/lib/hyperpod-kit/ship-logs/state.json"
+JOBS = "/var/log/hyperpod-kit/jobs"
+SPOOL = ("--spool", f"{JOBS}=hyperpod-kit/jobs/{{name}}/{{instance_id}}")
+JOB_UID = 1000  # a user's: the shipper refuses files of its own user (root on a node)
+AS_ROOT = os.geteuid() == 0
+needs_root = pytest.mark.skipif(
+    not AS_ROOT, reason="gives spool files to another user (chown): run as root, as CI does"
+)
+_MAX = re.search(r"^MAX_SPOOL_FILES = (\d+)", SHIPPER.read_text(), re.MULTILINE)
+MAX_SPOOL_FILES = int(_MAX.group(1)) if _MAX else 0
 
 FAKE_AWS = r"""#!PYTHON
 import json, os, sys
@@ -91,7 +105,30 @@ class Node:
         with path.open("ab") as f:
             f.write(data.encode() if isinstance(data, str) else data)
 
-    def ship(self, *extra: str) -> subprocess.CompletedProcess[str]:
+    def job(self, name: str, text: str, mtime_s: int | None = None) -> Path:
+        """Append to a job's spool file, as a user's job would (owned by JOB_UID when root)."""
+        folder = self.path(JOBS)
+        if not folder.exists():
+            folder.mkdir(parents=True)
+            folder.chmod(0o1733)  # as hooks.d/50-health.sh makes it
+        path = folder / name
+        with path.open("a") as f:
+            f.write(text)
+        if AS_ROOT:
+            os.chown(path, JOB_UID, JOB_UID)
+        if mtime_s is not None:
+            os.utime(path, (mtime_s, mtime_s))
+        return path
+
+    def sources(self) -> dict[str, Any]:
+        """The shipper's state: a place per file it has read."""
+        state = self.path(STATE)
+        if not state.exists():
+            return {}
+        sources: dict[str, Any] = json.loads(state.read_text())["sources"]
+        return sources
+
+    def ship(self, *extra: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
         (self.state / "calls.jsonl").unlink(missing_ok=True)
         argv = [PYTHON, str(SHIPPER), "--region", "us-west-2", "--cluster-name", "ml-cluster",
                 "--source", f"{HEALTH}=hyperpod-kit/health/{{instance_id}}",
@@ -104,7 +141,7 @@ class Node:
             "LANG": "C.UTF-8",
         }
         return subprocess.run(
-            argv, env=env, capture_output=True, text=True, timeout=120, check=False
+            argv, env=env, capture_output=True, text=True, timeout=timeout, check=False
         )
 
     def calls(self) -> list[dict[str, Any]]:
@@ -301,6 +338,160 @@ def test_batches_respect_the_event_and_byte_limits(node: Node) -> None:
 def test_a_source_that_does_not_exist_yet_is_no_error(node: Node) -> None:
     ok(node.ship())
     assert node.calls() == []
+
+
+# --- the jobs' spool -----------------------------------------------------------------------------
+
+
+def step_line(n: int) -> str:
+    return json.dumps({"event": "step", "step": n, "loss": 1 / (n + 1), "tokens_per_s": 1e3})
+
+
+def job_stream(name: str) -> str:
+    return f"hyperpod-kit/jobs/{name}/{INSTANCE}"
+
+
+@needs_root
+def test_spool_files_ship_once_each_to_their_own_stream(node: Node) -> None:
+    node.job("1234.jsonl", step_line(1) + "\n" + step_line(2) + "\n")
+    node.job("1235.jsonl", step_line(7) + "\n")
+    ok(node.ship(*SPOOL))
+    assert node.shipped(job_stream("1234")) == [step_line(1), step_line(2)]
+    assert node.shipped(job_stream("1235")) == [step_line(7)]
+    for call in node.calls():
+        argv = call["argv"]
+        assert argv[argv.index("--log-group-name") + 1] == GROUP
+    assert {f"{JOBS}/1234.jsonl", f"{JOBS}/1235.jsonl"} <= set(node.sources())
+
+    ok(node.ship(*SPOOL))
+    assert node.calls() == [], "nothing new, nothing sent"
+    node.job("1234.jsonl", step_line(3) + "\n" + '{"event": "st')  # a restart appends
+    ok(node.ship(*SPOOL))
+    assert node.shipped(job_stream("1234")) == [step_line(3)]
+    assert [c["argv"][5] for c in node.calls()] == ["put-log-events"]
+    node.job("1234.jsonl", 'ep"}\n')
+    ok(node.ship(*SPOOL))
+    assert node.shipped(job_stream("1234")) == ['{"event": "step"}']
+
+
+def test_spool_links_fifos_root_files_and_other_names_are_never_read(node: Node) -> None:
+    secret = node.write("/etc/secret", "SECRET-ROOT\n")  # the test's user: root, as on a node
+    node.job("keep.jsonl", "")  # makes the folder
+    spool = node.path(JOBS)
+    (spool / "1.jsonl").symlink_to(secret)
+    (spool / "2.jsonl").symlink_to(spool / "keep.jsonl")
+    elsewhere = node.write("/home/alice/data.jsonl", "SECRET-HARDLINKED\n")
+    if AS_ROOT:
+        os.chown(elsewhere, JOB_UID, JOB_UID)
+    os.link(elsewhere, spool / "3.jsonl")
+    os.mkfifo(spool / "4.jsonl")
+    (spool / "5.jsonl").mkdir()
+    (spool / "root.jsonl").write_text("SECRET-ROOT-OWNED\n")  # the shipper's own user's
+    (spool / "notes.txt").write_text("SECRET-NAME\n")
+    (spool / ".hidden.jsonl").write_text("SECRET-NAME\n")
+    (spool / "x.jsonl.1").write_text("SECRET-NAME\n")
+    for name in ("notes.txt", ".hidden.jsonl", "x.jsonl.1"):
+        if AS_ROOT:
+            os.chown(spool / name, JOB_UID, JOB_UID)
+
+    result = ok(node.ship(*SPOOL, timeout=30))  # a FIFO opened without O_NONBLOCK would hang
+    assert "SECRET" not in json.dumps(node.calls())
+    assert node.calls() == []
+    warnings = result.stderr.strip().splitlines()
+    assert len(warnings) == 2, result.stderr
+    assert f"{node.path(JOBS)}/3.jsonl has 2 links" in warnings[0] + warnings[1]
+    assert f"{node.path(JOBS)}/root.jsonl is owned by uid {os.geteuid()}" in result.stderr
+    assert "not read" in warnings[0] and "not read" in warnings[1]
+    # Refused files keep no place: they are refused again (and reported) each run.
+    assert not [k for k in node.sources() if k.startswith(JOBS) and k != f"{JOBS}/keep.jsonl"]
+    assert secret.read_text() == "SECRET-ROOT\n"
+
+
+def test_a_spool_file_swapped_for_a_link_or_a_fifo_after_listing_is_refused(tmp_path: Path) -> None:
+    """What the folder listing (lstat) would have skipped, met when the file is opened: the
+    shipper's reader does not follow the link, does not block on the FIFO, and says why."""
+    secret = tmp_path / "secret"
+    secret.write_text("SECRET\n")
+    (tmp_path / "1.jsonl").symlink_to(secret)
+    os.mkfifo(tmp_path / "2.jsonl")
+    code = (
+        "import json, sys\n"
+        "from importlib.machinery import SourceFileLoader\n"
+        "from importlib.util import module_from_spec, spec_from_loader\n"
+        "loader = SourceFileLoader('shipper', sys.argv[1])\n"
+        "module = module_from_spec(spec_from_loader('shipper', loader))\n"
+        "loader.exec_module(module)\n"
+        "for path in sys.argv[2:]:\n"
+        "    lines, warnings = module.new_lines(path, {}, 0, strict=True)\n"
+        "    print(json.dumps([[x.message for x in lines], warnings]))\n"
+    )
+    paths = [str(tmp_path / "1.jsonl"), str(tmp_path / "2.jsonl")]
+    done = subprocess.run(
+        [PYTHON, "-c", code, str(SHIPPER), *paths],
+        capture_output=True, text=True, timeout=30, check=True,
+    )  # fmt: skip
+    link, fifo = (json.loads(x) for x in done.stdout.splitlines())
+    assert link == [[], [f"{paths[0]} is a symbolic link: not read"]]
+    assert fifo == [[], [f"{paths[1]} is not a regular file: not read"]]
+
+
+@needs_root
+def test_at_most_max_spool_files_a_run_the_newest_first(node: Node) -> None:
+    count = MAX_SPOOL_FILES + 2
+    base = 1_900_000_000
+    for n in range(count):
+        node.job(f"{n}.jsonl", step_line(n) + "\n", mtime_s=base + n)
+    node.job("old.jsonl", "", mtime_s=base - 10)  # nothing new in it: it does not count
+    (node.state / "streams").write_text("".join(job_stream(str(n)) + "\n" for n in range(count)))
+    result = ok(node.ship(*SPOOL))
+    assert "2 more spool files with new lines wait for the next run" in result.stderr
+    first = {n for n in range(count) if node.shipped(job_stream(str(n)))}
+    assert first == set(range(2, count))
+    result = ok(node.ship(*SPOOL))
+    assert "wait" not in result.stderr
+    assert node.shipped(job_stream("0")) == [step_line(0)]
+    assert node.shipped(job_stream("1")) == [step_line(1)]
+    assert len(node.calls()) == 2
+
+
+@needs_root
+def test_a_failed_call_leaves_the_spool_for_the_next_run(node: Node) -> None:
+    node.job("1.jsonl", step_line(1) + "\n", mtime_s=1_900_000_000)
+    node.job("2.jsonl", step_line(2) + "\n", mtime_s=1_900_000_001)
+    (node.state / "offline").write_text("")
+    result = node.ship(*SPOOL)
+    assert result.returncode == 1 and "offsets kept" in result.stderr
+    assert len(node.calls()) == 1, "after a failed call the other files wait"
+    (node.state / "offline").unlink()
+    ok(node.ship(*SPOOL))
+    assert node.shipped(job_stream("1")) == [step_line(1)]
+    assert node.shipped(job_stream("2")) == [step_line(2)]
+
+
+@needs_root
+def test_a_removed_spool_file_is_forgotten_and_sources_are_kept(node: Node) -> None:
+    node.append(HEALTH, health_line(0) + "\n")
+    node.append(LIFECYCLE, "provisioned\n")
+    job = node.job("77.jsonl", step_line(1) + "\n")
+    ok(node.ship(*SPOOL))
+    assert set(node.sources()) == {HEALTH, LIFECYCLE, f"{JOBS}/77.jsonl"}
+    job.unlink()
+    node.path(HEALTH).unlink()
+    ok(node.ship(*SPOOL))
+    assert node.calls() == []
+    assert set(node.sources()) == {HEALTH, LIFECYCLE}
+    node.job("77.jsonl", step_line(2) + "\n")  # the same name again: a new file, from its start
+    ok(node.ship(*SPOOL))
+    assert node.shipped(job_stream("77")) == [step_line(2)]
+
+
+def test_a_missing_spool_folder_is_no_error_and_the_stream_must_name_the_file(
+    node: Node,
+) -> None:
+    ok(node.ship(*SPOOL))
+    assert node.calls() == []
+    result = node.ship("--spool", f"{JOBS}=hyperpod-kit/jobs/{{instance_id}}")
+    assert result.returncode == 2 and "{name}" in result.stderr
 
 
 def test_the_shipper_parses_as_python_38() -> None:
