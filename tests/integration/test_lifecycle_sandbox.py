@@ -682,11 +682,15 @@ def test_health_hook_twice_installs_runner_settings_and_timer(sandbox: Any) -> N
         "ExecStart=/usr/bin/python3 /opt/hyperpod-kit/bin/hyperpod-kit-ship-logs "
         f"--region us-west-2 --cluster-name {cfg.cluster_name} "
         "--source /var/log/hyperpod-kit/health.jsonl=hyperpod-kit/health/{instance_id} "
-        "--source /var/log/hyperpod-kit/lifecycle.log=hyperpod-kit/lifecycle/{instance_id}\n"
+        "--source /var/log/hyperpod-kit/lifecycle.log=hyperpod-kit/lifecycle/{instance_id} "
+        "--spool /var/log/hyperpod-kit/jobs=hyperpod-kit/jobs/{name}/{instance_id}\n"
     ) in service
     assert "EnvironmentFile=-/etc/hyperpod-kit/ship-logs.env\n" in service
     timer = node.path(f"/etc/systemd/system/{SHIP_UNITS[1]}").read_text()
     assert "OnUnitActiveSec=60s\n" in timer and "WantedBy=timers.target" in timer
+    # The jobs' spool the shipper reads: root's, 1733 (anyone creates, only root lists), made
+    # once: the second run above changed nothing.
+    assert node.owner("/var/log/hyperpod-kit/jobs") == (0, 0, "1733")
 
 
 def test_installed_shipper_sends_the_nodes_health_lines(sandbox: Any) -> None:
