@@ -461,47 +461,52 @@ class ClusterMonitoring(Construct):
     def _insights(self, where: str) -> str:
         return f"CloudWatch Logs Insights on {self.log_group_name}: {where}"
 
+    def _log_alarm(
+        self, id: str, metric: cw.Metric, name: str, why: str, *, query: str, threshold: float = 1
+    ) -> cw.Alarm:
+        """An alarm on a count of log lines (a metric filter's metric), saying what the lines
+        mean and the Logs Insights query that finds them. `id`: pinned, it names the logical id
+        of an alarm with a fixed name (a replacement would fail)."""
+        return self._alarm(
+            id,
+            name=name,
+            metric=metric.with_(period=WINDOW),
+            threshold=threshold,
+            description=why + " " + self._insights(query),
+        )
+
     def _node_alarms(self, metrics: dict[str, cw.Metric]) -> None:
         limits = self.config.monitoring.alarms
-        self._alarm(
+        self._log_alarm(
             "LifecycleFailuresAlarm",
-            name="lifecycle-script-failures",
-            metric=metrics["LifecycleScriptFailures"].with_(period=WINDOW),
+            metrics["LifecycleScriptFailures"],
+            "lifecycle-script-failures",
+            "A lifecycle script failed on a node; HyperPod fails or retries its provisioning.",
+            query=f"fields @timestamp, @logStream, @message | filter @message like "
+            f'"{LIFECYCLE_FAILED}" (streams LifecycleConfig/<group>/<instance-id>; the node '
+            "keeps /var/log/hyperpod-kit/lifecycle.log)",
             threshold=limits.lifecycle_failures,
-            description="A lifecycle script failed on a node; HyperPod fails or retries its "
-            "provisioning. "
-            + self._insights(
-                f"fields @timestamp, @logStream, @message | filter @message like "
-                f'"{LIFECYCLE_FAILED}" (streams LifecycleConfig/<group>/<instance-id>; the node '
-                "keeps /var/log/hyperpod-kit/lifecycle.log)"
-            ),
         )
-        self._alarm(
+        self._log_alarm(
             "NodeCheckFailuresAlarm",
-            name="node-check-failures",
-            metric=metrics["NodeCheckFailures"].with_(period=WINDOW),
-            threshold=1,
-            description="A hyperpod-kit node check failed on a node. gpu-count and gpu-errors "
-            "only alert (HyperPod's agent acts on them); efa, fsx-mount and disk-space may have "
-            "asked HyperPod for a repair (see the repair-requests alarm). "
-            + self._insights(
-                f'fields @timestamp, node, check, reason | filter source = "{HEALTH_SOURCE}" '
-                'and status = "fail"'
-            ),
+            metrics["NodeCheckFailures"],
+            "node-check-failures",
+            "A hyperpod-kit node check failed on a node. gpu-count and gpu-errors only alert "
+            "(HyperPod's agent acts on them); efa, fsx-mount and disk-space may have asked "
+            "HyperPod for a repair (see the repair-requests alarm).",
+            query=f'fields @timestamp, node, check, reason | filter source = "{HEALTH_SOURCE}" '
+            'and status = "fail"',
         )
-        self._alarm(
+        self._log_alarm(
             "NodeRepairRequestsAlarm",
-            name="node-repair-requests",
-            metric=metrics["NodeRepairRequests"].with_(period=WINDOW),
-            threshold=1,
-            description="A node asked HyperPod to reboot or replace it (Slurm: state=fail "
+            metrics["NodeRepairRequests"],
+            "node-repair-requests",
+            "A node asked HyperPod to reboot or replace it (Slurm: state=fail "
             "reason=Action:Reboot|Action:Replace; EKS: the node-health-status label). Running "
             "jobs finish their step, then HyperPod's repair ends them; --requeue / auto-resume "
-            "jobs restart from their last checkpoint. "
-            + self._insights(
-                f'fields @timestamp, node, action, check, why | filter source = "{HEALTH_SOURCE}" '
-                'and event = "decision" and executed = 1'
-            ),
+            "jobs restart from their last checkpoint.",
+            query="fields @timestamp, node, action, check, why | filter source = "
+            f'"{HEALTH_SOURCE}" and event = "decision" and executed = 1',
         )
         rule = self.rules["NodeHealth"]
         self._alarm(
@@ -547,19 +552,16 @@ class ClusterMonitoring(Construct):
         )
 
     def _training_alarms(self, metrics: dict[str, cw.Metric]) -> None:
-        self._alarm(
+        self._log_alarm(
             "TrainingNonFiniteStopsAlarm",
-            name="training-non-finite-stops",
-            metric=metrics["TrainingNonFiniteStops"].with_(period=WINDOW),
-            threshold=1,
-            description="A training job stopped after too many non-finite steps in a row "
-            "(exit code 3, train.max_nonfinite_steps); it saved nothing after them and its last "
-            "good checkpoint is kept. A restart resumes from that checkpoint into the same "
-            "divergence unless the data, learning rate or precision changes. "
-            + self._insights(
-                'fields @timestamp, @logStream, step, nonfinite_total | filter event = "exit" '
-                'and reason = "non_finite" (streams hyperpod-kit/jobs/<job-id>/<instance-id>)'
-            ),
+            metrics["TrainingNonFiniteStops"],
+            "training-non-finite-stops",
+            "A training job stopped after too many non-finite steps in a row (exit code 3, "
+            "train.max_nonfinite_steps); it saved nothing after them and its last good "
+            "checkpoint is kept. A restart resumes from that checkpoint into the same divergence "
+            "unless the data, learning rate or precision changes.",
+            query='fields @timestamp, @logStream, step, nonfinite_total | filter event = "exit" '
+            'and reason = "non_finite" (streams hyperpod-kit/jobs/<job-id>/<instance-id>)',
         )
 
     def _fsx_alarms(self, file_system_id: str) -> dict[str, cw.IMetric]:
