@@ -129,16 +129,20 @@ PARALLEL_LINT_FROM = 50
 
 
 def _lint_all(jobs: list[LintJob], *, parallel: bool) -> list[list[GateFinding]]:
-    """cfn-lint on each template, in the order given; with `parallel`, more than one core and
-    template, in forked worker processes, which inherit the rule set built here (linting is pure
-    Python: one core a process)."""
+    """cfn-lint on each template, results in the order given; with `parallel`, more than one core
+    and template, in forked worker processes, which inherit the rule set built here (linting is
+    pure Python: one core a process). The largest templates are handed out first, so that no
+    worker starts a large one while the others run out of work (the default environment on two
+    cores: 0.59 s in stack order, 0.55 s this way, which is half the serial 1.09 s)."""
     for region in sorted({region for _, _, region in jobs}):
         _rules(_lint_region(region))
     workers = min(len(jobs), _cores()) if parallel else 1
     if workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [_cfn_lint(*job) for job in jobs]
+    largest_first = sorted(range(len(jobs)), key=lambda i: -jobs[i][1].stat().st_size)
     with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        return list(pool.map(_lint_job, jobs))
+        futures = {i: pool.submit(_lint_job, jobs[i]) for i in largest_first}
+        return [futures[i].result() for i in range(len(jobs))]
 
 
 def _cores() -> int:
