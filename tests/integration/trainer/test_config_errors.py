@@ -28,6 +28,11 @@ CASES = [
     (None, ["train.global_batch_size=11"], "train.global_batch_size: 11 is not a multiple"),
     (None, ["checkpoint.every_steps=5"], "checkpoint.dir: required when"),
     (None, ["train.steps"], "--set: expected KEY=VALUE"),
+    (
+        None,
+        ["metrics.events_file=/tmp/{rank}.jsonl"],
+        "metrics.events_file: '/tmp/{rank}.jsonl': a file path where only {job_id} is substituted",
+    ),
     ("model:\n  preset: llama-70b\n", [], "model.preset: unknown preset 'llama-70b'"),
     ("train: [1, 2]\n", [], "train: expected a mapping, got list"),
     ("train:\n  steps: 10\n   bad: indent\n", [], "--config: "),
