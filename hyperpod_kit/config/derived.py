@@ -24,6 +24,13 @@ NODE_LOG_DIR = "/var/log/hyperpod-kit"
 JOB_EVENTS_DIR = f"{NODE_LOG_DIR}/jobs"
 
 
+def ships_job_events(config: EnvironmentConfig) -> bool:
+    """Whether the trainer's events reach the cluster's log group: Slurm jobs write them to the
+    nodes' spool (JOB_EVENTS_DIR), which the log shipper of monitoring.enabled sends. On EKS the
+    pods' output stays with the cluster's own log collection."""
+    return config.orchestrator == "slurm" and config.monitoring.enabled
+
+
 def worker_role(config: EnvironmentConfig) -> str:
     """The role of the groups that run jobs: compute (Slurm) or worker (EKS)."""
     return "compute" if config.orchestrator == "slurm" else "worker"

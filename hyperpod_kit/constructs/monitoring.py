@@ -36,7 +36,7 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from hyperpod_kit.config.derived import FSX_MOUNT, worker_groups
+from hyperpod_kit.config.derived import FSX_MOUNT, ships_job_events, worker_groups
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators.monitoring import effective_remediation
@@ -50,17 +50,17 @@ NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
 HEALTH_SOURCE = "hyperpod-kit-health"  # the node-side runner's "source" field
 LIFECYCLE_FAILED = "hyperpod-kit lifecycle: FAILED in"  # lifecycle/on_create.sh.j2, on failure
-# Metric name -> (trainer event, its JSON field, unit): the trainer's "step" and "checkpoint"
-# lines (assets/trainer/hyperpod_trainer/metrics.py, checkpoint.py), as they reach the cluster's
-# log group from the nodes' spool (Slurm jobs rendered by `hyperpod-kit jobs`).
-TRAINING_METRICS: dict[str, tuple[str, str, cw.Unit]] = {
-    "TrainingStep": ("step", "$.step", cw.Unit.COUNT),
-    "TrainingLoss": ("step", "$.loss", cw.Unit.NONE),
-    "TrainingTokensPerSecond": ("step", "$.tokens_per_s", cw.Unit.COUNT_PER_SECOND),
-    "TrainingStepSeconds": ("step", "$.step_time_s", cw.Unit.SECONDS),
-    "TrainingMFU": ("step", "$.mfu", cw.Unit.NONE),
-    "CheckpointSeconds": ("checkpoint", "$.seconds", cw.Unit.SECONDS),
-    "CheckpointBlockingSeconds": ("checkpoint", "$.blocking_seconds", cw.Unit.SECONDS),
+# Metric name -> (trainer event, its JSON field, unit, statistic): the trainer's "step" and
+# "checkpoint" lines (assets/trainer/hyperpod_trainer/metrics.py, checkpoint.py), as they reach the
+# cluster's log group from the nodes' spool (Slurm jobs rendered by `hyperpod-kit jobs`).
+TRAINING_METRICS: dict[str, tuple[str, str, cw.Unit, str]] = {
+    "TrainingStep": ("step", "$.step", cw.Unit.COUNT, "Maximum"),
+    "TrainingLoss": ("step", "$.loss", cw.Unit.NONE, "Average"),
+    "TrainingTokensPerSecond": ("step", "$.tokens_per_s", cw.Unit.COUNT_PER_SECOND, "Average"),
+    "TrainingStepSeconds": ("step", "$.step_time_s", cw.Unit.SECONDS, "Average"),
+    "TrainingMFU": ("step", "$.mfu", cw.Unit.NONE, "Average"),
+    "CheckpointSeconds": ("checkpoint", "$.seconds", cw.Unit.SECONDS, "Average"),
+    "CheckpointBlockingSeconds": ("checkpoint", "$.blocking_seconds", cw.Unit.SECONDS, "Average"),
 }
 SETTINGS_VERSION = 1
 BOOT_GRACE_SECONDS = 600
@@ -250,9 +250,7 @@ class ClusterMonitoring(Construct):
         self.region = Stack.of(self).region
         self.namespace = f"HyperPodKit/{config.name}"
         self.log_group_name = cluster_log_group_name(cluster.cluster_name, cluster.cluster_id)
-        # Only Slurm nodes ship the trainer's events (the job's spool file); on EKS the pods'
-        # output stays with the cluster's own log collection.
-        self.training_metrics = config.orchestrator == "slurm"
+        self.training_metrics = ships_job_events(config)
         self.alerts = AlertTopic(self, "Alerts", config=config)
         self.alarms: list[cw.Alarm] = []
         # With node_recovery: Automatic HyperPod performs the repairs its health events name;
@@ -376,42 +374,36 @@ class ClusterMonitoring(Construct):
         writes to the node's spool and the node's shipper sends: `training_metrics`)."""
         group = logs.LogGroup.from_log_group_name(self, "ClusterLogGroup", self.log_group_name)
         health = f'($.source = "{HEALTH_SOURCE}")'
-        specs: list[tuple[str, str, str, cw.Unit]] = [
-            (
-                "LifecycleScriptFailures",
-                f'"{LIFECYCLE_FAILED}"',
-                "1",
-                cw.Unit.COUNT,
-            ),
+        # (metric, pattern, value, unit, statistic); a value of "1" counts lines
+        count = ("1", cw.Unit.COUNT, "Sum")
+        specs: list[tuple[str, str, str, cw.Unit, str]] = [
+            ("LifecycleScriptFailures", f'"{LIFECYCLE_FAILED}"', *count),
             (
                 "NodeCheckFailures",
                 f'{{ {health} && ($.event = "verdict") && ($.status = "fail") }}',
-                "1",
-                cw.Unit.COUNT,
+                *count,
             ),
             (
                 "NodeRepairRequests",
                 f'{{ {health} && ($.event = "decision") && ($.executed IS TRUE) }}',
-                "1",
-                cw.Unit.COUNT,
+                *count,
             ),
-            ("HealthAgentDetections", '"HealthMonitoringAgentDetectionEvent"', "1", cw.Unit.COUNT),
+            ("HealthAgentDetections", '"HealthMonitoringAgentDetectionEvent"', *count),
         ]
         if self.training_metrics:
             specs += [
-                (name, f'{{ ($.event = "{event}") && ({field} = *) }}', field, unit)
-                for name, (event, field, unit) in TRAINING_METRICS.items()
+                (name, f'{{ ($.event = "{event}") && ({field} = *) }}', field, unit, statistic)
+                for name, (event, field, unit, statistic) in TRAINING_METRICS.items()
             ]
             specs.append(
                 (
                     "TrainingNonFiniteStops",
                     '{ ($.event = "exit") && ($.reason = "non_finite") }',
-                    "1",
-                    cw.Unit.COUNT,
+                    *count,
                 )
             )
         metrics: dict[str, cw.Metric] = {}
-        for name, pattern, value, unit in specs:
+        for name, pattern, value, unit, statistic in specs:
             counts = value == "1"
             metric_filter = logs.MetricFilter(
                 self,
@@ -424,7 +416,6 @@ class ClusterMonitoring(Construct):
                 default_value=0 if counts else None,
                 unit=unit,
             )
-            statistic = "Sum" if counts else "Maximum" if name == "TrainingStep" else "Average"
             metrics[name] = metric_filter.metric(statistic=statistic, period=Duration.minutes(5))
         return metrics
 

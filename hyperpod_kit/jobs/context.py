@@ -17,6 +17,7 @@ from hyperpod_kit.config.derived import (
     job_group,
     job_partition,
     processes_per_node,
+    ships_job_events,
     trainer_settings,
 )
 from hyperpod_kit.config.schema import EnvironmentConfig
@@ -121,9 +122,9 @@ def job_context(
         return value
 
     settings = [(s.key, on_this_machine(s.value)) for s in trainer_settings(job)]
-    # With monitoring on, the nodes' log shipper sends rank 0's events from the spool to the
-    # cluster's log group, where metric filters make the dashboard's training graphs.
-    ship_events = config.orchestrator == "slurm" and config.monitoring.enabled and local is None
+    # Rank 0's events go to the node's spool; its log shipper sends them to the cluster's log
+    # group, where metric filters make the dashboard's training graphs.
+    ship_events = ships_job_events(config) and local is None
     if ship_events:
         settings.append(("metrics.events_file", f"{JOB_EVENTS_DIR}/{{job_id}}.jsonl"))
     efa = facts is not None and facts.efa and local is None

@@ -46,7 +46,7 @@ def test_every_training_metric_filter_finds_its_field_in_a_real_run(
     on_stdout = [line for line in result.stdout.splitlines() if line.startswith('{"event"')]
     assert written == on_stdout
     lines = [json.loads(line) for line in written]
-    for name, (event, field, _unit) in TRAINING_METRICS.items():
+    for name, (event, field, _unit, _statistic) in TRAINING_METRICS.items():
         if field in GPU_ONLY:
             source = (ASSETS / "trainer" / "hyperpod_trainer" / "train.py").read_text()
             assert f'fields["{field[2:]}"]' in source, name
