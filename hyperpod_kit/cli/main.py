@@ -1,4 +1,4 @@
-"""`hyperpod-kit`: validate, schema, synth, plan, check, jobs, diff, deploy, destroy.
+"""`hyperpod-kit`: validate, schema, synth, plan, check (--rehearse), jobs, diff, deploy, destroy.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
@@ -131,6 +131,23 @@ def _parser() -> argparse.ArgumentParser:
     chk.add_argument(
         "assembly", nargs="?", default="cdk.out", help="cloud assembly folder (cdk.out)"
     )
+    chk.add_argument(
+        "--rehearse",
+        metavar="FILE",
+        help="instead: synthesize environment FILE to a temporary folder and rehearse its deploy "
+        "offline (every actor's AWS calls against the grants that exist when it runs); exit 1 "
+        "on a call that would be denied, 2 on a bad file",
+    )
+    chk.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="with --rehearse: the report as text (stderr) or JSON (stdout)",
+    )
+    chk.add_argument(
+        "--suppress", action="append", default=[], metavar="CHECK",
+        help="with --rehearse: hide warnings and infos of this check (repeatable)",
+    )  # fmt: skip
 
     gated = "validate, synthesize and gate, then the pinned CDK CLI's"
     for name, what in (
@@ -200,10 +217,12 @@ def split_cdk_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
         return _schema(args.output, markdown=args.markdown, force=args.force)
-    if args.command == "check":
+    if args.command == "check" and args.rehearse is None:
         from hyperpod_kit.cli.synth import check
 
         return check(Path(args.assembly))
+    if args.command == "check":
+        args.file = args.rehearse
     as_json = getattr(args, "format", "text") == "json"
     loaded = _load(
         args.file,
@@ -214,7 +233,9 @@ def _dispatch(args: argparse.Namespace) -> int:
     )
     if loaded is None:
         return EXIT_BAD_INPUT
-    handlers = {"validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan}
+    handlers = {
+        "validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan, "check": _rehearse,
+    }  # fmt: skip
     handler = handlers.get(args.command, _cdk)
     return handler(loaded, args)
 
@@ -233,6 +254,12 @@ def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import plan
 
     return plan(loaded, Path(args.baseline), allow_replacement=args.allow_replacement)
+
+
+def _rehearse(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.synth import rehearse
+
+    return rehearse(loaded, as_json=args.format == "json")
 
 
 def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:

@@ -90,6 +90,27 @@ def check(assembly: Path) -> int:
     return 0 if report.ok else 1
 
 
+def rehearse(loaded: LoadedEnvironment, *, as_json: bool = False) -> int:
+    """Synthesize to a temporary folder, play every actor in deploy order, check its calls."""
+    from hyperpod_kit.rehearsal import rehearse_assembly
+
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="hyperpod-kit-rehearse.") as tmp:
+        assembly = Path(tmp) / "cdk.out"
+        build_assembly(loaded, assembly)
+        report = rehearse_assembly(assembly, loaded.config, workdir=Path(tmp) / "actors")
+    if as_json:
+        from hyperpod_kit.rehearsal.check import dumps
+
+        print(dumps(report))
+    else:
+        print(report.render(), file=sys.stderr)
+    seconds = time.perf_counter() - started
+    verdict = "passed" if report.ok else "failed"
+    print(f"rehearsal of {loaded.file} {verdict} in {seconds:.1f} s", file=sys.stderr)
+    return 0 if report.ok else 1
+
+
 def _print(report: GateReport) -> None:
     print(report.render(), file=sys.stderr)
 

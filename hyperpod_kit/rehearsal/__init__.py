@@ -4,3 +4,22 @@ the IAM policies that exist at that moment for the role it runs as.
 
 `assembly` reads a synthesized cloud assembly (order, values); `actors` runs the actors in
 sandboxes and records their calls; `policies` and `iam` say whether a call is allowed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from hyperpod_kit.config.schema import EnvironmentConfig
+    from hyperpod_kit.rehearsal.check import Report
+
+
+def rehearse_assembly(assembly: Path, config: EnvironmentConfig, *, workdir: Path) -> Report:
+    """Record every actor's calls on a synthesized assembly and check them."""
+    from hyperpod_kit.rehearsal.actors import record_calls
+    from hyperpod_kit.rehearsal.assembly import Assembly
+    from hyperpod_kit.rehearsal.check import check_calls
+
+    loaded = Assembly.load(assembly)
+    return check_calls(loaded, record_calls(loaded, config, workdir=workdir))

@@ -82,7 +82,7 @@ class Assembly:
                     d
                     for d in artifact.get("dependencies", [])
                     if artifacts.get(d, {}).get("type") == "aws:cloudformation:stack"
-                ),  # fmt: skip
+                ),
                 name=str(props.get("stackName", name)),
             )
             assembly.stacks[name] = stack
@@ -320,7 +320,7 @@ class _Resolver:
         kind = res.get("Type", "")
         name = self._name(logical)
         shape = _ARN.get(kind, "arn:{p}:unknown:{r}:{a}:" + kind.replace("::", "-") + "/{name}")
-        return shape.format(
+        return str(shape).format(
             p=PARTITION, r=self.stack.region, a=self.stack.account, name=name,
             id=self._made_up(logical), bare=name.lstrip("/"),
         )  # fmt: skip
@@ -347,7 +347,7 @@ class _Resolver:
             return self._made_up(logical)
         return self._name(logical)
 
-    def get_att(self, logical: str, attribute: str) -> Any:
+    def get_att(self, logical: str, attribute: str) -> Any:  # noqa: PLR0911 - by attribute
         res = self.stack.resources.get(logical, {})
         kind = res.get("Type", "")
         if kind == "AWS::CloudFormation::Stack" and attribute.startswith("Outputs."):
