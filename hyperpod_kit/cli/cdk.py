@@ -140,6 +140,18 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
                     file=sys.stderr,
                 )
                 return 1
+            if command == "deploy":
+                from hyperpod_kit.rehearsal import rehearse_assembly
+
+                rehearsal = rehearse_assembly(assembly, loaded.config, workdir=Path(tmp) / "actors")
+                print(rehearsal.render(), file=sys.stderr)
+                if not rehearsal.ok:
+                    print(
+                        f"deploy stopped by the rehearsal: {len(rehearsal.problems)} problems; "
+                        "the CDK CLI was not run, nothing was sent to AWS",
+                        file=sys.stderr,
+                    )
+                    return 1
             return subprocess.call([str(cdk), *cdk_arguments(command, assembly, extra)], cwd=REPO)
     except OSError as e:
         print(write_error(e, tempfile.gettempdir()), file=sys.stderr)

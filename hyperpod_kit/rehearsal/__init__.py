@@ -21,5 +21,20 @@ def rehearse_assembly(assembly: Path, config: EnvironmentConfig, *, workdir: Pat
     from hyperpod_kit.rehearsal.assembly import Assembly
     from hyperpod_kit.rehearsal.check import check_calls
 
+    from hyperpod_kit.rehearsal.check import Problem
+    from hyperpod_kit.rehearsal.policy_lint import lint_assembly
+
     loaded = Assembly.load(assembly)
-    return check_calls(loaded, record_calls(loaded, config, workdir=workdir))
+    report = check_calls(loaded, record_calls(loaded, config, workdir=workdir))
+    report.problems += [
+        Problem(
+            "policy-lint",
+            str(f.where),
+            "synth",
+            f"{f.issue}: {f.detail}",
+            "fix the statement, or give the finding a reason in "
+            "config/facts/policy_lint_reasons.json",
+        )  # fmt: skip
+        for f in lint_assembly(loaded)
+    ]
+    return report
