@@ -19,9 +19,7 @@ def rehearse_assembly(assembly: Path, config: EnvironmentConfig, *, workdir: Pat
     """Record every actor's calls on a synthesized assembly and check them."""
     from hyperpod_kit.rehearsal.actors import record_calls
     from hyperpod_kit.rehearsal.assembly import Assembly
-    from hyperpod_kit.rehearsal.check import check_calls
-
-    from hyperpod_kit.rehearsal.check import Problem
+    from hyperpod_kit.rehearsal.check import Problem, check_calls
     from hyperpod_kit.rehearsal.policy_lint import lint_assembly
 
     loaded = Assembly.load(assembly)
@@ -34,7 +32,7 @@ def rehearse_assembly(assembly: Path, config: EnvironmentConfig, *, workdir: Pat
             f"{f.issue}: {f.detail}",
             "fix the statement, or give the finding a reason in "
             "config/facts/policy_lint_reasons.json",
-        )  # fmt: skip
+        )
         for f in lint_assembly(loaded)
     ]
     return report
