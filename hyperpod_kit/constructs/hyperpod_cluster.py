@@ -276,7 +276,6 @@ class ExecutionRole(Construct):
                     "ec2:CreateNetworkInterfacePermission",
                     "ec2:DeleteNetworkInterface",
                     "ec2:DeleteNetworkInterfacePermission",
-                    "ec2:DetachNetworkInterface",
                     *(
                         [
                             "ec2:AssignPrivateIpAddresses",
@@ -288,6 +287,15 @@ class ExecutionRole(Construct):
                     ),
                 ],
                 resources=[eni],
+            ),
+            # DetachNetworkInterface is authorized on the instance as well as the interface.
+            iam.PolicyStatement(
+                sid="DetachNodeInterfaces",
+                actions=["ec2:DetachNetworkInterface"],
+                resources=[
+                    eni,
+                    f"arn:{Aws.PARTITION}:ec2:{Aws.REGION}:{Aws.ACCOUNT_ID}:instance/*",
+                ],
             ),
             iam.PolicyStatement(
                 sid="TagNodeInterfaces",
@@ -321,7 +329,8 @@ class ExecutionRole(Construct):
                 "id": "AwsSolutions-IAM5",
                 "reason": "Network interfaces are created by HyperPod at run time, so their ids "
                 "are unknown (network-interface/*; creation is limited to the cluster subnet and "
-                "security groups, tagging to interfaces being created); EC2 Describe* actions "
+                "security groups, tagging to interfaces being created; detaching also names the "
+                "node's instance, whose id HyperPod chooses); EC2 Describe* actions "
                 "support no resource-level permissions; ECR GetAuthorizationToken has no "
                 "resource; S3 object reads are limited to the lifecycle prefix"
                 + (

@@ -479,8 +479,6 @@ class StudioPermissions(Construct):
                     "sagemaker:DescribeUserProfile",
                     "sagemaker:DescribeSpace",
                     "sagemaker:DescribeApp",
-                    "sagemaker:ListSpaces",
-                    "sagemaker:ListApps",
                     "sagemaker:ListTags",
                 ],
                 resources=[
@@ -492,7 +490,14 @@ class StudioPermissions(Construct):
             ),
             iam.PolicyStatement(
                 sid="StudioUiLists",
-                actions=["sagemaker:ListDomains", "sagemaker:ListUserProfiles"],
+                # List* take no resource (the Service Authorization Reference; parliament's
+                # lint of the synthesized policy flags them on an ARN).
+                actions=[
+                    "sagemaker:ListDomains",
+                    "sagemaker:ListUserProfiles",
+                    "sagemaker:ListSpaces",
+                    "sagemaker:ListApps",
+                ],
                 resources=["*"],
             ),
             # VPC-only: SageMaker creates each app's network interface with the execution role,
@@ -572,7 +577,8 @@ class StudioPermissions(Construct):
                     "reason": "Scoped wildcards only: spaces and apps of this domain (and the "
                     "caller's own private ones by condition), app network interfaces that "
                     "SageMaker creates at run time (ids unknown), EC2 Describe* and "
-                    "ListDomains/ListUserProfiles (no resource-level permissions), the "
+                    "ListDomains/ListUserProfiles/ListSpaces/ListApps (no resource-level "
+                    "permissions), the "
                     "/aws/sagemaker/studio log group's streams, objects under data/, the Slurm "
                     "client bundle prefix and the user's own studio/<profile>/ prefix.",
                 }

@@ -90,14 +90,11 @@ class StudioPartitionsProvider(Construct):
                 actions=["sagemaker:DescribeUserProfile", "sagemaker:UpdateUserProfile"],
                 resources=[f"{arn}:sagemaker:{here}:user-profile/{domain_id}/*"],
             ),
+            # Read-only, and neither takes a resource: scoped to the file system's ARN,
+            # DescribeFileSystems was denied (the rehearsal's policy lint found it).
             iam.PolicyStatement(
-                sid="FindFileSystemInterfaces",
-                actions=["fsx:DescribeFileSystems"],
-                resources=[f"{arn}:fsx:{here}:file-system/{file_system_id}"],
-            ),
-            iam.PolicyStatement(
-                sid="DescribeInterfaces",
-                actions=["ec2:DescribeNetworkInterfaces"],
+                sid="DescribeFileSystemAndInterfaces",
+                actions=["fsx:DescribeFileSystems", "ec2:DescribeNetworkInterfaces"],
                 resources=["*"],
             ),
             iam.PolicyStatement(
@@ -159,8 +156,9 @@ class StudioPartitionsProvider(Construct):
                     "id": "AwsSolutions-IAM5",
                     "reason": "Scoped wildcards: partition reports of this environment, profiles "
                     "of this domain, the file system's interfaces (ids unknown until FSx makes "
-                    "them; limited to the VPC by condition), ec2:DescribeNetworkInterfaces "
-                    "(no resource-level permission), the handler's log streams, and the "
+                    "them; limited to the VPC by condition), fsx:DescribeFileSystems and "
+                    "ec2:DescribeNetworkInterfaces (read-only, no resource-level "
+                    "permission), the handler's log streams, and the "
                     "framework's invocation of its own function versions and state machine.",
                 },
                 {

@@ -35,7 +35,9 @@ class PolicyFinding:
 
 
 def lint_assembly(assembly: Assembly) -> list[PolicyFinding]:
-    from parliament import analyze_policy_string
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # parliament imports pkg_resources (deprecated)
+        from parliament import analyze_policy_string
 
     found = []
     for where, document in _documents(assembly):
