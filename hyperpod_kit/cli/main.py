@@ -29,6 +29,19 @@ _CDK_EPILOG = (
     "--require-approval never, --exclusively, --hotswap, --all, or stack names (then only those "
     "stacks; without any, every stack). Give FILE first; `--` ends hyperpod-kit's own options."
 )
+_PLAN_EPILOG = """\
+Nested stacks (Studio profiles, spaces, partition gates) are compared too. Each changed property
+is classed by the update rules (hyperpod_kit/config/facts/update_rules.json, merged with
+cfn-lint's create-only properties): replace, refused by the service, nodes recreated, new nodes
+only, safe. People (users file, Studio profiles) are compared by name; plan cannot tell a
+re-added person from a new one.
+
+exit codes:
+  0  nothing dangerous
+  1  something stateful replaced or removed, nodes recreated, or people removed
+     (--allow-replacement turns this into 0)
+  2  bad input: the environment file, or a baseline that cannot be read (one line says what)
+  3  a change AWS would refuse: the deploy would fail half-way (no flag turns this into 0)"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -115,11 +128,21 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     pln = env_command("plan", "what a deploy of FILE would change against a baseline cdk.out")
+    pln.formatter_class = argparse.RawDescriptionHelpFormatter
+    pln.epilog = _PLAN_EPILOG
     pln.add_argument("--baseline", default="cdk.out", help="assembly of the deployed version")
     pln.add_argument(
         "--allow-replacement",
         action="store_true",
-        help="exit 0 even when a file system, bucket or cluster would be replaced or removed",
+        help="exit 0 even when something stateful is replaced or removed, nodes are recreated "
+        "or people removed (never for a change AWS refuses: exit 3 stays)",
+    )
+    pln.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="text (default), json (stable keys, see docs/architecture.md) or markdown (a "
+        "summary line and a table, for a pull-request comment); on stdout",
     )
 
     what = "run the gates (cdk-nag, cfn-lint) on an existing cloud assembly"
@@ -232,7 +255,12 @@ def _synth(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import plan
 
-    return plan(loaded, Path(args.baseline), allow_replacement=args.allow_replacement)
+    return plan(
+        loaded,
+        Path(args.baseline),
+        allow_replacement=args.allow_replacement,
+        output_format=args.format,
+    )
 
 
 def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
