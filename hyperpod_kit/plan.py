@@ -117,17 +117,79 @@ def update_rules(path: Path = UPDATE_RULES) -> Rules:
 
 
 @cache
-def create_only_properties(resource_type: str) -> tuple[str, ...]:
-    """Properties whose change replaces the resource, from the CloudFormation registry schema
-    bundled with cfn-lint (offline)."""
+def registry_create_only(resource_type: str) -> tuple[str, ...] | None:
+    """`createOnlyProperties` of the CloudFormation registry schema bundled with cfn-lint
+    (offline), as it stands; None for a type cfn-lint does not know."""
     from cfnlint.schema import ResourceNotFoundError
     from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
 
     try:
         schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema("us-east-1", resource_type).schema
-    except ResourceNotFoundError:  # an unknown type: nothing is known to replace it
-        return ()
-    return tuple(p for p in schema.get("createOnlyProperties", []) if p.startswith("/properties/"))
+    except ResourceNotFoundError:
+        return None
+    return tuple(schema.get("createOnlyProperties", []))
+
+
+def create_only_properties(resource_type: str) -> tuple[str, ...]:
+    """Properties whose change replaces the resource, from the CloudFormation registry schema
+    bundled with cfn-lint (offline); none for an unknown type."""
+    found = registry_create_only(resource_type) or ()
+    return tuple(p for p in found if p.startswith("/properties/"))
+
+
+def _cfn_lint_version() -> str:
+    from cfnlint.version import __version__
+
+    return str(__version__)
+
+
+def registry_drift(rules: Rules | None = None) -> list[str]:
+    """How the create-only properties that cfn-lint ships differ from those the table recorded
+    when its rules were written, one line per type and direction; empty when they agree. A type
+    the rules name but the record lacks is reported too."""
+    rules = rules or update_rules()
+    version, recorded_with = _cfn_lint_version(), rules.registry_cfn_lint
+    report = [
+        f"{t}: the table has rules for it but no record of its create-only properties"
+        for t in sorted({r.type for r in rules.rules if r.type.startswith("AWS::")})
+        if t not in rules.registry
+    ]
+    for resource_type, recorded in sorted(rules.registry.items()):
+        now = registry_create_only(resource_type)
+        if now is None:
+            report.append(f"{resource_type}: cfn-lint {version} does not know the type any more")
+            continue
+        ours = sorted({f"{r.path} ({r.kind})" for r in rules.rules if r.type == resource_type})
+        review = f"; the table's rules for it: {', '.join(ours)}" if ours else ""
+        if added := [p for p in now if p not in recorded]:
+            report.append(
+                f"{resource_type}: cfn-lint {version} marks create-only (replace) what "
+                f"{recorded_with} did not: {', '.join(added)}{review}"
+            )
+        if removed := [p for p in recorded if p not in now]:
+            report.append(
+                f"{resource_type}: cfn-lint {version} no longer marks create-only what "
+                f"{recorded_with} did: {', '.join(removed)} (now an update to CloudFormation: "
+                f"does the service refuse it, or recreate nodes?){review}"
+            )
+    return report
+
+
+def record_registry(path: Path = UPDATE_RULES) -> None:
+    """Record the installed cfn-lint's create-only properties in the table (after review)."""
+    text = path.read_text(encoding="utf-8")
+    data = json.loads(text)
+    types = data["registry_create_only"]["types"]
+    lines = [
+        f"   {json.dumps(t)}: {json.dumps(list(registry_create_only(t) or ()))}" for t in types
+    ]
+    start = text.index('  "types": {\n') + len('  "types": {\n')
+    end = text.index("\n  }\n }\n}", start)
+    text = text[:start] + ",\n".join(lines) + text[end:]
+    text = re.sub(r'"cfn_lint": "[^"]*"', f'"cfn_lint": "{_cfn_lint_version()}"', text)
+    json.loads(text)
+    path.write_text(text, encoding="utf-8")
+    update_rules.cache_clear()
 
 
 def _number(value: Any) -> float | None:
