@@ -469,8 +469,8 @@ class Plan:
         code = self.exit_code(allow_replacement=allow_replacement)
         n = self.counts()
         head = {
-            EXIT_REFUSED: f"**plan: {n['refused']} change(s) AWS would refuse** (the deploy "
-            "would fail half-way)",
+            EXIT_REFUSED: f"**plan: {n['refused']} change(s) AWS or the nodes refuse** (the "
+            "deploy would fail half-way)",
             EXIT_DANGEROUS: f"**plan: {n['dangerous']} dangerous change(s)** (data, nodes or "
             "people lost)",
             EXIT_OK: "**plan: nothing dangerous**"
@@ -673,23 +673,14 @@ def _effects(
 
 
 def _removed(where: str, old: dict[str, Any], new: dict[str, Any]) -> str:
-    """ "removed", or "renamed to X (a removal and an addition)" when exactly one item was added
-    to the same list and it equals the removed one but for its identity."""
+    """ "removed", or, when exactly one item left the list and one joined it, "renamed to X",
+    which to CloudFormation and the service is a removal and an addition (identities differ)."""
     prefix = where.rsplit("[", 1)[0]
     added = [w for w in new.keys() - old.keys() if w.rsplit("[", 1)[0] == prefix]
     gone = [w for w in old.keys() - new.keys() if w.rsplit("[", 1)[0] == prefix]
-    if len(added) == 1 and len(gone) == 1 and _same_but_identity(old[where], new[added[0]]):
+    if len(added) == 1 and len(gone) == 1:
         return f"renamed to {added[0].rsplit('[', 1)[1].rstrip(']')} (a removal and an addition)"
     return "removed"
-
-
-def _same_but_identity(a: Any, b: Any) -> bool:
-    if not (isinstance(a, dict) and isinstance(b, dict)):
-        return False
-    keys = set(update_rules().identity_keys)
-    return {k: v for k, v in a.items() if k not in keys} == {
-        k: v for k, v in b.items() if k not in keys
-    }
 
 
 def _matches(item: Any, match: tuple[tuple[str, Any], ...]) -> bool:

@@ -41,7 +41,8 @@ exit codes:
   1  something stateful replaced or removed, nodes recreated, or people removed
      (--allow-replacement turns this into 0)
   2  bad input: the environment file, or a baseline that cannot be read (one line says what)
-  3  a change AWS would refuse: the deploy would fail half-way (no flag turns this into 0)"""
+  3  a change AWS refuses (the deploy would fail half-way) or the nodes would not follow
+     (a uid changed or reused); no flag turns this into 0"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -227,7 +228,8 @@ def _dispatch(args: argparse.Namespace) -> int:
         from hyperpod_kit.cli.synth import check
 
         return check(Path(args.assembly))
-    as_json = getattr(args, "format", "text") == "json"
+    # validate's findings are its output; plan's --format is for the plan (findings: stderr)
+    as_json = args.command == "validate" and getattr(args, "format", "text") == "json"
     loaded = _load(
         args.file,
         args.suppress,

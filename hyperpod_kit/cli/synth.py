@@ -132,8 +132,9 @@ def plan(
         print(result.render_text())
     if code == 3:
         print(
-            f"plan refused: {len(result.refused)} change(s) AWS would refuse; the deploy would "
-            "fail and roll back half-way. Hint: undo them (no flag allows them).",
+            f"plan refused: {len(result.refused)} change(s) that AWS or the nodes refuse; the "
+            "deploy would fail and roll back half-way, or the nodes would not follow. Hint: undo "
+            "them (no flag allows them).",
             file=sys.stderr,
         )
     elif code == 1:

@@ -470,7 +470,7 @@ def test_json_has_stable_keys_and_markdown_a_summary_and_a_table(tmp_path: Path)
     assert list(data["changes"][0]["effects"][0]) == ["kind", "where", "what", "why", "source"]
     assert data["people"][0]["action"] == "uid_changed"
     markdown = result.render_markdown().splitlines()
-    assert markdown[0].startswith("**plan: 3 change(s) AWS would refuse**")
+    assert markdown[0].startswith("**plan: 3 change(s) AWS or the nodes refuse**")
     assert markdown[2] == "| | change | stack | resource | type | why |"
     assert any("person `alice`" in line for line in markdown)
 
