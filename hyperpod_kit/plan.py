@@ -855,6 +855,9 @@ ADDED_NOTE = (
     "new, or re-added: plan cannot tell (synth does not record removed people); a re-added "
     "person must keep their old uid"
 )
+STUDIO_READDED_NOTE = (
+    ", and their retained Studio profile must be deleted or imported first (docs/studio.md)"
+)
 
 
 def compare_people(before: dict[str, Person], after: dict[str, Person]) -> list[PersonChange]:
@@ -877,7 +880,10 @@ def compare_people(before: dict[str, Person], after: dict[str, Person]) -> list[
                 )
                 changes.append(PersonChange(name, "uid_reused", None, new.uid, places, note))
             else:
-                changes.append(PersonChange(name, "added", None, new.uid, places, ADDED_NOTE))
+                studio = STUDIO_READDED_NOTE if "Studio profile" in places else ""
+                changes.append(
+                    PersonChange(name, "added", None, new.uid, places, ADDED_NOTE + studio)
+                )
         elif old.uid is not None and new.uid is not None and old.uid != new.uid:
             note = ("the nodes keep the old uid (accounts are never renumbered): files and Studio "
                     f"would disagree. Hint: keep uid {old.uid}")  # fmt: skip

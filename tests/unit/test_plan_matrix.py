@@ -539,3 +539,21 @@ def test_a_damaged_baseline_is_one_line(
 def test_no_baseline_folder_is_one_line(tmp_path: Path) -> None:
     with pytest.raises(PlanInputError, match="no such folder"):
         plan(tmp_path / "none", tmp_path / "none")
+
+
+def test_the_exit_codes_are_documented_where_users_look() -> None:
+    from hyperpod_kit.cli import main as cli
+
+    sub = next(a for a in cli._parser()._actions if a.dest == "command")
+    help_text = sub.choices["plan"].format_help()  # type: ignore[attr-defined]
+    for code, says in [
+        (EXIT_OK, "nothing dangerous"),
+        (EXIT_DANGEROUS, "something stateful replaced or removed, nodes recreated, or people"),
+        (2, "bad input"),
+        (EXIT_REFUSED, "a change AWS refuses"),
+    ]:
+        assert f"  {code}  {says}" in help_text
+    assert "--allow-replacement turns this into 0" in help_text
+    assert "--format {text,json,markdown}" in help_text
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    assert "exit 3 when AWS or the nodes would refuse a change" in readme
