@@ -549,6 +549,9 @@ def _template(path: Path, label: str) -> dict[str, Any]:
     template = _read_json(path, f"the template of {label}")
     if not isinstance(template, dict) or not isinstance(template.get("Resources", {}), dict):
         raise PlanInputError(f"{path}: the template of {label} has no Resources object")
+    for logical, resource in template.get("Resources", {}).items():
+        if not isinstance(resource, dict) or not isinstance(resource.get("Type"), str):
+            raise PlanInputError(f"{path}: resource {logical} of {label} has no Type")
     return template
 
 
@@ -574,8 +577,8 @@ def _add_stack(
 ) -> None:
     found.templates[label] = template
     for logical, resource in template.get("Resources", {}).items():
-        props = resource.get("Properties", {}) if isinstance(resource, dict) else {}
-        if resource.get("Type") == NESTED_STACK:
+        props = resource.get("Properties") or {}
+        if resource["Type"] == NESTED_STACK:
             digest = _ASSET_HASH.search(json.dumps(props.get("TemplateURL")))
             path = assets.get(digest.group(1)) if digest else None
             nested = f"{label}/{logical.split('NestedStack')[0] or logical}"
@@ -587,7 +590,7 @@ def _add_stack(
             for param, value in (props.get("Parameters") or {}).items():
                 found.parameters[(nested, param)] = (label, value)
             _add_stack(found, nested, _template(path, nested), assets, folder)
-        elif resource.get("Type") == "Custom::CDKBucketDeployment":
+        elif resource["Type"] == "Custom::CDKBucketDeployment":
             for key in props.get("SourceObjectKeys") or []:
                 digest = _ASSET_HASH.search(str(key))
                 source = assets.get(digest.group(1)) if digest else None

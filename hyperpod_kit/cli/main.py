@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
-...`` for an output path) with nothing written. Every write goes through
+...`` for an output path) with nothing written; `plan` also exits 1 for a dangerous change and
+3 for one AWS or the nodes refuse (see its --help). Every write goes through
 `hyperpod_kit.cli.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 

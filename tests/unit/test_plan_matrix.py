@@ -511,6 +511,10 @@ def _damage_a_template(folder: Path) -> None:
     (folder / "eks.template.json").write_text("[1, 2")
 
 
+def _a_resource_without_type(folder: Path) -> None:
+    (folder / "eks.template.json").write_text(json.dumps({"Resources": {"X": {"Properties": {}}}}))
+
+
 @pytest.mark.parametrize(
     ("damage", "says"),
     [
@@ -519,6 +523,7 @@ def _damage_a_template(folder: Path) -> None:
         (_lose_a_nested_template, "the template of studio/Users0"),
         (_forget_a_nested_asset, "nested stack studio/Users0"),
         (_damage_a_template, "eks.template.json: the template of eks is not JSON"),
+        (_a_resource_without_type, "eks.template.json: resource X of eks has no Type"),
     ],
 )
 def test_a_damaged_baseline_is_one_line(
