@@ -24,6 +24,7 @@ and added, where a re-added person cannot be told from a new one (synth records 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Iterator
@@ -82,6 +83,9 @@ class Rules:
     rules: tuple[Rule, ...]
     registry: dict[str, tuple[str, ...]]  # type -> createOnly as recorded with the table
     registry_cfn_lint: str
+    # type -> (its name property, the property that scopes the name or "")
+    custom_names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    custom_name_source: str = ""
 
     def for_type(self, resource_type: str) -> list[Rule]:
         """Our rows for the type, then a `replace` row per create-only property of cfn-lint's
@@ -113,6 +117,11 @@ def update_rules(path: Path = UPDATE_RULES) -> Rules:
         rules=rules,
         registry={t: tuple(paths) for t, paths in registry["types"].items()},
         registry_cfn_lint=str(registry["cfn_lint"]),
+        custom_names={
+            t: (row["name"], row.get("within", ""))
+            for t, row in data["custom_names"]["types"].items()
+        },
+        custom_name_source=str(data["custom_names"]["source"]),
     )
 
 
@@ -183,7 +192,8 @@ def record_registry(path: Path = UPDATE_RULES) -> None:
     lines = [
         f"   {json.dumps(t)}: {json.dumps(list(registry_create_only(t) or ()))}" for t in types
     ]
-    start = text.index('  "types": {\n') + len('  "types": {\n')
+    block = text.index('"registry_create_only"')
+    start = text.index('  "types": {\n', block) + len('  "types": {\n')
     end = text.index("\n  }\n }\n}", start)
     text = text[:start] + ",\n".join(lines) + text[end:]
     text = re.sub(r'"cfn_lint": "[^"]*"', f'"cfn_lint": "{_cfn_lint_version()}"', text)
@@ -620,6 +630,7 @@ def plan(baseline: Path, candidate: Path) -> Plan:
             if change is not None:
                 changes[(stack, logical)] = change
     _spread_replacements(new, changes)
+    _refuse_name_collisions(rules, old, new, changes)
     return Plan(list(changes.values()), compare_people(people(old), people(new)))
 
 
@@ -740,6 +751,71 @@ def _spread_replacements(assembly: Assembly, changes: dict[tuple[str, str], Chan
                         stack, logical, res["Type"], "replace", why, effects=effects
                     )
                     grew = True
+
+
+def _name(rules: Rules, resource: dict[str, Any] | None) -> tuple[Any, Any] | None:
+    """(custom name, the value that scopes it) of a resource whose type takes a custom name and
+    that has one; None otherwise."""
+    if resource is None or resource["Type"] not in rules.custom_names:
+        return None
+    name_path, within = rules.custom_names[resource["Type"]]
+    props = resource.get("Properties") or {}
+    (name,) = _values(props, name_path).values()
+    if name is None:
+        return None
+    scope = next(iter(_values(props, within).values())) if within else None
+    return name, scope
+
+
+def _refuse_name_collisions(
+    rules: Rules, old: Assembly, new: Assembly, changes: dict[tuple[str, str], Change]
+) -> None:
+    """CloudFormation creates a replacement (or an added resource) before it deletes the old
+    one, so a custom name that stays the same collides: the update is refused. A replacement
+    that moves the resource to a new scope (a profile into a new domain) is no collision."""
+
+    def resource(assembly: Assembly, key: tuple[str, str]) -> dict[str, Any] | None:
+        found: dict[str, Any] | None = (
+            assembly.templates.get(key[0], {}).get("Resources", {}).get(key[1])
+        )
+        return found
+
+    removed = {
+        json.dumps(named, sort_keys=True, default=str): key
+        for key, c in changes.items()
+        if c.action == "remove" and (named := _name(rules, resource(old, key)))
+    }
+    why = "CloudFormation creates the new resource before it deletes the old one"
+    for key, change in list(changes.items()):
+        before, after = resource(old, key), resource(new, key)
+        named = _name(rules, after)
+        if named is None or after is None:
+            continue
+        label = named[0] if isinstance(named[0], str) else "its name"
+        if change.action == "replace" and before is not None and before["Type"] == after["Type"]:
+            name_path, within = rules.custom_names[change.type]
+            scope_where = within.split("/")[-1] if within else None
+            if _name(rules, before) != named or any(
+                e.kind == "replace" and e.where == scope_where for e in change.effects
+            ):
+                continue
+            effect = Effect("refused", name_path.split("/", 2)[2].replace("/", "."),
+                            f"stays {label} while the resource is replaced",
+                            f"a custom-named resource cannot be replaced: {why}. Hint: a new "
+                            "name, or undo what replaces it", rules.custom_name_source)  # fmt: skip
+        elif change.action == "add":
+            taken = removed.get(json.dumps(named, sort_keys=True, default=str))
+            if taken is None:
+                continue
+            effect = Effect("refused", "name", f"{label} is still taken by {taken[0]} {taken[1]}",
+                            f"{why} (a rename of its logical id or stack)",
+                            rules.custom_name_source)  # fmt: skip
+        else:
+            continue
+        effects = (effect, *change.effects)
+        changes[key] = dataclasses.replace(
+            change, action="refuse", effects=effects, why=(effect.render(), *change.why)
+        )
 
 
 def _references(

@@ -125,7 +125,8 @@ def test_pinned_cdk_cli_reports_a_bad_file_without_traceback(tmp_path: Path) -> 
 
 def test_plan_catches_a_file_system_replacement_before_deploy(tmp_path: Path) -> None:
     """Moving the private subnet replaces the subnet, and with it the FSx file system and the
-    HyperPod cluster: both are refused, stateful ones first."""
+    HyperPod cluster. The cluster keeps its name, and CloudFormation cannot replace a
+    custom-named resource: refused (exit 3, whatever the flags), then the stateful replacement."""
     default = REPO / "environments/default.yaml"
     assert _cli("synth", str(default), "-o", str(tmp_path / "base"), cwd=tmp_path).returncode == 0
     same = _cli("plan", str(default), "--baseline", str(tmp_path / "base"), cwd=tmp_path)
@@ -135,22 +136,23 @@ def test_plan_catches_a_file_system_replacement_before_deploy(tmp_path: Path) ->
     moved = tmp_path / "moved.yaml"
     moved.write_text(default.read_text().replace("10.0.128.0/17", "10.0.64.0/18"))
     result = _cli("plan", str(moved), "--baseline", str(tmp_path / "base"), cwd=tmp_path)
-    assert result.returncode == 1
-    refused = [line for line in result.stdout.splitlines() if line.startswith("! ")]
-    lustre = "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE"
-    cluster = "! hyperpod-dev-cluster HyperPodCluster (AWS::SageMaker::Cluster) REPLACE"
-    stateful = [line.split(" (stateful)")[0] for line in refused if "(stateful)" in line]
-    assert stateful == [cluster, lustre]
-    assert refused[: len(stateful)] == [line for line in refused if "(stateful)" in line]
-    assert "VpcConfig refers to replaced NetworkPrivateSubnet" in refused[0]  # then what refers
-    # to the cluster (its log group's metric filters, alarms) follows it
-    assert "SubnetIds refers to replaced NetworkPrivateSubnet" in refused[1]
+    assert result.returncode == 3, result.stderr
+    flagged = [line for line in result.stdout.splitlines() if line.startswith("! ")]
+    assert flagged[0].startswith(
+        "! hyperpod-dev-cluster HyperPodCluster (AWS::SageMaker::Cluster) UPDATE REFUSED "
+        "(stateful): ClusterName stays hyperpod-dev while the resource is replaced"
+    )
+    assert "VpcConfig refers to replaced NetworkPrivateSubnet" in flagged[0]
+    assert flagged[1].startswith(
+        "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE (stateful): "
+        "SubnetIds refers to replaced NetworkPrivateSubnet"
+    )
     assert "plan refused" in result.stderr
     allowed = _cli(
         "plan", str(moved), "--baseline", str(tmp_path / "base"), "--allow-replacement",
         cwd=tmp_path,
     )  # fmt: skip
-    assert allowed.returncode == 0
+    assert allowed.returncode == 3  # no flag lets a refused change through
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "moved.yaml"]  # wrote nothing
 
 

@@ -178,5 +178,9 @@ def test_switching_orchestrator_replaces_the_cluster(tmp_path: Path) -> None:
     (change,) = _plan_clusters(
         tmp_path, _cluster(_group("g")), _cluster(_group("g"), orchestrator=eks)
     )
-    assert change.action == "replace"
-    assert "Orchestrator.Eks changed" in change.why
+    # Orchestrator.Eks is create-only, and the cluster keeps its name: CloudFormation cannot
+    # replace a custom-named resource, so the update is refused (a new ClusterName would do).
+    assert change.action == "refuse"
+    assert change.why[0].startswith("ClusterName stays dev while the resource is replaced")
+    assert [e.kind for e in change.effects] == ["refused", "replace"]
+    assert "Orchestrator.Eks changed" in change.why[1]

@@ -240,6 +240,15 @@ def _domain_network(env: dict[str, Any]) -> None:
     _props(env, "studio", "Domain")["AppNetworkAccessType"] = "PublicInternetOnly"
 
 
+def _cluster_moves_under_its_name(env: dict[str, Any]) -> None:
+    _props(env, "cluster", "HyperPodCluster")["VpcConfig"] = {"Subnets": ["s-2"]}
+
+
+def _eks_logical_id_renamed(env: dict[str, Any]) -> None:
+    resources = env["stacks"]["eks"]["Resources"]
+    resources["EksCluster2"] = resources.pop("EksCluster")
+
+
 REFUSED = {
     "fsx storage shrinks": (_fsx_shrinks, "LustreFileSystem",
                             "StorageCapacity decreased (2400 -> 1200): FSx only grows"),
@@ -258,6 +267,11 @@ REFUSED = {
     "controller removed": (_controller_removed, "HyperPodCluster",
                            "InstanceGroups[controller] removed: the Slurm controller group"),
     "studio network access": (_domain_network, "Domain", "AppNetworkAccessType changed"),
+    "replaced under its own name": (_cluster_moves_under_its_name, "HyperPodCluster",
+                                    "ClusterName stays dev while the resource is replaced: a "
+                                    "custom-named resource cannot be replaced"),
+    "a new logical id, the same name": (_eks_logical_id_renamed, "EksCluster2",
+                                        "name dev is still taken by eks EksCluster"),
 }  # fmt: skip
 
 

@@ -116,3 +116,13 @@ def test_recording_after_review_makes_the_table_agree_again(tmp_path: Path) -> N
     record_registry(copy)
     assert registry_drift(update_rules(copy)) == []
     assert copy.read_text() == UPDATE_RULES.read_text()  # one line per type, as written
+
+
+def test_custom_names_are_create_only_names() -> None:
+    """A name whose change is an update could not collide; each listed one is create-only."""
+    rules = update_rules()
+    assert rules.custom_name_source in json.loads(UPDATE_RULES.read_text())["sources"]
+    for resource_type, (name, within) in rules.custom_names.items():
+        create_only = registry_create_only(resource_type)
+        assert create_only is not None and name in create_only, resource_type
+        assert not within or within.startswith("/properties/"), resource_type
