@@ -10,7 +10,8 @@ the CloudFormation registry schemas that cfn-lint ships:
 - `replace`: a new resource, the old one deleted; it spreads to whatever refers to the replaced
   resource in a create-only property, across stacks through exports and nested-stack parameters;
 - `refused`: the service refuses the update (FSx capacity only grows, EKS moves one minor version
-  up, a Slurm group's NodeType, the controller group removed, ...): the deploy would fail and roll
+  up, a Slurm group's NodeType, the controller group removed, ...), or CloudFormation does (a
+  replacement that keeps a custom name, a name removed and added): the deploy would fail and roll
   back half-way, so no flag lets it pass;
 - `nodes_recreated`: an instance group renamed or removed (list items are paired by their
   identity, so a rename is a removal and an addition), a new instance type, fewer nodes;
