@@ -605,6 +605,8 @@ def _add_stack(
             for key in props.get("SourceObjectKeys") or []:
                 digest = _ASSET_HASH.search(str(key))
                 source = assets.get(digest.group(1)) if digest else None
+                if source is not None and not source.exists():  # it may hold the users file
+                    raise PlanInputError(f"{source}: an asset that {label} uploads is missing")
                 if source is not None and source.is_dir() and (source / USERS_FILE).exists():
                     users = _read_json(source / USERS_FILE, f"the users file of {label}")
                     found.users_files[f"{label}/{logical}"] = users

@@ -525,6 +525,16 @@ def _damage_a_template(folder: Path) -> None:
     (folder / "eks.template.json").write_text("[1, 2")
 
 
+def _lose_the_users_file(folder: Path) -> None:
+    users = next(folder.glob("asset.*"))
+    (users / "users.json").unlink()
+    users.rmdir()
+
+
+def _damage_the_users_file(folder: Path) -> None:
+    (next(folder.glob("asset.*")) / "users.json").write_text("{")
+
+
 def _a_resource_without_type(folder: Path) -> None:
     (folder / "eks.template.json").write_text(json.dumps({"Resources": {"X": {"Properties": {}}}}))
 
@@ -538,6 +548,8 @@ def _a_resource_without_type(folder: Path) -> None:
         (_forget_a_nested_asset, "nested stack studio/Users0"),
         (_damage_a_template, "eks.template.json: the template of eks is not JSON"),
         (_a_resource_without_type, "eks.template.json: resource X of eks has no Type"),
+        (_lose_the_users_file, ": an asset that cluster uploads is missing"),
+        (_damage_the_users_file, "users.json: the users file of cluster is not JSON"),
     ],
 )
 def test_a_damaged_baseline_is_one_line(
