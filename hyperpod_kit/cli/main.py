@@ -2,7 +2,8 @@
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
-...`` for an output path) with nothing written. Every write goes through
+...`` for an output path) with nothing written; `plan` also exits 1 for a dangerous change and
+3 for one AWS or the nodes refuse (see its --help). Every write goes through
 `hyperpod_kit.cli.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 
@@ -29,6 +30,20 @@ _CDK_EPILOG = (
     "--require-approval never, --exclusively, --hotswap, --all, or stack names (then only those "
     "stacks; without any, every stack). Give FILE first; `--` ends hyperpod-kit's own options."
 )
+_PLAN_EPILOG = """\
+Nested stacks (Studio profiles, spaces, partition gates) are compared too. Each changed property
+is classed by the update rules (hyperpod_kit/config/facts/update_rules.json, merged with
+cfn-lint's create-only properties): replace, refused by the service, nodes recreated, new nodes
+only, safe. People (users file, Studio profiles) are compared by name; plan cannot tell a
+re-added person from a new one.
+
+exit codes:
+  0  nothing dangerous
+  1  something stateful replaced or removed, nodes recreated, or people removed
+     (--allow-replacement turns this into 0)
+  2  bad input: the environment file, or a baseline that cannot be read (one line says what)
+  3  a change AWS refuses (the deploy would fail half-way) or the nodes would not follow
+     (a uid changed or reused); no flag turns this into 0"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -115,11 +130,21 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     pln = env_command("plan", "what a deploy of FILE would change against a baseline cdk.out")
+    pln.formatter_class = argparse.RawDescriptionHelpFormatter
+    pln.epilog = _PLAN_EPILOG
     pln.add_argument("--baseline", default="cdk.out", help="assembly of the deployed version")
     pln.add_argument(
         "--allow-replacement",
         action="store_true",
-        help="exit 0 even when a file system, bucket or cluster would be replaced or removed",
+        help="exit 0 even when something stateful is replaced or removed, nodes are recreated "
+        "or people removed (never for a change AWS refuses: exit 3 stays)",
+    )
+    pln.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="text (default), json (stable keys, see docs/architecture.md) or markdown (a "
+        "summary line and a table, for a pull-request comment); on stdout",
     )
 
     what = "run the gates (cdk-nag, cfn-lint) on an existing cloud assembly"
@@ -223,7 +248,9 @@ def _dispatch(args: argparse.Namespace) -> int:
         return check(Path(args.assembly))
     if args.command == "check":
         args.file = args.rehearse
-    as_json = getattr(args, "format", "text") == "json"
+    # validate's findings are its output; for plan and check --rehearse, --format is for their
+    # report (the file's findings go to stderr as text)
+    as_json = args.command == "validate" and getattr(args, "format", "text") == "json"
     loaded = _load(
         args.file,
         args.suppress,
@@ -253,7 +280,12 @@ def _synth(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import plan
 
-    return plan(loaded, Path(args.baseline), allow_replacement=args.allow_replacement)
+    return plan(
+        loaded,
+        Path(args.baseline),
+        allow_replacement=args.allow_replacement,
+        output_format=args.format,
+    )
 
 
 def _rehearse(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:

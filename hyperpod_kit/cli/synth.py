@@ -8,6 +8,7 @@ it (see `hyperpod_kit.cli.outputs`).
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 import time
@@ -115,30 +116,53 @@ def _print(report: GateReport) -> None:
     print(report.render(), file=sys.stderr)
 
 
-def plan(loaded: LoadedEnvironment, baseline: Path, *, allow_replacement: bool) -> int:
-    """Synthesize to a temporary folder and compare with `baseline`; nothing else is written."""
+def plan(
+    loaded: LoadedEnvironment,
+    baseline: Path,
+    *,
+    allow_replacement: bool,
+    output_format: str = "text",
+) -> int:
+    """Synthesize to a temporary folder and compare with `baseline`; nothing else is written.
+    Exit codes as `hyperpod_kit.plan.Plan.exit_code`, 2 for a baseline it cannot read."""
+    from hyperpod_kit.plan import EXIT_BAD_INPUT, PlanInputError, read_assembly
     from hyperpod_kit.plan import plan as compare
 
-    if not (baseline / "manifest.json").is_file():
+    if not (baseline / "manifest.json").exists():
         print(
             f"{baseline}: no cloud assembly to compare with. Hint: synthesize the deployed "
             "version first (`hyperpod-kit synth -o baseline.out FILE` on main), then "
             "`hyperpod-kit plan FILE --baseline baseline.out`.",
             file=sys.stderr,
         )
-        return 2
-    with tempfile.TemporaryDirectory(prefix="hyperpod-kit-plan.") as candidate:
-        build_assembly(loaded, Path(candidate))
-        result = compare(baseline, Path(candidate))
-    for change in result.changes:
-        print(change.render())
-    print(result.summary())
-    if result.dangerous and not allow_replacement:
+        return EXIT_BAD_INPUT
+    try:
+        read_assembly(baseline)  # before the synth: a damaged baseline fails fast
+        with tempfile.TemporaryDirectory(prefix="hyperpod-kit-plan.") as candidate:
+            build_assembly(loaded, Path(candidate))
+            result = compare(baseline, Path(candidate))
+    except PlanInputError as error:
+        print(f"{error}. Hint: synthesize the baseline again.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    code = result.exit_code(allow_replacement=allow_replacement)
+    if output_format == "json":
+        print(json.dumps(result.to_json(allow_replacement=allow_replacement), indent=1))
+    elif output_format == "markdown":
+        print(result.render_markdown(allow_replacement=allow_replacement))
+    else:
+        print(result.render_text())
+    if code == 3:
         print(
-            f"plan refused: {len(result.dangerous)} stateful resource(s) would be replaced or "
-            "removed (data lost or orphaned). Hint: undo the change, or pass "
-            "--allow-replacement if that is intended.",
+            f"plan refused: {len(result.refused)} change(s) that AWS or the nodes refuse; the "
+            "deploy would fail and roll back half-way, or the nodes would not follow. Hint: undo "
+            "them (no flag allows them).",
             file=sys.stderr,
         )
-        return 1
-    return 0
+    elif code == 1:
+        print(
+            f"plan refused: {len(result.dangerous)} dangerous change(s): something stateful "
+            "replaced or removed (data lost or orphaned), nodes recreated or people removed. "
+            "Hint: undo the change, or pass --allow-replacement if that is intended.",
+            file=sys.stderr,
+        )
+    return code

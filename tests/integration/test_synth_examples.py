@@ -125,7 +125,8 @@ def test_pinned_cdk_cli_reports_a_bad_file_without_traceback(tmp_path: Path) -> 
 
 def test_plan_catches_a_file_system_replacement_before_deploy(tmp_path: Path) -> None:
     """Moving the private subnet replaces the subnet, and with it the FSx file system and the
-    HyperPod cluster: both are refused, stateful ones first."""
+    HyperPod cluster. The cluster keeps its name, and CloudFormation cannot replace a
+    custom-named resource: refused (exit 3, whatever the flags), then the stateful replacement."""
     default = REPO / "environments/default.yaml"
     assert _cli("synth", str(default), "-o", str(tmp_path / "base"), cwd=tmp_path).returncode == 0
     same = _cli("plan", str(default), "--baseline", str(tmp_path / "base"), cwd=tmp_path)
@@ -135,22 +136,23 @@ def test_plan_catches_a_file_system_replacement_before_deploy(tmp_path: Path) ->
     moved = tmp_path / "moved.yaml"
     moved.write_text(default.read_text().replace("10.0.128.0/17", "10.0.64.0/18"))
     result = _cli("plan", str(moved), "--baseline", str(tmp_path / "base"), cwd=tmp_path)
-    assert result.returncode == 1
-    refused = [line for line in result.stdout.splitlines() if line.startswith("! ")]
-    lustre = "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE"
-    cluster = "! hyperpod-dev-cluster HyperPodCluster (AWS::SageMaker::Cluster) REPLACE"
-    stateful = [line.split(" (stateful)")[0] for line in refused if "(stateful)" in line]
-    assert stateful == [cluster, lustre]
-    assert refused[: len(stateful)] == [line for line in refused if "(stateful)" in line]
-    assert "VpcConfig refers to replaced NetworkPrivateSubnet" in refused[0]  # then what refers
-    # to the cluster (its log group's metric filters, alarms) follows it
-    assert "SubnetIds refers to replaced NetworkPrivateSubnet" in refused[1]
+    assert result.returncode == 3, result.stderr
+    flagged = [line for line in result.stdout.splitlines() if line.startswith("! ")]
+    assert flagged[0].startswith(
+        "! hyperpod-dev-cluster HyperPodCluster (AWS::SageMaker::Cluster) UPDATE REFUSED "
+        "(stateful): ClusterName stays hyperpod-dev while the resource is replaced"
+    )
+    assert "VpcConfig refers to replaced NetworkPrivateSubnet" in flagged[0]
+    assert flagged[1].startswith(
+        "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE (stateful): "
+        "SubnetIds refers to replaced NetworkPrivateSubnet"
+    )
     assert "plan refused" in result.stderr
     allowed = _cli(
         "plan", str(moved), "--baseline", str(tmp_path / "base"), "--allow-replacement",
         cwd=tmp_path,
     )  # fmt: skip
-    assert allowed.returncode == 0
+    assert allowed.returncode == 3  # no flag lets a refused change through
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "moved.yaml"]  # wrote nothing
 
 
@@ -159,6 +161,94 @@ def test_plan_without_a_baseline_says_how_to_make_one(tmp_path: Path) -> None:
                   str(tmp_path / "none"), cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2
     assert "no cloud assembly to compare with. Hint:" in result.stderr
+
+
+def _one_line_error(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    return line
+
+
+@pytest.mark.parametrize(
+    ("damage", "says"),
+    [
+        ("manifest", "manifest.json: the assembly's manifest is not JSON (Expecting value"),
+        ("template", "the template of hyperpod-dev-storage is missing"),
+    ],
+)
+def test_plan_with_a_damaged_baseline_says_so_in_one_line(
+    tmp_path: Path, damage: str, says: str
+) -> None:
+    """Checked before the synth: exit 2, one line naming the file, no traceback."""
+    base = tmp_path / "base"
+    shutil.copytree(GOLDEN / "default", base)
+    artifacts = {
+        t.name.removesuffix(".template.json"): {
+            "type": "aws:cloudformation:stack", "properties": {"templateFile": t.name},
+        }
+        for t in base.glob("*.template.json")
+    }  # fmt: skip
+    (base / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    if damage == "manifest":
+        (base / "manifest.json").write_text("<html>not an assembly</html>")
+    else:
+        (base / "hyperpod-dev-storage.template.json").unlink()
+    result = _cli("plan", "-q", str(REPO / "environments/default.yaml"), "--baseline", str(base),
+                  cwd=tmp_path)  # fmt: skip
+    assert says in _one_line_error(result)
+
+
+def test_plan_reads_people_and_groups_in_nested_stacks_and_refuses_with_exit_3(
+    tmp_path: Path,
+) -> None:
+    """Studio profiles and partition gates live in nested stacks; the users file in an asset.
+    A uid changed and the controller group renamed are refused (exit 3, whatever the flags);
+    a person removed, with more compute nodes and a new person, is dangerous (exit 1)."""
+    example = REPO / "environments/studio-slurm.yaml"
+    assert _cli("synth", str(example), "-o", str(tmp_path / "base"), cwd=tmp_path).returncode == 0
+    text = example.read_text()
+
+    refused = tmp_path / "refused.yaml"
+    refused.write_text(
+        text.replace("{name: alice, uid: 10001}", "{name: alice, uid: 10011}").replace(
+            "{name: controller, role: controller", "{name: head, role: controller"
+        )
+    )
+    result = _cli("plan", str(refused), "--baseline", str(tmp_path / "base"), "--format",
+                  "json", "--allow-replacement", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 3, result.stderr
+    report = json.loads(result.stdout)
+    assert report["exit_code"] == 3
+    (alice,) = report["people"]
+    assert (alice["name"], alice["action"], alice["uid_before"], alice["uid_after"]) == (
+        "alice", "uid_changed", 10001, 10011,
+    )  # fmt: skip
+    assert alice["places"] == ["Studio partition", "Studio profile", "users file"]
+    refusals = {(c["stack"].split("/")[-1], c["type"]) for c in report["changes"] if c["refused"]}
+    assert ("hyperpod-studio-cluster", "AWS::SageMaker::Cluster") in refusals
+    assert ("Users07", "AWS::SageMaker::UserProfile") in refusals  # alice's batch, nested
+    cluster = next(c for c in report["changes"] if c["logical_id"] == "HyperPodCluster")
+    assert cluster["why"][0].startswith("InstanceGroups[controller] renamed to head")
+    assert "AWS or the nodes refuse" in result.stderr
+
+    removed = tmp_path / "removed.yaml"
+    removed.write_text(
+        text.replace("  - {name: bob, uid: 10002, gid: 2000}\n", "")
+        .replace("instance_type: ml.g5.8xlarge, instance_count: 2",
+                 "instance_type: ml.g5.8xlarge, instance_count: 4")
+        .replace("  - {name: carol", "  - {name: dave, uid: 10004}\n  - {name: carol")
+    )  # fmt: skip
+    result = _cli("plan", str(removed), "--baseline", str(tmp_path / "base"), "--format",
+                  "markdown", cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("**plan: ")
+    assert "dangerous change(s)**" in lines[0]
+    people = [line for line in lines if "| person `" in line]
+    assert people[0].startswith("| ⚠️ | removed |  | person `bob` |")
+    assert "plan cannot tell" in people[1] and "person `dave`" in people[1]
+    assert any("InstanceCount increased (2 -> 4)" in line for line in lines)
 
 
 GOLDEN = REPO / "tests" / "golden"

@@ -42,7 +42,7 @@ def test_create_only_change_replaces_and_other_changes_update(tmp_path: Path) ->
     result = plan(base, new)
     by_id = {c.logical_id: c for c in result.changes}
     assert by_id["Data"].action == "replace" and by_id["Data"].dangerous
-    assert by_id["Data"].why == ("BucketName changed",)
+    assert by_id["Data"].why == ("BucketName changed (one -> two)",)
     assert by_id["Logs"].action == "update" and not by_id["Logs"].dangerous
     assert by_id["Logs"].why == ("VersioningConfiguration",)
     assert result.changes[0].logical_id == "Data"  # dangerous changes first
@@ -140,14 +140,18 @@ def _plan_clusters(tmp_path: Path, before: dict[str, Any], after: dict[str, Any]
     return plan(base, new).changes
 
 
-def test_instance_type_of_a_group_replaces_the_cluster(tmp_path: Path) -> None:
-    """Create-only paths through lists: a group's InstanceType is create-only, so changing it
-    replaces the cluster (every node); the reason names the group."""
+def test_instance_type_of_a_group_recreates_its_nodes(tmp_path: Path) -> None:
+    """cfn-lint 1.58's schema no longer marks instance-group fields create-only; our table says
+    what HyperPod does: the group's nodes are replaced by nodes of the new type."""
     (change,) = _plan_clusters(
         tmp_path, _cluster(_group("gpu")), _cluster(_group("gpu", "ml.p5e.48xlarge"))
     )
-    assert change.action == "replace" and change.dangerous
-    assert change.why == ("InstanceGroups[gpu].InstanceType changed",)
+    assert change.action == "update" and change.dangerous and change.nodes_recreated
+    assert change.label == "NODES RECREATED"
+    assert change.why == (
+        "InstanceGroups[gpu].InstanceType changed (ml.p5.48xlarge -> ml.p5e.48xlarge): every "
+        "node of the group is replaced by one of the new type",
+    )
 
 
 def test_reordering_or_adding_groups_is_an_update(tmp_path: Path) -> None:
@@ -174,5 +178,9 @@ def test_switching_orchestrator_replaces_the_cluster(tmp_path: Path) -> None:
     (change,) = _plan_clusters(
         tmp_path, _cluster(_group("g")), _cluster(_group("g"), orchestrator=eks)
     )
-    assert change.action == "replace"
-    assert "Orchestrator.Eks changed" in change.why
+    # Orchestrator.Eks is create-only, and the cluster keeps its name: CloudFormation cannot
+    # replace a custom-named resource, so the update is refused (a new ClusterName would do).
+    assert change.action == "refuse"
+    assert change.why[0].startswith("ClusterName stays dev while the resource is replaced")
+    assert [e.kind for e in change.effects] == ["refused", "replace"]
+    assert "Orchestrator.Eks changed" in change.why[1]

@@ -7,6 +7,10 @@ fact sheet (which names a source for every cell) and carry the date they were ch
 message about a type or zone newer than the table can say how old the table is and how to go past
 it (`validation.allow_instance_types`, `validation.allow_availability_zone_ids`,
 `validation.allow_regions`).
+
+`update_rules.json`: what a change to a resource property does on deploy (replace, refused by the
+service, nodes recreated, new nodes only, safe), each row with its source, and the create-only
+lists of cfn-lint's registry schemas it was written against; read by `hyperpod_kit.plan`.
 """
 
 from __future__ import annotations
