@@ -450,7 +450,7 @@ def render_text(result: Estimate) -> str:
     ]
     for c in result.costs:
         if c.hourly_usd is None or c.monthly_usd is None:
-            money = "prepaid" if c.prepaid else "unknown"
+            money = "prepaid" if c.prepaid else "unknown" if c.missing else "not counted"
         else:
             money = f"{_usd(c.hourly_usd)}/hour, {_usd(c.monthly_usd)}/month"
         lines.append(f"  {c.item}: {money} ({c.how})")

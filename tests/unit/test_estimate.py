@@ -128,6 +128,21 @@ def test_existing_file_system_has_unknown_throughput(write_env: WriteEnv) -> Non
     assert lustre.hourly_usd is None and lustre.missing is None  # not ours to price
 
 
+@pytest.mark.parametrize("path", sorted(REPO.glob("environments/*.yaml")), ids=lambda p: p.name)
+def test_every_example_estimates(path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = cli.main(["estimate", str(path), "--format", "json", "--step-time", "1"])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    data = json.loads(out)
+    assert [f["key"] for f in data["figures"]] == [
+        "accelerators", "efa_adapters", "lustre_capacity", "lustre_throughput",
+        "checkpoint_size", "checkpoint_rate", "checkpoint_write_s", "checkpoint_read_s",
+        "checkpoint_share",
+    ]  # fmt: skip
+    for line in data["cost"]["lines"]:  # a cost is a price, prepaid, missing or not ours
+        assert line["hourly_usd"] is not None or line["prepaid"] or line["how"]
+
+
 # --- the cost -----------------------------------------------------------------------------------
 
 
