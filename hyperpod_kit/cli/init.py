@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from hyperpod_kit.config.facts import instance_type, instance_types, regions, regions_checked
+from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import USER_NAME, EnvironmentConfig
 from hyperpod_kit.paths import REPO
 
@@ -428,6 +429,34 @@ def render(c: Choices, file: str) -> str:
     return text.rstrip("\n") + "\n"
 
 
+# Where a finding about the rendered file points, the choice (flag) that decides it.
+_FLAG_OF = (
+    ("network.vpc.private_subnet_cidr", "--count"),
+    ("cluster.instance_groups", "--count"),
+    ("trainer.job", "--count"),
+    ("users", "--users"),
+    ("studio", "--studio"),
+    ("region", "--region"),
+    ("availability_zone_id", "--az-id"),
+    ("network.control_plane_availability_zone_id", "--az-id"),
+    ("name", "--name"),
+)
+
+
+def combination_error(findings: list[Finding]) -> str:
+    """One line for the first error of a rendered file that validation refuses, named after the
+    choice that decides it (instance types have their own check before this one)."""
+    first = next(f for f in findings if f.level is Level.ERROR)
+    flag = next((flag for start, flag in _FLAG_OF if first.path.startswith(start)), "init")
+    if "instance_type" in first.path:
+        flag = "--instance-type"
+    hint = f" {first.hint.rstrip('.')}" if first.hint else ""
+    return (
+        f"{flag}: these choices make a file that does not validate ({first.path}: "
+        f"{first.message.rstrip('.')}); nothing written. Hint:{hint or ' change that choice'}."
+    )
+
+
 def init(args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.outputs import OutputError, check_file, write_error, write_file
     from hyperpod_kit.config import ConfigError, load_environment
@@ -455,12 +484,7 @@ def init(args: argparse.Namespace) -> int:
         try:
             load_environment(trial)
         except ConfigError as e:  # a combination the flags' own checks let through
-            for finding in e.findings:
-                print(finding.render(args.file), file=sys.stderr)
-            print(
-                f"{args.file}: nothing written. Hint: change the choice the finding names.",
-                file=sys.stderr,
-            )
+            print(combination_error(e.findings), file=sys.stderr)
             return EXIT_BAD_INPUT
     try:
         write_file(check_file(args.file, text, force=args.force, other="give another FILE"))

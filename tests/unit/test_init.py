@@ -153,6 +153,11 @@ def test_refuses_to_overwrite_without_force(
         (["--users", "bob,bob"], "--users: 'bob,bob' names someone twice"),
         (["--name", "X"], "--name: 'X' is not an environment name"),
         (["--studio"], "--studio: 'on' needs people"),
+        (["--count", "100000"], "--count: these choices make a file that does not validate"),
+        (
+            ["--instance-type", "ml.p5.48xlarge", "--count", "5000"],
+            "--count: these choices make a file that does not validate (network.vpc.private_subnet",
+        ),
     ],
 )
 def test_bad_flag_is_one_line_and_writes_nothing(
