@@ -61,10 +61,17 @@ def run_command(
     command: list[str], *, cwd: Path, timeout: int = 300
 ) -> subprocess.CompletedProcess[str]:
     """Any command without AWS credentials, this interpreter's folder first on PATH (the CDK CLI
-    runs `python3 app.py`)."""
+    runs `python3 app.py`), and without a terminal on stdin (nothing may wait for an answer)."""
     env = NO_CREDENTIALS | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.run(
-        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, check=False
+        command,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 

@@ -1,4 +1,5 @@
-"""`hyperpod-kit`: validate, schema, synth, plan, check (--rehearse), jobs, diff, deploy, destroy.
+"""`hyperpod-kit`: init, validate, estimate, schema, synth, plan, check (--rehearse), jobs, diff,
+deploy, destroy.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
@@ -174,6 +175,29 @@ def _parser() -> argparse.ArgumentParser:
         help="with --rehearse: hide warnings and infos of this check (repeatable)",
     )  # fmt: skip
 
+    est = env_command(
+        "estimate",
+        "what FILE brings and costs: accelerators, EFA, Lustre throughput, checkpoint times, "
+        "hourly and monthly cost from a dated price table",
+        quiet=False,
+    )
+    est.add_argument(
+        "--step-time",
+        metavar="SECONDS",
+        help="seconds one training step takes: then the share of the checkpoint interval spent "
+        "writing a checkpoint (a warning above 5%%)",
+    )
+    est.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text or JSON, on stdout (text)",
+    )
+
+    from hyperpod_kit.cli.init import add_init_parser
+
+    add_init_parser(sub)
+
     gated = "validate, synthesize and gate, then the pinned CDK CLI's"
     for name, what in (
         ("diff", f"{gated} `cdk diff` of that assembly against the deployed stacks"),
@@ -242,6 +266,15 @@ def split_cdk_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
         return _schema(args.output, markdown=args.markdown, force=args.force)
+    if args.command == "init":
+        from hyperpod_kit.cli.init import init
+
+        return init(args)
+    if args.command == "estimate":
+        from hyperpod_kit.cli.estimate import estimate
+
+        loaded = _load(args.file, args.suppress, quiet=True, as_json=False)
+        return EXIT_BAD_INPUT if loaded is None else estimate(loaded, args)
     if args.command == "check" and args.rehearse is None:
         from hyperpod_kit.cli.synth import check
 

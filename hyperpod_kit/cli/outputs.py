@@ -284,18 +284,20 @@ def check_file(
     force: bool,
     ours: str | None = None,
     shown: str | None = None,
+    other: str = "choose another -o",
 ) -> FileWrite:
     """Raise `OutputError` unless `text` may be written to `target`.
 
     An existing file may be replaced with `force`, when it already holds `text`, or when its
-    SHA-256 is `ours` (what hyperpod-kit wrote there before, unchanged since).
+    SHA-256 is `ours` (what hyperpod-kit wrote there before, unchanged since). `other` ends the
+    hint of a refusal: how to name another file.
     """
     absolute = _absolute(target)
     name = shown if shown is not None else str(target)
     parent = absolute.parent
     if not parent.is_dir():
         raise OutputError(
-            name, f"the folder {parent} does not exist", "create it first, or choose another -o"
+            name, f"the folder {parent} does not exist", f"create it first, or {other}"
         )
     if absolute.is_symlink():
         raise OutputError(
@@ -317,7 +319,7 @@ def check_file(
     raise OutputError(
         name,
         f"{why} and would be overwritten; nothing was written",
-        "pass --force to overwrite it, or choose another -o",
+        f"pass --force to overwrite it, or {other}",
     )
 
 

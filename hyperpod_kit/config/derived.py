@@ -15,6 +15,7 @@ from hyperpod_kit.config.schema import (
     EnvironmentConfig,
     InstanceGroupConfig,
     JobConfig,
+    LustreConfig,
 )
 
 FSX_MOUNT = "/fsx"
@@ -22,6 +23,16 @@ FSX_MOUNT = "/fsx"
 # spool the log shipper reads jobs' event files from (lifecycle/hooks.d/50-health.sh makes it).
 NODE_LOG_DIR = "/var/log/hyperpod-kit"
 JOB_EVENTS_DIR = f"{NODE_LOG_DIR}/jobs"
+
+
+def lustre_tib(lustre: LustreConfig) -> float:
+    """The file system's capacity in TiB as FSx counts it for throughput: 1200 GiB = 1.2 TiB."""
+    return lustre.storage_capacity_gib / 1000
+
+
+def lustre_throughput_mb_s(lustre: LustreConfig) -> float:
+    """Aggregate throughput in MB/s (10^6 bytes): capacity in TiB x the tier in MB/s per TiB."""
+    return lustre_tib(lustre) * lustre.throughput_per_unit_storage
 
 
 def ships_job_events(config: EnvironmentConfig) -> bool:

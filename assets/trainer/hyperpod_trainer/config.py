@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
-from .presets import PRESETS, ModelShape, resolve_shape
+from .presets import PRESETS, ModelShape, checkpoint_bytes, resolve_shape
 
 
 class ConfigError(Exception):
@@ -153,6 +153,10 @@ class Config:
     def shape(self) -> ModelShape:
         overrides = {f.name: getattr(self.model, f.name) for f in dataclasses.fields(ModelShape)}
         return resolve_shape(self.model.preset, overrides)
+
+    def checkpoint_bytes(self) -> int:
+        """Bytes one checkpoint of this model writes (presets.checkpoint_bytes)."""
+        return checkpoint_bytes(self.shape())
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -39,6 +39,11 @@ class ModelShape:
         output = 0 if self.tie_embeddings else self.vocab_size * self.dim
         return embed + self.n_layers * per_layer + self.dim + output
 
+    def num_param_tensors(self) -> int:
+        """Parameter tensors: the embedding, 9 per layer (wq wk wv wo, w1 w2 w3, two norms), the
+        final norm, and the output projection unless it is tied to the embedding."""
+        return 1 + 9 * self.n_layers + 1 + (0 if self.tie_embeddings else 1)
+
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
 
@@ -70,6 +75,26 @@ PRESETS: dict[str, ModelShape] = {
         rope_theta=500000.0,
     ),
 }
+
+
+# What one checkpoint holds per parameter (checkpoint.py saves `get_state_dict(model, AdamW)`):
+# the fp32 sharded parameter and AdamW's two fp32 moments, exp_avg and exp_avg_sq.
+CHECKPOINT_BYTES_PER_PARAM = 4 + 4 + 4
+# AdamW keeps one fp32 `step` tensor per parameter tensor; it is saved with the moments.
+CHECKPOINT_BYTES_PER_TENSOR = 4
+
+
+def checkpoint_bytes(shape: ModelShape) -> int:
+    """Bytes of the tensors one checkpoint writes, summed over all ranks: 12 per parameter plus
+    AdamW's step counters. The small state that rides along (step, data position, LR scheduler,
+    every rank's RNG state: a few KB per rank, see state.py), DCP's `.metadata` and the
+    serialisation of each tensor chunk are not counted: about 1% of the `small` preset's files,
+    less for larger models (tests/integration/trainer/test_checkpoint_size.py). Torch-free, so
+    `hyperpod-kit estimate` reads it without the trainer's runtime."""
+    return (
+        CHECKPOINT_BYTES_PER_PARAM * shape.num_params()
+        + CHECKPOINT_BYTES_PER_TENSOR * shape.num_param_tensors()
+    )
 
 
 def resolve_shape(preset: str, overrides: dict[str, Any]) -> ModelShape:

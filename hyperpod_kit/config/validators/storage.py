@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
+from hyperpod_kit.config.derived import lustre_throughput_mb_s, lustre_tib
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators import validator
@@ -67,11 +68,12 @@ def check_lustre_throughput(config: EnvironmentConfig) -> Iterator[Finding]:
             f"use {nearest}",
         )
     elif lustre.existing is None:
-        tib = lustre.storage_capacity_gib / 1000  # FSx counts 1200 GiB as 1.2 TiB
+        tib = lustre_tib(lustre)  # FSx counts 1200 GiB as 1.2 TiB
         yield Finding(
             Level.INFO,
             f"{LUSTRE}.throughput_per_unit_storage",
-            f"aggregate throughput {tib * tier:,.0f} MB/s ({tib:.2f} TiB x {tier} MB/s/TiB)",
+            f"aggregate throughput {lustre_throughput_mb_s(lustre):,.0f} MB/s "
+            f"({tib:.2f} TiB x {tier} MB/s/TiB)",
         )
 
 

@@ -1,0 +1,463 @@
+"""What an environment brings and costs, before it is deployed (`hyperpod-kit estimate`).
+
+Every figure says how it was computed and from which dated table: accelerators and EFA adapters
+from the instance-type table, the file system's throughput as FSx counts it, the time to write and
+read one checkpoint of the job's model (its size from the trainer's own `checkpoint_bytes`, read
+without torch), and the hourly and monthly cost from the price table (`config/facts/prices.json`),
+which holds only prices a public source quotes. A price that is not there is reported as missing,
+never guessed; nodes under a training plan are prepaid and not in the hourly cost.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hyperpod_kit.config.derived import (
+    job_group,
+    lustre_throughput_mb_s,
+    lustre_tib,
+    trainer_settings,
+)
+from hyperpod_kit.config.facts import instance_type, instance_types_checked
+from hyperpod_kit.config.facts import prices as price_table
+from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
+
+# Above this share of the checkpoint interval, writing checkpoints is a cost worth a warning.
+CHECKPOINT_SHARE_WARNING = 0.05
+INSTANCE_TABLE = "instance types"
+PRICE_TABLE = "prices"
+TRAINER_TABLE = "trainer presets"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One number of the estimate: its value (None: unknown), how it was found, from what."""
+
+    key: str
+    label: str
+    value: float | None
+    unit: str
+    shown: str  # the value as printed ("1,200 GiB = 1.2 TiB", "unknown")
+    how: str
+    table: str | None = None  # the dated table it comes from, "instance types, checked ..."
+
+
+@dataclass(frozen=True)
+class CostLine:
+    """One thing that costs money while the environment exists."""
+
+    kind: str  # "instances", "lustre", "nat"
+    item: str
+    hourly_usd: float | None  # None: no price data, or prepaid
+    monthly_usd: float | None
+    how: str
+    prepaid: bool = False
+    missing: str | None = None  # "no price data for ml.g5.8xlarge in us-west-2"
+    sources: list[dict[str, str]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    environment: str
+    region: str
+    figures: list[Figure]
+    costs: list[CostLine]
+    warnings: list[Finding]
+    tables: dict[str, str]  # table -> the day it was checked
+
+    def figure(self, key: str) -> Figure:
+        return next(f for f in self.figures if f.key == key)
+
+    @property
+    def hourly_usd(self) -> float:
+        return sum(c.hourly_usd or 0.0 for c in self.costs)
+
+    @property
+    def unpriced(self) -> list[CostLine]:
+        return [c for c in self.costs if c.missing is not None]
+
+    def as_json(self) -> dict[str, Any]:
+        hours = price_table.hours_per_month()
+        return {
+            "environment": self.environment,
+            "region": self.region,
+            "tables": self.tables,
+            "figures": [asdict(f) for f in self.figures],
+            "cost": {
+                "currency": price_table.currency(),
+                "hours_per_month": hours,
+                "lines": [asdict(c) for c in self.costs],
+                "priced_hourly_usd": round(self.hourly_usd, 4),
+                "priced_monthly_usd": round(self.hourly_usd * hours, 2),
+                "complete": not self.unpriced,
+                "missing": [c.missing for c in self.unpriced],
+            },
+            "warnings": [
+                {"path": w.path, "line": w.line, "message": w.message, "hint": w.hint}
+                for w in self.warnings
+            ],
+        }
+
+
+# --- numbers as people read them ---------------------------------------------------------------
+
+
+def _num(value: float, digits: int = 1) -> str:
+    """1200 -> "1,200", 1.2 -> "1.2", 2.0 -> "2" (no trailing zeros)."""
+    text = f"{value:,.{digits}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _bytes(value: float) -> str:
+    return f"{_num(value / 1e9)} GB" if value >= 1e8 else f"{_num(value / 1e6, 2)} MB"
+
+
+def _seconds(value: float) -> str:
+    if value < 120:
+        return f"{_num(value)} s"
+    return f"{_num(value / 60)} min" if value < 7200 else f"{_num(value / 3600)} h"
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.4f}".rstrip("0").rstrip(".") if value < 1 else f"${value:,.2f}"
+
+
+# --- the figures -------------------------------------------------------------------------------
+
+
+def _group_hardware(config: EnvironmentConfig, key: str) -> Figure:
+    """Accelerators or EFA adapters over every instance group, from the instance-type table."""
+    label = {"accelerators": "accelerators", "efa_adapters": "EFA adapters"}[key]
+    table = f"{INSTANCE_TABLE}, checked {instance_types_checked()}"
+    total = 0
+    parts: list[str] = []
+    unknown: list[str] = []
+    for group in config.cluster.instance_groups:
+        facts = instance_type(group.instance_type)
+        if facts is None:
+            unknown.append(group.instance_type)
+            continue
+        if key == "accelerators":
+            each: int | None = facts.accelerators
+            what = f"{facts.accelerator or 'accelerator'}" if facts.accelerators else ""
+        else:
+            each, what = facts.efa_interfaces, "EFA"
+        if each is None:
+            unknown.append(group.instance_type)
+            continue
+        if each:
+            parts.append(
+                f"{group.name}: {group.instance_count} x {group.instance_type} x {each} "
+                f"{what}".rstrip()
+            )
+        total += group.instance_count * each
+    how = " + ".join(parts) if parts else "no group has any"
+    if unknown:
+        listing = ", ".join(sorted(set(unknown)))
+        return Figure(
+            key, label, None, "", "unknown", f"the table does not know {listing}; {how}", table
+        )
+    return Figure(key, label, total, "", _num(total, 0), how, table)
+
+
+def _lustre(config: EnvironmentConfig) -> list[Figure]:
+    lustre = config.storage.lustre
+    if lustre.existing is not None:
+        how = (
+            f"an existing file system ({lustre.existing.file_system_id}): its size and tier "
+            "are not in the environment file"
+        )
+        return [
+            Figure("lustre_capacity", "Lustre capacity", None, "GiB", "unknown", how),
+            Figure("lustre_throughput", "Lustre throughput", None, "MB/s", "unknown", how),
+        ]
+    tib = lustre_tib(lustre)
+    mb_s = lustre_throughput_mb_s(lustre)
+    gib = lustre.storage_capacity_gib
+    return [
+        Figure(
+            "lustre_capacity",
+            "Lustre capacity",
+            float(gib),
+            "GiB",
+            f"{_num(gib, 0)} GiB = {_num(tib, 2)} TiB",
+            "GiB / 1000 = TiB, as FSx counts capacity for throughput",
+        ),
+        Figure(
+            "lustre_throughput",
+            "Lustre throughput",
+            mb_s,
+            "MB/s",
+            f"{_num(mb_s, 0)} MB/s",
+            f"{_num(tib, 2)} TiB x {lustre.throughput_per_unit_storage} MB/s/TiB "
+            "(PERSISTENT_2 aggregate; MB = 10^6 bytes)",
+        ),
+    ]
+
+
+def _checkpoint_size(config: EnvironmentConfig) -> Figure:
+    """The trainer's own count: its config (preset and overrides) through `checkpoint_bytes`."""
+    from hyperpod_kit.config.validators.trainer import trainer_config_module
+
+    trainer = trainer_config_module()
+    job = config.trainer.job
+    cfg = trainer.load_config(None, [f"{s.key}={s.value}" for s in trainer_settings(job)])
+    shape = cfg.shape()
+    size = float(cfg.checkpoint_bytes())
+    how = (
+        f"{job.preset}: {shape.num_params():,} parameters x 12 bytes (fp32 sharded parameters "
+        f"and two Adam moments) + {shape.num_param_tensors()} Adam step counters x 4 bytes; "
+        "the small state (step, data position, scheduler, RNG) is not counted"
+    )
+    return Figure(
+        "checkpoint_size",
+        "checkpoint size",
+        size,
+        "bytes",
+        _bytes(size),
+        how,
+        f"{TRAINER_TABLE} (assets/trainer/hyperpod_trainer/presets.py)",
+    )
+
+
+def _checkpoint_rate(config: EnvironmentConfig, lustre_mb_s: float | None) -> Figure:
+    """The lesser of the file system's throughput and the job nodes' network bandwidth."""
+    group = job_group(config)
+    nodes = config.trainer.job.nodes
+    where = group.instance_type if group is not None else "the job's group"
+    # The instance table (from the team's fact sheet) has no network bandwidth column.
+    network = (
+        f"the network bandwidth of {nodes} x {where} is unknown (the instance-type "
+        "table has no bandwidth column)"
+    )
+    if lustre_mb_s is None:
+        return Figure(
+            "checkpoint_rate",
+            "checkpoint rate",
+            None,
+            "MB/s",
+            "unknown",
+            f"the file system's throughput is unknown, and {network}",
+        )
+    return Figure(
+        "checkpoint_rate",
+        "checkpoint rate",
+        lustre_mb_s,
+        "MB/s",
+        f"{_num(lustre_mb_s, 0)} MB/s",
+        f"the lesser of the file system's {_num(lustre_mb_s, 0)} MB/s and the nodes' "
+        f"network; {network}, so the file system's throughput bounds it",
+        f"{INSTANCE_TABLE}, checked {instance_types_checked()}",
+    )
+
+
+def _checkpoint_times(size: Figure, rate: Figure) -> list[Figure]:
+    out = []
+    for key, label, verb in (
+        ("checkpoint_write_s", "write one checkpoint", "written"),
+        ("checkpoint_read_s", "read one checkpoint", "read on resume"),
+    ):
+        if size.value is None or rate.value is None:
+            out.append(Figure(key, label, None, "s", "unknown", "the rate is unknown"))
+            continue
+        seconds = size.value / (rate.value * 1e6)
+        out.append(
+            Figure(
+                key, label, seconds, "s", _seconds(seconds), f"{size.shown} {verb} at {rate.shown}"
+            )
+        )
+    return out
+
+
+def _checkpoint_share(
+    config: EnvironmentConfig, write: Figure, step_time_s: float | None
+) -> tuple[Figure, list[Finding]]:
+    every = config.trainer.job.checkpoint_every
+    key, label = "checkpoint_share", "share of the checkpoint interval"
+    if step_time_s is None:
+        return Figure(
+            key,
+            label,
+            None,
+            "",
+            "not computed",
+            f"give --step-time SECONDS: a checkpoint every {every} steps",
+        ), []
+    interval = every * step_time_s
+    if write.value is None:
+        return Figure(key, label, None, "", "unknown", "the write time is unknown"), []
+    share = write.value / interval
+    figure = Figure(
+        key,
+        label,
+        share,
+        "",
+        f"{_num(share * 100, 1)}%",
+        f"{write.shown} every {every} steps x {_num(step_time_s, 3)} s = {_seconds(interval)}",
+    )
+    warnings = []
+    if share > CHECKPOINT_SHARE_WARNING:
+        fewer = int(-(-write.value // (CHECKPOINT_SHARE_WARNING * step_time_s)))
+        warnings.append(
+            Finding(
+                Level.WARNING,
+                "trainer.job.checkpoint_every",
+                f"writing one checkpoint ({write.shown}) takes {_num(share * 100, 1)}% of the "
+                f"interval between checkpoints ({_seconds(interval)}), above "
+                f"{CHECKPOINT_SHARE_WARNING:.0%}",
+                f"checkpoint every {fewer} steps or more, or raise "
+                "storage.lustre.throughput_per_unit_storage or the capacity",
+            )
+        )
+    return figure, warnings
+
+
+# --- the cost ----------------------------------------------------------------------------------
+
+
+def _sources(price: price_table.Price) -> list[dict[str, str]]:
+    return [{"url": s.url, "quote": s.what, "read": s.read} for s in price.sources]
+
+
+def _monthly(hourly: float) -> float:
+    return hourly * price_table.hours_per_month()
+
+
+def _group_cost(config: EnvironmentConfig, group: InstanceGroupConfig) -> CostLine:
+    item = f"{group.name}: {group.instance_count} x {group.instance_type}"
+    facts = instance_type(group.instance_type)
+    on_plan = (
+        config.cluster.training_plan_arn is not None
+        and group.role in ("compute", "worker")
+        and (facts is None or facts.accelerated)
+    )
+    if on_plan:  # hyperpod_cluster._training_plan: the plan covers these nodes
+        return CostLine(
+            "instances",
+            item,
+            None,
+            None,
+            f"prepaid through the training plan {config.cluster.training_plan_arn}; "
+            "not in the hourly cost",
+            prepaid=True,
+        )
+    price = price_table.instance_hour(group.instance_type, config.region)
+    if price is None:
+        missing = f"no price data for {group.instance_type} in {config.region}"
+        return CostLine("instances", item, None, None, missing, missing=missing)
+    hourly = group.instance_count * price.usd
+    return CostLine(
+        "instances",
+        item,
+        hourly,
+        _monthly(hourly),
+        f"{group.instance_count} x {_usd(price.usd)}/hour",
+        sources=_sources(price),
+    )
+
+
+def _lustre_cost(config: EnvironmentConfig) -> CostLine:
+    lustre = config.storage.lustre
+    if lustre.existing is not None:
+        return CostLine(
+            "lustre",
+            f"FSx for Lustre: {lustre.existing.file_system_id}",
+            None,
+            None,
+            "an existing file system: billed where it was created, not here",
+        )
+    gb, tier = lustre.storage_capacity_gib, lustre.throughput_per_unit_storage
+    item = f"FSx for Lustre: {_num(gb, 0)} GB PERSISTENT_2 at {tier} MB/s/TiB"
+    price = price_table.lustre_gb_month(tier, config.region)
+    if price is None:
+        missing = (
+            f"no price data for FSx for Lustre PERSISTENT_2 at {tier} MB/s/TiB in {config.region}"
+        )
+        return CostLine("lustre", item, None, None, missing, missing=missing)
+    monthly = gb * price.usd
+    return CostLine(
+        "lustre",
+        item,
+        monthly / price_table.hours_per_month(),
+        monthly,
+        f"{_num(gb, 0)} GB x {_usd(price.usd)}/GB-month",
+        sources=_sources(price),
+    )
+
+
+def _nat_cost(config: EnvironmentConfig) -> CostLine | None:
+    if config.network.existing_vpc is not None:
+        return None  # the VPC's own NAT, not ours
+    price = price_table.nat_gateway_hour(config.region)
+    if price is None:
+        missing = f"no price data for a NAT gateway in {config.region}"
+        return CostLine("nat", "NAT gateway: 1", None, None, missing, missing=missing)
+    per_gb = price_table.nat_gateway_gb(config.region)
+    usage = f"; data processed costs {_usd(per_gb.usd)}/GB more" if per_gb is not None else ""
+    return CostLine(
+        "nat",
+        "NAT gateway: 1",
+        price.usd,
+        _monthly(price.usd),
+        f"1 x {_usd(price.usd)}/hour (the network stack's one NAT gateway){usage}",
+        sources=_sources(price),
+    )
+
+
+# --- all of it ---------------------------------------------------------------------------------
+
+
+def estimate(config: EnvironmentConfig, *, step_time_s: float | None = None) -> Estimate:
+    """The figures and the cost of `config` (a validated environment)."""
+    lustre = _lustre(config)
+    size = _checkpoint_size(config)
+    rate = _checkpoint_rate(config, lustre[1].value)
+    write, read = _checkpoint_times(size, rate)
+    share, warnings = _checkpoint_share(config, write, step_time_s)
+    figures = [
+        _group_hardware(config, "accelerators"),
+        _group_hardware(config, "efa_adapters"),
+        *lustre,
+        size,
+        rate,
+        write,
+        read,
+        share,
+    ]
+    costs = [_group_cost(config, g) for g in config.cluster.instance_groups]
+    costs.append(_lustre_cost(config))
+    if (nat := _nat_cost(config)) is not None:
+        costs.append(nat)
+    tables = {INSTANCE_TABLE: instance_types_checked(), PRICE_TABLE: price_table.prices_checked()}
+    return Estimate(config.name, config.region, figures, costs, warnings, tables)
+
+
+def render_text(result: Estimate) -> str:
+    """The estimate for people: each figure with how it was computed, then the cost."""
+    width = max(len(f.label) for f in result.figures)
+    shown = max(len(f.shown) for f in result.figures)
+    lines = [f"{result.environment} ({result.region}): estimate", ""]
+    for f in result.figures:
+        source = f" [{f.table}]" if f.table else ""
+        lines.append(f"  {f.label:<{width}}  {f.shown:<{shown}}  {f.how}{source}")
+    hours = price_table.hours_per_month()
+    lines += [
+        "",
+        f"cost, {price_table.currency()} [{PRICE_TABLE}, checked "
+        f"{result.tables[PRICE_TABLE]}; a month is {hours} hours]:",
+    ]
+    for c in result.costs:
+        if c.hourly_usd is None or c.monthly_usd is None:
+            money = "prepaid" if c.prepaid else "unknown" if c.missing else "not counted"
+        else:
+            money = f"{_usd(c.hourly_usd)}/hour, {_usd(c.monthly_usd)}/month"
+        lines.append(f"  {c.item}: {money} ({c.how})")
+        lines += [f"      source: {s['url']} (read {s['read']})" for s in c.sources]
+    total = result.hourly_usd
+    summary = f"  total of what has a price: {_usd(total)}/hour, {_usd(total * hours)}/month"
+    if result.unpriced:
+        summary += f"; {len(result.unpriced)} item(s) without price data, not counted"
+    lines.append(summary)
+    return "\n".join(lines) + "\n"
