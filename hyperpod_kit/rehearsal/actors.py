@@ -64,9 +64,15 @@ UNIT_PREFIX = "hyperpod-kit-"
 # A timer's program that needs more than its unit's command line to run in a sandbox root: the
 # health runner takes the root and its state and log files as options ({root}: the sandbox).
 UNIT_EXTRA_ARGS = {
-    "runner.py": ("--root", "{root}", "--state-file", "{root}/var/lib/hyperpod-kit/health-state.json",
-                  "--log-file", "{root}/var/log/hyperpod-kit/health.jsonl"),
-}  # fmt: skip
+    "runner.py": (
+        "--root",
+        "{root}",
+        "--state-file",
+        "{root}/var/lib/hyperpod-kit/health-state.json",
+        "--log-file",
+        "{root}/var/log/hyperpod-kit/health.jsonl",
+    ),
+}
 STUDIO_HOME = "/home/sagemaker-user"
 # Slurm's client commands on a HyperPod node (the JWT issuer packs them for Studio).
 SLURM_COMMANDS = ("sinfo", "squeue", "sbatch", "scancel", "sacct", "sprio", "sshare", "sstat")
@@ -87,6 +93,8 @@ class Recording(list[Call]):
 def record_calls(assembly: Assembly, config: EnvironmentConfig, *, workdir: Path) -> Recording:
     """Play every actor of the environment's assembly in deploy order; see the module doc."""
     workdir.mkdir(parents=True, exist_ok=True)
+    if os.geteuid() == 0 and not _traversable(workdir):
+        workdir = Path(tempfile.gettempdir())  # the node scripts run as nobody: they must reach it
     base = Path(tempfile.mkdtemp(prefix="rehearsal-", dir=workdir))
     base.chmod(0o755)  # the node scripts run as nobody when this runs as root
     stage = _Stage(assembly, config, base)
@@ -95,6 +103,11 @@ def record_calls(assembly: Assembly, config: EnvironmentConfig, *, workdir: Path
     finally:
         shutil.rmtree(stage.base, ignore_errors=True)
     return stage.recording
+
+
+def _traversable(folder: Path) -> bool:
+    """Whether anyone may reach into `folder` (every folder on its path has o+x)."""
+    return all(p.stat().st_mode & 0o001 for p in (folder.resolve(), *folder.resolve().parents))
 
 
 # --- the shared fake AWS ---------------------------------------------------------------------
@@ -186,8 +199,13 @@ def _deployed_objects(assembly: Assembly, moment: Moment) -> dict[tuple[str, str
 # --- what the actors recorded, as calls --------------------------------------------------------
 
 
-def _cli_calls(records: list[dict[str, Any]], actor: str, role: ResourceRef, moment: Moment,
-               failures: list[ActorFailure]) -> list[Call]:  # fmt: skip
+def _cli_calls(
+    records: list[dict[str, Any]],
+    actor: str,
+    role: ResourceRef,
+    moment: Moment,
+    failures: list[ActorFailure],
+) -> list[Call]:
     calls = []
     for record in records:
         words = [str(w) for w in record.get("args", [])]
@@ -198,8 +216,10 @@ def _cli_calls(records: list[dict[str, Any]], actor: str, role: ResourceRef, mom
             failures.append(ActorFailure(actor, role, moment, 0, f"{source}: {e}"))
             continue
         error = record.get("error")
-        calls += [Call(actor, role, moment, o.service, o.operation, o.params, source, error)
-                  for o in operations]  # fmt: skip
+        calls += [
+            Call(actor, role, moment, o.service, o.operation, o.params, source, error)
+            for o in operations
+        ]
     return calls
 
 
@@ -211,8 +231,18 @@ def _boto_calls(path: Path, actor: str, role: ResourceRef, moment: Moment) -> li
         source = f"boto3 {r['service']}.{xform_name(r['operation'])}"
         if not r.get("faked", True):
             source += " (answered with an empty success: not scripted in botofake.ANSWERS)"
-        calls.append(Call(actor, role, moment, r["service"], r["operation"], r.get("params", {}),
-                          source, r.get("error")))  # fmt: skip
+        calls.append(
+            Call(
+                actor,
+                role,
+                moment,
+                r["service"],
+                r["operation"],
+                r.get("params", {}),
+                source,
+                r.get("error"),
+            )
+        )
     return calls
 
 
@@ -283,7 +313,9 @@ class _Stage:
         path.chmod(0o755)
         return path
 
-    def _fail(self, actor: str, role: ResourceRef | None, moment: Moment, code: int, out: str) -> None:  # fmt: skip
+    def _fail(
+        self, actor: str, role: ResourceRef | None, moment: Moment, code: int, out: str
+    ) -> None:
         self.recording.failures.append(ActorFailure(actor, role, moment, code, out[-TAIL:]))
 
     def _collect(self, actor: str, role: ResourceRef, moment: Moment, state: Path) -> None:
@@ -303,17 +335,22 @@ class _Stage:
                 role = self.assembly.referenced(ref.stack, g.get("ExecutionRole"))
                 lcc = self.assembly.resolve(ref.stack, g.get("LifeCycleConfig", {}))
                 storage = self.assembly.resolve(ref.stack, g.get("InstanceStorageConfigs", []))
-                mounts = [s["FsxLustreConfig"].get("MountPath", "/fsx")
-                          for s in storage if "FsxLustreConfig" in s]  # fmt: skip
+                mounts = [
+                    s["FsxLustreConfig"].get("MountPath", "/fsx")
+                    for s in storage
+                    if "FsxLustreConfig" in s
+                ]
                 yield _Group(
-                    cluster=ref, name=str(g.get("InstanceGroupName")),
+                    cluster=ref,
+                    name=str(g.get("InstanceGroupName")),
                     instance_type=str(g.get("InstanceType")),
                     role=role or ResourceRef(ref.stack, "?ExecutionRole"),
                     source_uri=str(lcc.get("SourceS3Uri", "")),
                     on_create=str(lcc.get("OnCreate", "on_create.sh")),
                     node_type=str(g.get("SlurmConfig", {}).get("NodeType", "")),
-                    mounts=("/opt/dlami/nvme", "/opt/sagemaker", *mounts), index=index,
-                )  # fmt: skip
+                    mounts=("/opt/dlami/nvme", "/opt/sagemaker", *mounts),
+                    index=index,
+                )
 
     def _resource_config(self, cluster: ResourceRef) -> dict[str, Any]:
         """What HyperPod writes to /opt/ml/config/resource_config.json on the cluster's nodes."""
@@ -321,16 +358,26 @@ class _Stage:
         props = self.assembly.resource(cluster).get("Properties", {})
         return {
             "ClusterConfig": {
-                "ClusterArn": self.assembly.attribute(cluster.stack, cluster.logical_id, "ClusterArn"),
+                "ClusterArn": self.assembly.attribute(
+                    cluster.stack, cluster.logical_id, "ClusterArn"
+                ),
                 "ClusterName": str(self.assembly.resolve(cluster.stack, props.get("ClusterName"))),
             },
             "InstanceGroups": [
-                {"Name": g.name, "InstanceType": g.instance_type,
-                 "Instances": [{"InstanceName": f"{g.name}-1", "InstanceId": g.instance_id,
-                                "CustomerIpAddress": g.ip}]}
+                {
+                    "Name": g.name,
+                    "InstanceType": g.instance_type,
+                    "Instances": [
+                        {
+                            "InstanceName": f"{g.name}-1",
+                            "InstanceId": g.instance_id,
+                            "CustomerIpAddress": g.ip,
+                        }
+                    ],
+                }
                 for g in groups
             ],
-        }  # fmt: skip
+        }
 
     def _provision(self, group: _Group, moment: Moment, kind: str) -> Node | None:
         """HyperPod fetches the group's upload with the group's role and runs OnCreate."""
@@ -339,13 +386,30 @@ class _Stage:
         source = f"HyperPod downloads LifeCycleConfig.SourceS3Uri {group.source_uri}"
         files = self.world.objects(bucket, prefix)
         self.recording += [
-            Call(actor, group.role, moment, "s3", "ListObjectsV2",
-                 {"Bucket": bucket, "Prefix": prefix}, source),
-            Call(actor, group.role, moment, "s3", "GetObject",
-                 {"Bucket": bucket, "Key": f"{prefix}*"}, source, None if files else "NoSuchKey"),
-        ]  # fmt: skip
+            Call(
+                actor,
+                group.role,
+                moment,
+                "s3",
+                "ListObjectsV2",
+                {"Bucket": bucket, "Prefix": prefix},
+                source,
+            ),
+            Call(
+                actor,
+                group.role,
+                moment,
+                "s3",
+                "GetObject",
+                {"Bucket": bucket, "Key": f"{prefix}*"},
+                source,
+                None if files else "NoSuchKey",
+            ),
+        ]
         if not files:
-            self._fail(actor, group.role, moment, 1, f"{group.source_uri}: nothing there ({source})")
+            self._fail(
+                actor, group.role, moment, 1, f"{group.source_uri}: nothing there ({source})"
+            )
             return None
         base = self._dir(f"{group.name}-{kind}")
         bundle = base / "lifecycle"
@@ -363,9 +427,15 @@ class _Stage:
 
     def _node(self, base: Path, group: _Group, bundle: Path) -> Node:
         node = Node(
-            base, bundle=bundle, resource_config=self._resource_config(group.cluster), ip=group.ip,
-            world=self.world.aws, seed=self.world.seed, python=self.python, extra_fakes=NODE_FAKES,
-        )  # fmt: skip
+            base,
+            bundle=bundle,
+            resource_config=self._resource_config(group.cluster),
+            ip=group.ip,
+            world=self.world.aws,
+            seed=self.world.seed,
+            python=self.python,
+            extra_fakes=NODE_FAKES,
+        )
         node.knob("mounts", " ".join(group.mounts))
         daemon = {"Controller": "slurmctld", "": ""}.get(group.node_type, "slurmd")
         node.knob("active", daemon)
@@ -374,7 +444,7 @@ class _Stage:
         node.write("/opt/slurm/etc/slurm.conf", f"ClusterName={self.config.cluster_name}\n")
         node.path("/var/spool/slurmctld").mkdir(parents=True, exist_ok=True)
         for command in SLURM_COMMANDS:
-            node.write(f"/opt/slurm/bin/{command}", "#!/bin/bash\necho \"$0 $*\"\n").chmod(0o755)
+            node.write(f"/opt/slurm/bin/{command}", '#!/bin/bash\necho "$0 $*"\n').chmod(0o755)
         node.write("/opt/slurm/lib/slurm/auth_jwt.so", "plugin\n")
         if os.geteuid() == 0:
             subprocess.run(["chmod", "-R", "a+rX", str(node.root)], check=True)
@@ -397,11 +467,18 @@ class _Stage:
             if command is None:
                 continue
             actor = f"timer {unit.stem} on {group.name}"
-            extra = next((v for k, v in UNIT_EXTRA_ARGS.items() if any(
-                a.endswith(k) for a in command[:2])), ())  # fmt: skip
+            extra = next(
+                (v for k, v in UNIT_EXTRA_ARGS.items() if any(a.endswith(k) for a in command[:2])),
+                (),
+            )
             command += [a.format(root=node.root) for a in extra]
-            result = node.run("-c", 'exec "$@"', unit.stem, *command,
-                              env={**self._node_env(node), **parsed.env, "INVOCATION_ID": "rehearsal"})  # fmt: skip
+            result = node.run(
+                "-c",
+                'exec "$@"',
+                unit.stem,
+                *command,
+                env={**self._node_env(node), **parsed.env, "INVOCATION_ID": "rehearsal"},
+            )
             self._collect(actor, group.role, moment, node.state)
             if result.returncode not in parsed.success:
                 self._fail(actor, group.role, moment, result.returncode, _tail(result))
@@ -413,9 +490,13 @@ class _Stage:
 
         jobs = [j for j in render_jobs(self.config) if j.kind == "sbatch"]
         if not jobs:
-            self.recording.skipped.append(SkippedActor(
-                "the rendered job", "not a script (EKS: a HyperPodPyTorchJob manifest; its pods "
-                "pull the image with the nodes' role, outside any script)"))  # fmt: skip
+            self.recording.skipped.append(
+                SkippedActor(
+                    "the rendered job",
+                    "not a script (EKS: a HyperPodPyTorchJob manifest; its pods "
+                    "pull the image with the nodes' role, outside any script)",
+                )
+            )
             return
         compute = [g for g in groups if g.node_type == "Compute"] or groups[-1:]
         if not compute:
@@ -428,9 +509,13 @@ class _Stage:
             script = base / "job" / job.filename
             script.parent.mkdir(parents=True)
             script.write_text(job.text)
-            job_env = {"SLURM_JOB_ID": "1", "SLURM_JOB_NAME": job.filename,
-                       "SLURM_JOB_NODELIST": f"{group.name}-1", "SLURM_JOB_NUM_NODES": "1",
-                       "AWS_DEFAULT_REGION": self.config.region}  # fmt: skip
+            job_env = {
+                "SLURM_JOB_ID": "1",
+                "SLURM_JOB_NAME": job.filename,
+                "SLURM_JOB_NODELIST": f"{group.name}-1",
+                "SLURM_JOB_NUM_NODES": "1",
+                "AWS_DEFAULT_REGION": self.config.region,
+            }
             result = node.run(str(script), env={**self._node_env(node), **job_env})
             self._collect(actor, group.role, moment, node.state)
             if result.returncode != 0:
@@ -441,7 +526,9 @@ class _Stage:
     # 4. Studio -------------------------------------------------------------------------------
 
     def _studio(self, moment: Moment) -> None:
-        configs = [(ref, res) for ref, res in self.assembly.find("AWS::SageMaker::StudioLifecycleConfig")]
+        configs = [
+            (ref, res) for ref, res in self.assembly.find("AWS::SageMaker::StudioLifecycleConfig")
+        ]
         if not configs:
             return
         for profile_ref, profile in self.assembly.find("AWS::SageMaker::UserProfile"):
@@ -456,41 +543,60 @@ class _Stage:
                 import base64
 
                 script = base64.b64decode(str(content)).decode()
-                self._space(f"studio {app} lifecycle of {user}", role, moment, script, user, domain)
+                self._space(
+                    f"studio {app} lifecycle of {user}",
+                    role,
+                    moment,
+                    script,
+                    user=user,
+                    domain=domain,
+                )
 
     def _profile_role(self, ref: ResourceRef, props: dict[str, Any]) -> ResourceRef:
         own = props.get("UserSettings", {}).get("ExecutionRole")
         if own is not None:
-            return self.assembly.referenced(ref.stack, own) or ResourceRef(ref.stack, "?ExecutionRole")
+            return self.assembly.referenced(ref.stack, own) or ResourceRef(
+                ref.stack, "?ExecutionRole"
+            )
         domain = self.assembly.referenced(ref.stack, props.get("DomainId"))
         if domain is not None:
-            default = self.assembly.resource(domain).get("Properties", {}).get("DefaultUserSettings", {})
+            default = (
+                self.assembly.resource(domain).get("Properties", {}).get("DefaultUserSettings", {})
+            )
             found = self.assembly.referenced(domain.stack, default.get("ExecutionRole"))
             if found is not None:
                 return found
         return ResourceRef(ref.stack, "?ExecutionRole")
 
-    def _space(self, actor: str, role: ResourceRef, moment: Moment, script: str, user: str,
-               domain: str) -> None:  # fmt: skip
+    def _space(
+        self, actor: str, role: ResourceRef, moment: Moment, script: str, *, user: str, domain: str
+    ) -> None:
         base = self._dir(actor)
         root, state, bin_dir = base / "root", base / "fake", base / "bin"
         for d in (root / STUDIO_HOME.lstrip("/"), state, bin_dir, base / "mnt"):
             d.mkdir(parents=True)
         metadata = root / "opt/ml/metadata/resource-metadata.json"
         metadata.parent.mkdir(parents=True)
-        metadata.write_text(json.dumps({"UserProfileName": user, "DomainId": domain,
-                                        "SpaceName": f"{user}-space"}))  # fmt: skip
+        metadata.write_text(
+            json.dumps({"UserProfileName": user, "DomainId": domain, "SpaceName": f"{user}-space"})
+        )
         _executable(bin_dir / "python3", f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
         _executable(bin_dir / "micromamba", _MICROMAMBA)
         (base / "lcc.sh").write_text(script)
         env = {
             "PATH": f"{bin_dir}:/usr/local/bin:/usr/bin:/bin",
-            "HOME": STUDIO_HOME, "HYPERPOD_KIT_ROOT": str(root), "HYPERPOD_KIT_FOREGROUND": "1",
-            "HYPERPOD_KIT_STUDIO_MOUNT": str(base / "mnt"), "LANG": "C.UTF-8",
-            "PYTHONPATH": f"{SITE_DIR}:{PACKAGE_PARENT}", "FAKE_STATE": str(state),
-            "FAKE_AWS": str(self.world.aws), "FAKE_SEED": str(self.world.seed),
-            "AWS_DEFAULT_REGION": self.config.region, "TMPDIR": str(base),
-        }  # fmt: skip
+            "HOME": STUDIO_HOME,
+            "HYPERPOD_KIT_ROOT": str(root),
+            "HYPERPOD_KIT_FOREGROUND": "1",
+            "HYPERPOD_KIT_STUDIO_MOUNT": str(base / "mnt"),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": f"{SITE_DIR}:{PACKAGE_PARENT}",
+            "FAKE_STATE": str(state),
+            "FAKE_AWS": str(self.world.aws),
+            "FAKE_SEED": str(self.world.seed),
+            "AWS_DEFAULT_REGION": self.config.region,
+            "TMPDIR": str(base),
+        }
         result = _run(["bash", str(base / "lcc.sh")], env, base)
         if result.returncode == 0:  # the user's first Slurm command reads their token
             for wrapper in sorted((root / STUDIO_HOME.lstrip("/") / ".local/bin").glob("sinfo")):
@@ -514,7 +620,8 @@ class _Stage:
             name = _our_function(code, module)
             if code is None or name is None:
                 skipped = SkippedActor(
-                    f"Lambda {ref}", f"not one of ours ({props.get('Handler')}: CDK's own code)")  # fmt: skip
+                    f"Lambda {ref}", f"not one of ours ({props.get('Handler')}: CDK's own code)"
+                )
                 if skipped not in self.recording.skipped:
                     self.recording.skipped.append(skipped)
                 continue
@@ -524,7 +631,9 @@ class _Stage:
         ours = {ref: (res, name, code) for ref, res, name, code in self._ours()}
         self._played: set[ResourceRef] = set()
         for custom, res in self._custom_resources():
-            token = self.assembly.referenced(custom.stack, res.get("Properties", {}).get("ServiceToken"))
+            token = self.assembly.referenced(
+                custom.stack, res.get("Properties", {}).get("ServiceToken")
+            )
             if token is None:
                 continue
             steps = self._provider_steps(token, ours)
@@ -539,12 +648,19 @@ class _Stage:
                 actor = f"Lambda {name} {step} ({custom.logical_id})"
                 polls = IS_COMPLETE_POLLS if step == "is_complete" else 1
                 for _ in range(polls):
-                    reply = self._invoke(actor, function, resource, code, event, moment)
+                    reply = self._invoke(
+                        actor, function, resource, code, event=event, moment=moment
+                    )
                     if reply is None or step != "is_complete" or reply.get("IsComplete"):
                         break
                 else:
-                    self._fail(actor, self._role(function, resource), moment, 0,
-                               f"not complete after {polls} polls: {reply}")  # fmt: skip
+                    self._fail(
+                        actor,
+                        self._role(function, resource),
+                        moment,
+                        0,
+                        f"not complete after {polls} polls: {reply}",
+                    )
                 if reply is None:
                     break
                 if step == "on_event":
@@ -557,16 +673,24 @@ class _Stage:
                 if kind.startswith("Custom::") or kind == "AWS::CloudFormation::CustomResource":
                     yield ResourceRef(stack.id, logical), res
 
-    def _provider_steps(self, token: ResourceRef, ours: dict[ResourceRef, Any]) -> list[tuple[str, ResourceRef]]:  # fmt: skip
+    def _provider_steps(
+        self, token: ResourceRef, ours: dict[ResourceRef, Any]
+    ) -> list[tuple[str, ResourceRef]]:
         """The functions a custom resource's service token runs: ours directly, or through CDK's
         provider framework (its USER_ON_EVENT / USER_IS_COMPLETE functions)."""
         if token in ours:
             return [("on_event", token)]
-        variables = (self.assembly.resource(token).get("Properties", {}).get("Environment", {})
-                     .get("Variables", {}))  # fmt: skip
+        variables = (
+            self.assembly.resource(token)
+            .get("Properties", {})
+            .get("Environment", {})
+            .get("Variables", {})
+        )
         steps = []
-        for step, key in (("on_event", "USER_ON_EVENT_FUNCTION_ARN"),
-                          ("is_complete", "USER_IS_COMPLETE_FUNCTION_ARN")):  # fmt: skip
+        for step, key in (
+            ("on_event", "USER_ON_EVENT_FUNCTION_ARN"),
+            ("is_complete", "USER_IS_COMPLETE_FUNCTION_ARN"),
+        ):
             target = self.assembly.referenced(token.stack, variables.get(key))
             if target in ours:
                 steps.append((step, target))
@@ -576,12 +700,16 @@ class _Stage:
         stack = self.assembly.stacks[custom.stack]
         props = self.assembly.resolve(custom.stack, res.get("Properties", {}))
         return {
-            "RequestType": "Create", "ServiceToken": props.get("ServiceToken"),
-            "ResponseURL": "https://rehearsal.invalid/response", "RequestId": "rehearsal",
-            "StackId": f"arn:aws:cloudformation:{stack.region}:{stack.account}:stack/{stack.name}/rehearsal",
-            "LogicalResourceId": custom.logical_id, "ResourceType": res.get("Type"),
+            "RequestType": "Create",
+            "ServiceToken": props.get("ServiceToken"),
+            "ResponseURL": "https://rehearsal.invalid/response",
+            "RequestId": "rehearsal",
+            "StackId": f"arn:aws:cloudformation:{stack.region}:{stack.account}:stack/"
+            f"{stack.name}/rehearsal",
+            "LogicalResourceId": custom.logical_id,
+            "ResourceType": res.get("Type"),
             "ResourceProperties": _as_cloudformation_sends(props),
-        }  # fmt: skip
+        }
 
     def _lambdas_after_deploy(self, moment: Moment) -> None:
         for ref, res, name, code in self._ours():
@@ -589,23 +717,34 @@ class _Stage:
                 continue
             driver = DRIVERS.get(name)
             if driver is None:
-                self.recording.skipped.append(SkippedActor(
-                    f"Lambda {ref} ({name})", "no event to drive it with (add one to DRIVERS)"))  # fmt: skip
+                self.recording.skipped.append(
+                    SkippedActor(
+                        f"Lambda {ref} ({name})", "no event to drive it with (add one to DRIVERS)"
+                    )
+                )
                 continue
             role = self._role(ref, res)
             queue = self._event_source(ref)
             if queue is not None:  # Lambda polls the queue with the function's own role
                 arn = self.assembly.attribute(queue.stack, queue.logical_id, "Arn")
                 source = f"Lambda event source mapping polls {queue}"
-                self.recording += [Call(f"Lambda {name}", role, moment, "sqs", op, {"QueueArn": arn},
-                                        source) for op in ("ReceiveMessage", "DeleteMessage",
-                                                           "GetQueueAttributes")]  # fmt: skip
+                self.recording += [
+                    Call(f"Lambda {name}", role, moment, "sqs", op, {"QueueArn": arn}, source)
+                    for op in ("ReceiveMessage", "DeleteMessage", "GetQueueAttributes")
+                ]
             env = self._environment(ref, res)
             event = driver(env, self._resource_configs())
             if queue is not None:
-                event = {"Records": [{"messageId": "rehearsal-1", "body": json.dumps(event),
-                                      "eventSource": "aws:sqs"}]}  # fmt: skip
-            self._invoke(f"Lambda {name}", ref, res, code, event, moment)
+                event = {
+                    "Records": [
+                        {
+                            "messageId": "rehearsal-1",
+                            "body": json.dumps(event),
+                            "eventSource": "aws:sqs",
+                        }
+                    ]
+                }
+            self._invoke(f"Lambda {name}", ref, res, code, event=event, moment=moment)
 
     def _resource_configs(self) -> list[dict[str, Any]]:
         clusters = dict.fromkeys(g.cluster for g in self._groups())
@@ -627,8 +766,16 @@ class _Stage:
         resolved = self.assembly.resolve(ref.stack, variables)
         return {str(k): str(v) for k, v in resolved.items()}
 
-    def _invoke(self, actor: str, ref: ResourceRef, res: dict[str, Any], code: Path,
-                event: dict[str, Any], moment: Moment) -> dict[str, Any] | None:  # fmt: skip
+    def _invoke(
+        self,
+        actor: str,
+        ref: ResourceRef,
+        res: dict[str, Any],
+        code: Path,
+        *,
+        event: dict[str, Any],
+        moment: Moment,
+    ) -> dict[str, Any] | None:
         """Run the function's handler on `event` in a fresh process, its boto3 calls recorded."""
         role = self._role(ref, res)
         base = self._dir(actor)
@@ -637,14 +784,28 @@ class _Stage:
         (base / "event.json").write_text(json.dumps(event))
         env = {
             **self._environment(ref, res),
-            "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base), "LANG": "C.UTF-8",
-            "PYTHONPATH": f"{SITE_DIR}:{PACKAGE_PARENT}", "FAKE_STATE": str(base),
-            "FAKE_AWS": str(self.world.aws), "FAKE_SEED": str(self.world.seed),
-            "FAKE_ACCOUNT": stack.account, "AWS_REGION": stack.region,
-            "AWS_DEFAULT_REGION": stack.region, "AWS_LAMBDA_FUNCTION_NAME": ref.logical_id,
-        }  # fmt: skip
-        argv = [sys.executable, "-c", _LAMBDA_DRIVER, str(code), module, function,
-                str(base / "event.json"), str(base / "reply.json")]  # fmt: skip
+            "PATH": "/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(base),
+            "LANG": "C.UTF-8",
+            "PYTHONPATH": f"{SITE_DIR}:{PACKAGE_PARENT}",
+            "FAKE_STATE": str(base),
+            "FAKE_AWS": str(self.world.aws),
+            "FAKE_SEED": str(self.world.seed),
+            "FAKE_ACCOUNT": stack.account,
+            "AWS_REGION": stack.region,
+            "AWS_DEFAULT_REGION": stack.region,
+            "AWS_LAMBDA_FUNCTION_NAME": ref.logical_id,
+        }
+        argv = [
+            sys.executable,
+            "-c",
+            _LAMBDA_DRIVER,
+            str(code),
+            module,
+            function,
+            str(base / "event.json"),
+            str(base / "reply.json"),
+        ]
         result = _run(argv, env, base)
         self._collect(actor, role, moment, base)
         if result.returncode != 0:
@@ -719,15 +880,28 @@ def _node_health_event(env: dict[str, str], configs: list[dict[str, Any]]) -> di
     config = config or (configs[0] if configs else None)
     group = config["InstanceGroups"][-1] if config else {"Name": "?", "Instances": [{}]}
     instance = group["Instances"][0].get("InstanceId", "i-0123456789abcdef0")
-    region, account = (arn.split(":") + ["", "", "", "", ""])[3:5]
+    region, account = [*arn.split(":"), "", "", "", "", ""][3:5]
     return {
-        "version": "0", "id": "rehearsal", "detail-type": NODE_HEALTH, "source": "aws.sagemaker",
-        "account": account, "time": "2026-01-01T00:00:00Z", "region": region, "resources": [arn],
-        "detail": {"ClusterArn": arn, "ClusterName": env.get("CLUSTER_NAME", ""),
-                   "InstanceId": instance, "InstanceGroupName": group["Name"],
-                   "HealthSummary": {"HealthStatus": "UnschedulablePendingReplacement",
-                                     "HealthStatusReason": "rehearsal", "RepairAction": "Replace"}},
-    }  # fmt: skip
+        "version": "0",
+        "id": "rehearsal",
+        "detail-type": NODE_HEALTH,
+        "source": "aws.sagemaker",
+        "account": account,
+        "time": "2026-01-01T00:00:00Z",
+        "region": region,
+        "resources": [arn],
+        "detail": {
+            "ClusterArn": arn,
+            "ClusterName": env.get("CLUSTER_NAME", ""),
+            "InstanceId": instance,
+            "InstanceGroupName": group["Name"],
+            "HealthSummary": {
+                "HealthStatus": "UnschedulablePendingReplacement",
+                "HealthStatusReason": "rehearsal",
+                "RepairAction": "Replace",
+            },
+        },
+    }
 
 
 # Our functions that no custom resource runs, by folder under assets/functions: the event each
@@ -760,10 +934,13 @@ def _executable(path: Path, text: str) -> None:
     path.chmod(0o755)
 
 
-def _run(argv: list[str], env: dict[str, str], cwd: Path, timeout: int = 120) -> subprocess.CompletedProcess[str]:  # fmt: skip
+def _run(
+    argv: list[str], env: dict[str, str], cwd: Path, timeout: int = 120
+) -> subprocess.CompletedProcess[str]:
     try:
-        return subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True,
-                              timeout=timeout, check=False)  # fmt: skip
+        return subprocess.run(
+            argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired as e:
         out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         return subprocess.CompletedProcess(argv, 124, out, f"timed out after {timeout} s")

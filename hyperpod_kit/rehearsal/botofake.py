@@ -116,8 +116,11 @@ def _get_object(p: dict[str, Any]) -> dict[str, Any]:
     if p.get("Range"):  # bytes=START-END, as s3transfer asks
         start, _, end = str(p["Range"]).removeprefix("bytes=").partition("-")
         data = data[int(start) : int(end) + 1 if end else None]
-    return {"Body": StreamingBody(io.BytesIO(data), len(data)), "ContentLength": len(data),
-            "ETag": '"rehearsal"'}  # fmt: skip
+    return {
+        "Body": StreamingBody(io.BytesIO(data), len(data)),
+        "ContentLength": len(data),
+        "ETag": '"rehearsal"',
+    }
 
 
 def _head_object(p: dict[str, Any]) -> dict[str, Any]:
@@ -127,7 +130,9 @@ def _head_object(p: dict[str, Any]) -> dict[str, Any]:
 def _put_object(p: dict[str, Any]) -> dict[str, Any]:
     body = p.get("Body", b"")
     data = body.read() if hasattr(body, "read") else body
-    _write("s3", f"{p['Bucket']}/{p['Key']}", data if isinstance(data, bytes) else str(data).encode())
+    _write(
+        "s3", f"{p['Bucket']}/{p['Key']}", data if isinstance(data, bytes) else str(data).encode()
+    )
     return {"ETag": '"rehearsal"'}
 
 
@@ -139,17 +144,21 @@ def _not_found(what: str) -> Answer:
 
 
 def _describe_file_systems(p: dict[str, Any]) -> dict[str, Any]:
-    return {"FileSystems": [
-        {"FileSystemId": fs, "NetworkInterfaceIds": [f"eni-{i:017x}" for i in range(2)]}
-        for fs in p.get("FileSystemIds", [])
-    ]}  # fmt: skip
+    return {
+        "FileSystems": [
+            {"FileSystemId": fs, "NetworkInterfaceIds": [f"eni-{i:017x}" for i in range(2)]}
+            for fs in p.get("FileSystemIds", [])
+        ]
+    }
 
 
 def _describe_network_interfaces(p: dict[str, Any]) -> dict[str, Any]:
-    return {"NetworkInterfaces": [
-        {"NetworkInterfaceId": eni, "Groups": [{"GroupId": "sg-0rehearsal"}]}
-        for eni in p.get("NetworkInterfaceIds", [])
-    ]}  # fmt: skip
+    return {
+        "NetworkInterfaces": [
+            {"NetworkInterfaceId": eni, "Groups": [{"GroupId": "sg-0rehearsal"}]}
+            for eni in p.get("NetworkInterfaceIds", [])
+        ]
+    }
 
 
 def _batch_nodes(p: dict[str, Any]) -> dict[str, Any]:
@@ -158,13 +167,21 @@ def _batch_nodes(p: dict[str, Any]) -> dict[str, Any]:
 
 def _caller(p: dict[str, Any]) -> dict[str, Any]:
     account = os.environ.get("FAKE_ACCOUNT", "123456789012")
-    return {"Account": account, "Arn": f"arn:aws:sts::{account}:assumed-role/rehearsal/actor",
-            "UserId": "AROAREHEARSAL:actor"}  # fmt: skip
+    return {
+        "Account": account,
+        "Arn": f"arn:aws:sts::{account}:assumed-role/rehearsal/actor",
+        "UserId": "AROAREHEARSAL:actor",
+    }
 
 
 def _describe_cluster(p: dict[str, Any]) -> dict[str, Any]:
-    return {"cluster": {"name": p.get("name"), "endpoint": "https://rehearsal.eks.invalid",
-                        "certificateAuthority": {"data": "UkVIRUFSU0FM"}}}  # fmt: skip
+    return {
+        "cluster": {
+            "name": p.get("name"),
+            "endpoint": "https://rehearsal.eks.invalid",
+            "certificateAuthority": {"data": "UkVIRUFSU0FM"},
+        }
+    }
 
 
 # (service, operation) -> answer. Services and operations as botocore names them.
@@ -197,8 +214,13 @@ def _answer(model: Any, context: dict[str, Any], **_: Any) -> tuple[_Http, dict[
     operation = model.name
     params = context.get(PARAMS_KEY, {})
     answer = ANSWERS.get((service, operation))
-    record: dict[str, Any] = {"service": service, "operation": operation,
-                              "params": params, "error": None, "faked": answer is not None}  # fmt: skip
+    record: dict[str, Any] = {
+        "service": service,
+        "operation": operation,
+        "params": params,
+        "error": None,
+        "faked": answer is not None,
+    }
     try:
         reply = answer(params) if answer is not None else {}
         status = 200

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import botocore.session
@@ -75,12 +75,12 @@ class CliWordsError(ValueError):
     """Words that are not an AWS CLI command botocore knows."""
 
 
-@lru_cache(maxsize=None)
+@cache
 def _session() -> botocore.session.Session:
     return botocore.session.get_session()
 
 
-@lru_cache(maxsize=None)
+@cache
 def _model(service: str) -> ServiceModel:
     try:
         return _session().get_service_model(service)
@@ -88,7 +88,7 @@ def _model(service: str) -> ServiceModel:
         raise CliWordsError(f"aws {service}: no such service in botocore") from None
 
 
-@lru_cache(maxsize=None)
+@cache
 def _operations(service: str) -> dict[str, str]:
     """CLI operation name -> botocore operation name."""
     return {xform_name(op, "-"): op for op in _model(service).operation_names}

@@ -45,8 +45,9 @@ class Call:
     `service` and `operation` are botocore's names (``ssm``, ``PutParameter``); `params` the
     request's top-level parameters as the actor sent them (only the ones that name resources
     matter); `source` what was recorded (the CLI words, or ``boto3 ssm.put_parameter``);
-    `error` the error code the rehearsal's fake AWS answered, whatever IAM says (``ParameterNotFound``:
-    the parameter does not exist at that moment; ``NoSuchKey``), None when it answered."""
+    `error` the error code the rehearsal's fake AWS answered, whatever IAM says
+    (``ParameterNotFound``: the parameter does not exist at that moment; ``NoSuchKey``), None when
+    it answered."""
 
     actor: str
     role: ResourceRef
