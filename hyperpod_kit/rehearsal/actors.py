@@ -6,8 +6,9 @@ The actors, from the assembly (never from a list per example):
      cluster stack uploads, taken from the assembly) on first provisioning, while the cluster
      resource is created, and on a replaced node after the deploy; HyperPod's own download of
      the upload is recorded as a call of the group's role too;
-  2. the timers those scripts installed (every ``hyperpod-kit-*.service`` the node has), once
-     after the deploy, on the node the first provisioning left;
+  2. the timers those scripts installed (every ``hyperpod-kit-*.service`` the node has), on the
+     node the first provisioning left: once while each of our custom resources created after the
+     cluster is created (they run every few minutes), and once after the deploy;
   3. the rendered Slurm job (`hyperpod_kit.jobs.render_jobs`), with fake ``srun``/``enroot``, as
      the compute group's role;
   4. Studio's lifecycle configurations (their content from the assembly), for each user profile,
@@ -285,6 +286,7 @@ class _Stage:
         self.nodes: dict[str, tuple[_Group, Node]] = {}  # group -> its first-provisioned node
         self.python = SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable
         self._runs = 0
+        self._played: set[ResourceRef] = set()  # functions a custom resource ran
 
     def play(self) -> None:
         groups = list(self._groups())
@@ -629,7 +631,6 @@ class _Stage:
 
     def _lambdas_during_deploy(self) -> None:
         ours = {ref: (res, name, code) for ref, res, name, code in self._ours()}
-        self._played: set[ResourceRef] = set()
         for custom, res in self._custom_resources():
             token = self.assembly.referenced(
                 custom.stack, res.get("Properties", {}).get("ServiceToken")
@@ -641,6 +642,11 @@ class _Stage:
                 continue
             moment = Moment(f"while {custom} is created", custom)
             self.world.at(self.assembly, moment)
+            # The nodes' timers run every few minutes from their first provisioning on: a custom
+            # resource created after the cluster meets what they did (a partition status).
+            for group, node in self.nodes.values():
+                if self.assembly.exists_at(group.cluster, moment):
+                    self._timers(group, node, moment)
             event = self._create_event(custom, res)
             for step, function in steps:
                 self._played.add(function)
@@ -878,8 +884,9 @@ def _node_health_event(env: dict[str, str], configs: list[dict[str, Any]]) -> di
     arn = env.get("CLUSTER_ARN", "")
     config = next((c for c in configs if c["ClusterConfig"]["ClusterArn"] == arn), None)
     config = config or (configs[0] if configs else None)
-    group = config["InstanceGroups"][-1] if config else {"Name": "?", "Instances": [{}]}
-    instance = group["Instances"][0].get("InstanceId", "i-0123456789abcdef0")
+    group: dict[str, Any] = config["InstanceGroups"][-1] if config else {"Name": "?"}
+    instances = group.get("Instances") or [{}]
+    instance = str(instances[0].get("InstanceId", "i-0123456789abcdef0"))
     region, account = [*arn.split(":"), "", "", "", "", ""][3:5]
     return {
         "version": "0",

@@ -250,4 +250,4 @@ def install() -> None:
     boto3.setup_default_session()
     events = boto3.DEFAULT_SESSION.events  # type: ignore[union-attr]
     events.register("before-parameter-build", _keep_params)
-    events.register("before-call", _answer)
+    events.register("before-call", _answer)  # type: ignore[arg-type]  # its answer is the reply
