@@ -42,6 +42,7 @@ from typing import Any
 from botocore import xform_name
 
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import ASSETS
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.cli_words import CliWordsError, parse
@@ -79,6 +80,7 @@ STUDIO_HOME = "/home/sagemaker-user"
 SLURM_COMMANDS = ("sinfo", "squeue", "sbatch", "scancel", "sacct", "sprio", "sshare", "sstat")
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 IS_COMPLETE_POLLS = 3
+TRAINER_IMAGE_AREA = "trainer-image"  # the trainer stack's parameter with the image's URI
 
 
 class Recording(list[Call]):
@@ -287,6 +289,7 @@ class _Stage:
         self.python = SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable
         self._runs = 0
         self._played: set[ResourceRef] = set()  # functions a custom resource ran
+        self.account = next((s.account for s in assembly.stacks.values()), "")
 
     def play(self) -> None:
         groups = list(self._groups())
@@ -455,7 +458,7 @@ class _Stage:
     def _node_env(self, node: Node) -> dict[str, str]:
         """HyperPod's Slurm commands on PATH after the fakes; no grace period after a failure."""
         path = node.env()["PATH"].replace(f"{node.bin}:", f"{node.bin}:{node.root}/opt/slurm/bin:")
-        return {"PATH": path, "HYPERPOD_KIT_FAIL_GRACE_SECONDS": "0"}
+        return {"PATH": path, "HYPERPOD_KIT_FAIL_GRACE_SECONDS": "0", "FAKE_ACCOUNT": self.account}
 
     # 2. timers -------------------------------------------------------------------------------
 
@@ -490,7 +493,19 @@ class _Stage:
     def _job(self, groups: list[_Group], moment: Moment) -> None:
         from hyperpod_kit.jobs import render_jobs
 
-        jobs = [j for j in render_jobs(self.config) if j.kind == "sbatch"]
+        try:  # what `hyperpod-kit jobs` renders by default
+            rendered = render_jobs(self.config)
+        except ValueError:  # a job rendered only with its image: the trainer stack's one
+            image = self.assembly.parameters(moment).get(
+                parameter_name(self.config.name, TRAINER_IMAGE_AREA)
+            )
+            if image is None:
+                self.recording.skipped.append(
+                    SkippedActor("the rendered job", "no image to render it with")
+                )
+                return
+            rendered = render_jobs(self.config, image=image)
+        jobs = [j for j in rendered if j.kind == "sbatch"]
         if not jobs:
             self.recording.skipped.append(
                 SkippedActor(
@@ -512,6 +527,9 @@ class _Stage:
             script.parent.mkdir(parents=True)
             script.write_text(job.text)
             job_env = {
+                # The documented override of where images are imported: a folder of the sandbox
+                # (under the node's FSx it would be outside it).
+                "HYPERPOD_IMAGES_DIR": f"{node.root}/fsx/.hyperpod-kit-images/rehearsal",
                 "SLURM_JOB_ID": "1",
                 "SLURM_JOB_NAME": job.filename,
                 "SLURM_JOB_NODELIST": f"{group.name}-1",

@@ -28,6 +28,7 @@ Standard library only: it runs under the system python3, as an unprivileged user
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -127,11 +128,11 @@ case $name in
     esac
     ;;
   enroot)
-    # import -o FILE URI: the squashfs appears; other verbs succeed.
+    # import -o|--output FILE URI: the squashfs appears; other verbs succeed.
     if [[ ${1:-} == import ]]; then
       out=""
-      while (($#)); do [[ $1 == -o ]] && out=$2; shift; done
-      [[ -n $out ]] && : >"$out"
+      while (($#)); do [[ $1 == -o || $1 == --output ]] && out=$2; shift; done
+      [[ -z $out ]] || echo "fake squashfs" >"$out"
     fi
     ;;
 esac
@@ -327,6 +328,7 @@ def visudo(args: list[str]) -> int:
 AWS_VALUED = {
     "--region", "--name", "--query", "--output", "--type", "--value", "--log-group-name",
     "--log-stream-name", "--log-events", "--profile", "--endpoint-url", "--names",
+    "--registry-id", "--repository-name", "--image-ids",
 }  # fmt: skip
 
 
@@ -389,7 +391,20 @@ def aws_answer(args: list[str], error: list[str]) -> int:  # noqa: PLR0911, PLR0
         print("fake-ecr-password")
         return 0
     if rest[:2] == ["sts", "get-caller-identity"]:
-        print(json.dumps({"Account": "123456789012", "Arn": "arn:aws:sts::123456789012:x"}))
+        account = os.environ.get("FAKE_ACCOUNT", "123456789012")
+        if o.get("--query") == "Account":
+            print(account)
+        else:
+            print(json.dumps({"Account": account, "Arn": f"arn:aws:sts::{account}:assumed-role/x"}))
+        return 0
+    if rest[:2] == ["ecr", "batch-get-image"]:
+        # A made-up digest, the same for the same image.
+        name = f"{o.get('--repository-name')}:{o.get('--image-ids')}"
+        digest = "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+        if "--query" in o:
+            print(digest)
+        else:
+            print(json.dumps({"images": [{"imageId": {"imageDigest": digest}}], "failures": []}))
         return 0
     if rest[:1] == ["logs"]:
         return logs(rest[1], o, error)
