@@ -44,7 +44,10 @@ class Call:
 
     `service` and `operation` are botocore's names (``ssm``, ``PutParameter``); `params` the
     request's top-level parameters as the actor sent them (only the ones that name resources
-    matter); `source` what was recorded (the CLI words, or ``boto3 ssm.put_parameter``)."""
+    matter); `source` what was recorded (the CLI words, or ``boto3 ssm.put_parameter``);
+    `error` the error code the rehearsal's fake AWS answered, whatever IAM says
+    (``ParameterNotFound``: the parameter does not exist at that moment; ``NoSuchKey``), None when
+    it answered."""
 
     actor: str
     role: ResourceRef
@@ -53,3 +56,26 @@ class Call:
     operation: str
     params: Mapping[str, Any] = field(default_factory=dict)
     source: str = ""
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class ActorFailure:
+    """An actor that did not finish in its sandbox (a non-zero exit, an error it raised): on AWS
+    it would fail the same way (a node's provisioning, a custom resource, a job). `output_tail`
+    is the end of what it printed."""
+
+    actor: str
+    role: ResourceRef | None
+    moment: Moment
+    exit_code: int
+    output_tail: str
+
+
+@dataclass(frozen=True)
+class SkippedActor:
+    """Something in the assembly that calls AWS and that the rehearsal does not play (CDK's own
+    functions, a job with no script), with the reason."""
+
+    name: str
+    reason: str

@@ -2,16 +2,15 @@
 
 A temporary folder stands for ``/`` (the scripts spell every absolute path ``$ROOT/...``, and
 ``HYPERPOD_KIT_ROOT`` sets it); the commands that would change the real machine are recording
-fakes first on PATH (tests/integration/lifecycle_fakes.py). When the tests run as root, the
-scripts run as ``nobody``, so a path that misses its ROOT prefix fails instead of writing to this
-machine's /etc.
+fakes first on PATH (hyperpod_kit/rehearsal/fakes.py, run by hyperpod_kit/rehearsal/sandbox.py).
+When the tests run as root, the scripts run as ``nobody``, so a path that misses its ROOT prefix
+fails instead of writing to this machine's /etc.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
 import stat
 import subprocess
@@ -24,11 +23,10 @@ import pytest
 
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.lifecycle import build_bundle
+from hyperpod_kit.rehearsal.sandbox import BASE_GROUP, BASE_PASSWD, SYSTEM_PYTHON
+from hyperpod_kit.rehearsal.sandbox import Node as SandboxNode
 from tests.conftest import default_data, merge
-from tests.integration.lifecycle_fakes import install_fakes
 
-SYSTEM_PYTHON = "/usr/bin/python3"
-NOBODY = 65534
 # Changes a second run must not make: the machine is already as the first run left it.
 MUTATING = {"useradd", "groupadd", "usermod", "chown", "apt-get", "systemd-tmpfiles"}
 LOGS = ("var/log/hyperpod-kit/", "var/log/provision/")
@@ -55,29 +53,14 @@ def config(
     return loaded.at_source(source) if source else loaded
 
 
-class Node:
-    """One sandboxed node: a root folder, the fakes, the rendered upload."""
+class Node(SandboxNode):
+    """One sandboxed node of `cfg`: the package's sandbox with the rendered upload, the users file
+    published, and a resource config with one instance per group."""
 
     def __init__(self, base: Path, cfg: EnvironmentConfig, group: str) -> None:
-        self.base, self.cfg, self.group = base, cfg, group
-        self.root, self.state, self.bin = base / "root", base / "fake", base / "bin"
-        self.bundle = base / "lifecycle"
-        for d in (self.root, self.state):
-            d.mkdir()
-        install_fakes(self.bin, SYSTEM_PYTHON)
+        self.cfg, self.group = cfg, group
         bundle = build_bundle(cfg)
-        bundle.write_to(self.bundle)
-        if bundle.users is not None:  # what the stack uploads beside the scripts, and points at
-            publish_users(self, json.loads(bundle.users)["users"])
-        etc = self.root / "etc"
-        etc.mkdir()
-        (etc / "passwd").write_text(
-            "root:x:0:0:root:/root:/bin/bash\nubuntu:x:1000:1000::/home/ubuntu:/bin/bash\n"
-        )
-        (etc / "group").write_text("root:x:0:\nubuntu:x:1000:\n")
-        (self.root / "fsx").mkdir()
-        (self.root / "opt/slurm/etc").mkdir(parents=True)
-        (self.root / "opt/slurm/etc/plugstack.conf").write_text("# HyperPod's plugstack\n")
+        bundle.write_to(base / "lifecycle")
         groups = [
             {
                 "Name": g.name,
@@ -92,80 +75,25 @@ class Node:
             }
             for i, g in enumerate(cfg.cluster.instance_groups)
         ]
-        self.write(
-            "/opt/ml/config/resource_config.json",
-            json.dumps(
-                {
-                    "ClusterConfig": {
-                        "ClusterArn": CLUSTER_ARN,
-                        "ClusterName": cfg.cluster_name,
-                    },
-                    "InstanceGroups": groups,
-                }
-            ),
-        )
-        own_ip = next(i["Instances"][0]["CustomerIpAddress"] for i in groups if i["Name"] == group)
-        self.knob("ips", f"172.17.0.1 {own_ip}")
-        self.knob("mounts", "/fsx /opt/dlami/nvme /opt/sagemaker")
-
-    def write(self, node_path: str, text: str) -> Path:
-        path = self.root / node_path.lstrip("/")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        return path
-
-    def path(self, node_path: str) -> Path:
-        return self.root / node_path.lstrip("/")
-
-    def knob(self, name: str, value: str | None) -> None:
-        path = self.state / name
-        if value is None:
-            path.unlink(missing_ok=True)
-        else:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(value)
-
-    def run(
-        self, *command: str, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """Run a command of the upload (default: on_create.sh) as HyperPod would, in the sandbox."""
-        (self.state / "calls.jsonl").unlink(missing_ok=True)
-        argv = ["bash", *(command or (str(self.bundle / "on_create.sh"),))]
-        full_env = {
-            "PATH": f"{self.bin}:/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin",
-            "HYPERPOD_KIT_ROOT": str(self.root),
-            "FAKE_ROOT": str(self.root),
-            "FAKE_STATE": str(self.state),
-            "FAKE_BIN": str(self.bin),
-            "HOME": str(self.base),
-            "LANG": "C.UTF-8",
-            "TMPDIR": str(self.base / "tmp"),
-            **(env or {}),
+        resource_config = {
+            "ClusterConfig": {"ClusterArn": CLUSTER_ARN, "ClusterName": cfg.cluster_name},
+            "InstanceGroups": groups,
         }
-        (self.base / "tmp").mkdir(exist_ok=True)
-        if os.geteuid() == 0:  # run unprivileged: a missing $ROOT prefix cannot touch this machine
-            subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(self.base)], check=True)
-            argv = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", *argv]
-        return subprocess.run(
-            argv, cwd=self.bundle, env=full_env, capture_output=True, text=True, timeout=120,
-            check=False,
-        )  # fmt: skip
-
-    def calls(self, name: str | None = None) -> list[list[str]]:
-        path = self.state / "calls.jsonl"
-        rows = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-        return [[r["cmd"], *r["args"]] for r in rows if name is None or r["cmd"] == name]
+        own_ip = next(i["Instances"][0]["CustomerIpAddress"] for i in groups if i["Name"] == group)
+        super().__init__(
+            base, bundle=base / "lifecycle", resource_config=resource_config, ip=own_ip
+        )
+        # The accounts the scripts meet on this sandbox's AMI: root and ubuntu only.
+        self.write("/etc/passwd", "".join(BASE_PASSWD.splitlines(keepends=True)[:2]))
+        self.write("/etc/group", "".join(BASE_GROUP.splitlines(keepends=True)[:2]))
+        if bundle.users is not None:  # what the stack uploads beside the scripts, and points at
+            publish_users(self, json.loads(bundle.users)["users"])
 
     def mutations(self) -> list[list[str]]:
         found = [c for c in self.calls() if c[0] in MUTATING]
         found += [c for c in self.calls("systemctl") if c[1] in ("daemon-reload", "restart")]
         found += [c for c in self.calls("aws") if "put-parameter" in c]
         return found
-
-    def owners(self) -> dict[str, list[int]]:
-        path = self.state / "owners"
-        rows = [line.split() for line in path.read_text().splitlines()] if path.exists() else []
-        return {p: [int(u), int(g)] for p, u, g in rows}
 
     def owner(self, node_path: str) -> tuple[int, int, str]:
         path = self.path(node_path)

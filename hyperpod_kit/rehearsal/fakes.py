@@ -1,6 +1,8 @@
-"""Recording fakes of the commands that the lifecycle scripts use to change a machine.
+"""Recording fakes of the commands that the lifecycle scripts use to change a machine or call AWS.
 
-Each fake is this file, run as ``python3 lifecycle_fakes.py NAME ARGS...`` by a small wrapper named
+The deploy rehearsal (`hyperpod-kit check --rehearse`) and the lifecycle sandbox tests run the node
+scripts with these first on PATH. Each fake is this file, run as
+``python3 fakes.py NAME ARGS...`` by a small wrapper named
 NAME in a folder put first on PATH (see `install_fakes`); the read-only ones that the scripts call
 often (getent, stat, mountpoint, ...) are a bash script instead, because starting python for each
 made a sandbox run take seconds. Every call is appended to
@@ -15,11 +17,18 @@ units that are active), ``visudo_fail``, ``aws_fail`` (failures before success),
 (same), ``aws_put_fail`` (only SSM writes fail), ``ssm/<name>`` and ``s3/<bucket>/<key>`` (what
 AWS holds); CloudWatch Logs events land in ``logs/<group>/<stream>.jsonl``.
 
+What AWS holds may live elsewhere, shared by several sandboxes (the rehearsal's world):
+``$FAKE_AWS`` (default ``$FAKE_STATE``) holds what the actors wrote (``ssm/``, ``s3/``, ``logs/``)
+and ``$FAKE_SEED`` (optional) what the deploy made so far (``ssm/``, ``s3/``, read after).
+Every ``aws`` call is also appended to ``$FAKE_STATE/aws.jsonl`` with its exit status and the error
+code AWS would have answered (``ParameterNotFound``, ``NoSuchKey``...).
+
 Standard library only: it runs under the system python3, as an unprivileged user.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -33,10 +42,13 @@ FAKES = (
     "useradd", "groupadd", "usermod", "userdel", "chown", "systemd-tmpfiles", "apt-get", "apt",
     "dpkg", "visudo", "aws", *FORBIDDEN,
 )  # fmt: skip
-FAST_FAKES = ("getent", "stat", "mountpoint", "mount", "hostname", "systemctl", "sleep")
+FAST_FAKES = ("getent", "stat", "mountpoint", "mount", "hostname", "systemctl", "sleep", "scontrol")
+# What a HyperPod node has besides (the rehearsal installs these too; the sandbox tests leave them
+# out, to see how the scripts do without them): enroot and srun for a job's first lines, kubectl.
+NODE_FAKES = ("enroot", "srun", "kubectl")
 
 FAST_FAKE = r"""#!/bin/bash
-# Read-only fakes in bash; see lifecycle_fakes.py. Usage: fast-fake NAME ARGS...
+# Read-only fakes in bash; see fakes.py. Usage: fast-fake NAME ARGS...
 name=$1
 shift
 json="{\"cmd\": \"$name\", \"args\": ["
@@ -44,6 +56,9 @@ sep=""
 for a in "$@"; do
   a=${a//\\/\\\\}
   a=${a//\"/\\\"}
+  a=${a//$'\n'/\\n}
+  a=${a//$'\t'/\\t}
+  a=${a//$'\r'/\\r}
   json+="$sep\"$a\""
   sep=", "
 done
@@ -96,22 +111,49 @@ case $name in
       exit 3
     fi
     ;;
+  scontrol)
+    # `show config`: knob scontrol_config (a HyperPod controller's, by default); `token`: a
+    # made-up token for the user; anything else (update, show node...) succeeds silently.
+    case "${1:-}" in
+      show)
+        if [[ ${2:-} == config ]]; then
+          if [[ -f $FAKE_STATE/scontrol_config ]]; then cat "$FAKE_STATE/scontrol_config"; else
+            printf '%s\n' 'ClusterName = cluster' 'SLURM_CONF = /opt/slurm/etc/slurm.conf' \
+              'SLURM_VERSION = 24.11.5' 'SlurmctldHost[0] = ip-10-1-0-10(10.1.0.10)' \
+              'SlurmctldPort = 6817' 'StateSaveLocation = /var/spool/slurmctld'
+          fi
+        fi
+        ;;
+      token) echo "SLURM_JWT=fake-token-for-${2#username=}" ;;
+    esac
+    ;;
+  enroot)
+    # import -o|--output FILE URI: the squashfs appears; other verbs succeed.
+    if [[ ${1:-} == import ]]; then
+      out=""
+      while (($#)); do [[ $1 == -o || $1 == --output ]] && out=$2; shift; done
+      [[ -z $out ]] || echo "fake squashfs" >"$out"
+    fi
+    ;;
 esac
 exit 0
 """
 
 
-def install_fakes(bin_dir: Path, python: str = "/usr/bin/python3") -> None:
-    """Write one wrapper per faked command into `bin_dir`, plus a copy of this module."""
+def install_fakes(
+    bin_dir: Path, python: str = "/usr/bin/python3", *, extra: tuple[str, ...] = ()
+) -> None:
+    """Write one wrapper per faked command into `bin_dir` (`extra`: more of the fast ones, e.g.
+    NODE_FAKES), plus a copy of this module."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    module = bin_dir / "lifecycle_fakes.py"
+    module = bin_dir / "fakes.py"
     shutil.copyfile(__file__, module)
     fast = bin_dir / "fast-fake"
     fast.write_text(FAST_FAKE)
     fast.chmod(0o755)
-    for name in (*FAKES, *FAST_FAKES):
+    for name in (*FAKES, *FAST_FAKES, *extra):
         wrapper = bin_dir / name
-        if name in FAST_FAKES:
+        if name in FAST_FAKES or name in extra:
             wrapper.write_text(f'#!/bin/sh\nexec {fast} {name} "$@"\n')
         else:  # -S: no site-packages (quicker; the fakes need the standard library only)
             wrapper.write_text(f'#!/bin/sh\nexec {python} -S {module} {name} "$@"\n')
@@ -121,6 +163,16 @@ def install_fakes(bin_dir: Path, python: str = "/usr/bin/python3") -> None:
 ROOT = Path(os.environ.get("FAKE_ROOT", "/nonexistent-sandbox"))
 STATE = Path(os.environ.get("FAKE_STATE", "/nonexistent-state"))
 BIN = Path(os.environ.get("FAKE_BIN", "/nonexistent-bin"))
+AWS = Path(os.environ.get("FAKE_AWS") or STATE)
+SEED = Path(os.environ["FAKE_SEED"]) if os.environ.get("FAKE_SEED") else None
+
+
+def held(kind: str, name: str) -> Path | None:
+    """What AWS holds under `kind` (ssm, s3) at `name`: the actors' writes, then the deploy's."""
+    for base in (AWS, SEED):
+        if base is not None and (base / kind / name).is_file():
+            return base / kind / name
+    return None
 
 
 def fail(message: str, code: int = 99) -> int:
@@ -231,7 +283,11 @@ def chown(args: list[str]) -> int:
     if any(a.startswith("-") for a in args):
         return fail(f"chown {args}: the scripts never chown with options (no -R)")
     spec, path = args
-    uid, gid = spec.split(":")
+    user, _, group = spec.partition(":")
+    uid = next((r[2] for r in table("passwd") if user in (r[0], r[2])), user)
+    gid = next((r[2] for r in table("group") if group in (r[0], r[2])), group or uid)
+    if not (uid.isdigit() and gid.isdigit()):
+        return fail(f"chown: invalid user or group: {spec}", 1)
     target = in_sandbox(path)
     if not target.exists():
         return fail(f"chown: {path} does not exist", 1)
@@ -268,60 +324,112 @@ def visudo(args: list[str]) -> int:
     return 1 if knob("visudo_fail") is not None else 0
 
 
-def aws(args: list[str]) -> int:  # noqa: PLR0911 - one branch per faked call
-    o, rest = options(
-        args,
-        {"--region", "--name", "--query", "--output", "--type", "--value", "--log-group-name",
-         "--log-stream-name", "--log-events"},
-    )  # fmt: skip
-    if "--region" not in o:
-        return fail("aws: every call names its region")
+# Options of the aws CLI that take a value (global ones and those the scripts use).
+AWS_VALUED = {
+    "--region", "--name", "--query", "--output", "--type", "--value", "--log-group-name",
+    "--log-stream-name", "--log-events", "--profile", "--endpoint-url", "--names",
+    "--registry-id", "--repository-name", "--image-ids",
+}  # fmt: skip
+
+
+def aws(args: list[str]) -> int:
+    """The aws CLI: every call recorded in aws.jsonl with its outcome."""
+    error: list[str] = []
+    rc = aws_answer(args, error)
+    with (STATE / "aws.jsonl").open("a") as f:
+        f.write(json.dumps({"args": args, "rc": rc, "error": error[0] if error else None}) + "\n")
+    return rc
+
+
+def aws_error(error: list[str], code: str, message: str, rc: int = 254) -> int:
+    error.append(code)
+    return fail(f"aws: An error occurred ({code}): {message}", rc)
+
+
+def aws_answer(args: list[str], error: list[str]) -> int:  # noqa: PLR0911, PLR0912 - a branch per call
+    o, rest = options(args, AWS_VALUED)
+    if "--region" not in o and not (os.environ.get("AWS_DEFAULT_REGION") or
+                                    os.environ.get("AWS_REGION")):  # fmt: skip
+        return aws_error(error, "NoRegion", "every call names its region", 99)
     if take_failure("aws_fail") or (
         rest[:2] == ["ssm", "put-parameter"] and take_failure("aws_put_fail")
     ):
+        error.append("EndpointConnectionError")
         return fail("aws: Could not connect to the endpoint URL", 255)
     if rest[:2] == ["ssm", "get-parameter"]:
-        path = STATE / "ssm" / o["--name"].lstrip("/")
-        if not path.exists():
-            return fail("aws: ParameterNotFound", 254)
-        print(path.read_text())
+        found = held("ssm", o["--name"].lstrip("/"))
+        if found is None:
+            return aws_error(error, "ParameterNotFound", f"{o['--name']} does not exist")
+        print(found.read_text())
         return 0
     if rest[:2] == ["ssm", "put-parameter"]:
-        path = STATE / "ssm" / o["--name"].lstrip("/")
+        path = AWS / "ssm" / o["--name"].lstrip("/")
+        if held("ssm", o["--name"].lstrip("/")) is not None and "--overwrite" not in o:
+            return aws_error(error, "ParameterAlreadyExists", o["--name"])
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(o["--value"])
         return 0
+    if rest[:2] == ["ssm", "delete-parameter"]:
+        path = AWS / "ssm" / o["--name"].lstrip("/")
+        if not path.is_file():
+            return aws_error(error, "ParameterNotFound", f"{o['--name']} does not exist")
+        path.unlink()
+        return 0
     if rest[:2] == ["s3", "cp"]:
-        uri, dest = rest[2], rest[3]
-        source = STATE / "s3" / uri.removeprefix("s3://")
-        if not source.exists():
-            return fail(f"aws: {uri} does not exist", 1)
-        shutil.copyfile(source, dest)
+        source, dest = rest[2], rest[3]
+        if dest.startswith("s3://"):
+            target = AWS / "s3" / dest.removeprefix("s3://")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            return 0
+        found = held("s3", source.removeprefix("s3://"))
+        if found is None:
+            return aws_error(error, "NoSuchKey", f"{source} does not exist", 1)
+        shutil.copyfile(found, dest)
+        return 0
+    if rest[:2] == ["ecr", "get-login-password"]:
+        print("fake-ecr-password")
+        return 0
+    if rest[:2] == ["sts", "get-caller-identity"]:
+        account = os.environ.get("FAKE_ACCOUNT", "123456789012")
+        if o.get("--query") == "Account":
+            print(account)
+        else:
+            print(json.dumps({"Account": account, "Arn": f"arn:aws:sts::{account}:assumed-role/x"}))
+        return 0
+    if rest[:2] == ["ecr", "batch-get-image"]:
+        # A made-up digest, the same for the same image.
+        name = f"{o.get('--repository-name')}:{o.get('--image-ids')}"
+        digest = "sha256:" + hashlib.sha256(name.encode()).hexdigest()
+        if "--query" in o:
+            print(digest)
+        else:
+            print(json.dumps({"images": [{"imageId": {"imageDigest": digest}}], "failures": []}))
         return 0
     if rest[:1] == ["logs"]:
-        return logs(rest[1], o)
-    return fail(f"aws {rest}: not faked")
+        return logs(rest[1], o, error)
+    return aws_error(error, "NotFaked", f"aws {' '.join(rest[:2])}: not faked", 252)
 
 
-def logs(action: str, o: dict[str, str]) -> int:
+def logs(action: str, o: dict[str, str], error: list[str]) -> int:
     """CloudWatch Logs: a stream is a file of events under logs/<group>/<stream>.jsonl (the
     group exists; a stream exists once created)."""
-    stream = STATE / "logs" / o["--log-group-name"].lstrip("/") / f"{o['--log-stream-name']}.jsonl"
+    stream = AWS / "logs" / o["--log-group-name"].lstrip("/") / f"{o['--log-stream-name']}.jsonl"
     if action == "create-log-stream":
         if stream.exists():
-            return fail("aws: An error occurred (ResourceAlreadyExistsException)", 254)
+            return aws_error(error, "ResourceAlreadyExistsException", str(stream.name))
         stream.parent.mkdir(parents=True, exist_ok=True)
         stream.write_text("")
         return 0
     if action == "put-log-events":
         if not stream.exists():
-            return fail("aws: An error occurred (ResourceNotFoundException)", 254)
+            return aws_error(error, "ResourceNotFoundException", str(stream.name))
         events = json.loads(Path(o["--log-events"].removeprefix("file://")).read_text())
         with stream.open("a") as f:
             f.writelines(json.dumps(e) + "\n" for e in events)
         print(json.dumps({"nextSequenceToken": "1"}))
         return 0
-    return fail(f"aws logs {action}: not faked")
+    return aws_error(error, "NotFaked", f"aws logs {action}: not faked", 252)
 
 
 def main(argv: list[str]) -> int:
