@@ -23,7 +23,8 @@ def rehearse_assembly(assembly: Path, config: EnvironmentConfig, *, workdir: Pat
     from hyperpod_kit.rehearsal.policy_lint import lint_assembly
 
     loaded = Assembly.load(assembly)
-    report = check_calls(loaded, record_calls(loaded, config, workdir=workdir))
+    recording = record_calls(loaded, config, workdir=workdir)
+    report = check_calls(loaded, recording, failures=recording.failures, skipped=recording.skipped)
     report.problems += [
         Problem(
             "policy-lint",

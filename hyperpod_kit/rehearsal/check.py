@@ -15,10 +15,12 @@ from typing import Any
 
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.iam import Statement, evaluate
-from hyperpod_kit.rehearsal.model import Call, ResourceRef
+from hyperpod_kit.rehearsal.model import ActorFailure, Call, ResourceRef, SkippedActor
 from hyperpod_kit.rehearsal.permissions import Permissions, Requirement, UnknownOperationError
 from hyperpod_kit.rehearsal.policies import RolePolicies
 
+# Answers of the fake AWS that mean "not created yet" at the actor's moment.
+NOT_THERE_YET = frozenset({"ParameterNotFound", "NoSuchKey", "NoSuchBucket"})
 # What the rehearsal does not see; printed with every report.
 LIMITS = (
     "conditions in policies are not evaluated (an Allow with a condition counts, and is listed)",
@@ -31,7 +33,8 @@ LIMITS = (
 
 @dataclass(frozen=True)
 class Problem:
-    """A call the rehearsal refuses (`kind`: denied, too-early, no-role, unknown-call, actor)."""
+    """A call the rehearsal refuses (`kind`: denied, too-early, no-role, unknown-call, not-yet,
+    actor, policy-lint)."""
 
     kind: str
     actor: str
@@ -83,11 +86,47 @@ class Report:
         }
 
 
-def check_calls(assembly: Assembly, calls: Iterable[Call]) -> Report:
+def check_calls(
+    assembly: Assembly,
+    calls: Iterable[Call],
+    *,
+    failures: Iterable[ActorFailure] = (),
+    skipped: Iterable[SkippedActor] = (),
+) -> Report:
+    """Check every call; an actor that failed in its sandbox, and a read of something that
+    does not exist yet at the actor's moment (the fake AWS answered ParameterNotFound,
+    NoSuchKey, ...), are problems too: on AWS the node, custom resource or job meets the same."""
     calls = list(calls)
     policies = RolePolicies.read(assembly)
     permissions = Permissions(assembly, calls)
     report = Report(calls=calls)
+    for failure in failures:
+        tail = " | ".join(failure.output_tail.strip().splitlines()[-3:])
+        report.problems.append(
+            Problem(
+                "actor",
+                failure.actor,
+                failure.moment.label,
+                f"exited {failure.exit_code} in its sandbox: {tail}",
+                "run `hyperpod-kit check --rehearse FILE` and read the actor's output; on "
+                "AWS this node, custom resource or job fails the same way",
+            )
+        )
+    for skip in skipped:
+        report.notes.append(f"not played: {skip.name} ({skip.reason})")
+    for call in calls:
+        if call.error in NOT_THERE_YET:
+            report.problems.append(
+                Problem(
+                    "not-yet",
+                    call.actor,
+                    call.moment.label,
+                    f"{call.source or call.operation}: {call.error}: nothing of the "
+                    "assembly has created it at this moment",
+                    "create it in a stack that deploys before the actor's (add a stack "
+                    "dependency), or read it later",
+                )
+            )
     for role, names in policies.unknown_managed.items():
         report.notes.append(
             f"{role}: managed policies not in config/facts/managed_policies.json, taken as "
@@ -158,20 +197,27 @@ def _denied(
         f"[{call.source or call.service + ':' + call.operation}]"
     )
     if deny is not None:
-        return Problem("denied", call.actor, call.moment.label,
-                       f"{message}: denied by {deny.where()}",
-                       "remove or narrow the Deny")  # fmt: skip
+        return Problem(
+            "denied",
+            call.actor,
+            call.moment.label,
+            f"{message}: denied by {deny.where()}",
+            "remove or narrow the Deny",
+        )
     later = evaluate(policies.all(call.role), need.action, need.resource)
     if later.allowed and later.allowed_by is not None:
         return Problem(
-            "too-early", call.actor, call.moment.label,
+            "too-early",
+            call.actor,
+            call.moment.label,
             f"{message} yet: the grant in {later.allowed_by.where()} is created after this "
             "actor runs",
             f"grant it in {_grantor(assembly, call)} (or a stack deployed before it), or make "
             "the actor's resource depend on the grant",
-        )  # fmt: skip
-    return Problem("denied", call.actor, call.moment.label, message,
-                   f"grant it in {_grantor(assembly, call)}")  # fmt: skip
+        )
+    return Problem(
+        "denied", call.actor, call.moment.label, message, f"grant it in {_grantor(assembly, call)}"
+    )
 
 
 def _grantor(assembly: Assembly, call: Call) -> str:

@@ -1,0 +1,107 @@
+"""The deploy rehearsal on every example environment, and that it fails for each class of defect
+it exists to catch, on a real synthesized assembly with a grant or an ordering taken away."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_kit.cli.synth import build_assembly
+from hyperpod_kit.config import load_environment
+from hyperpod_kit.rehearsal import rehearse_assembly
+from tests.conftest import REPO, run_cli
+
+pytestmark = pytest.mark.synth
+EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
+
+
+@pytest.fixture(scope="module")
+def studio_slurm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("studio-slurm") / "cdk.out"
+    build_assembly(load_environment(REPO / "environments/studio-slurm.yaml"), out)
+    return out
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
+def test_every_example_rehearses_without_a_problem(example: Path, tmp_path: Path) -> None:
+    loaded = load_environment(example)
+    out = tmp_path / "cdk.out"
+    build_assembly(loaded, out)
+    report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "actors")
+    assert report.ok, report.render()
+    assert report.checked > 0 and {c.actor for c in report.calls}
+
+
+def _edited(source: Path, tmp_path: Path, stack: str, edit: Any) -> Path:
+    """A copy of an assembly with one stack's template changed by `edit(template)`."""
+    copy = tmp_path / "cdk.out"
+    shutil.copytree(source, copy)
+    path = copy / f"{stack}.template.json"
+    template = json.loads(path.read_text())
+    edit(template)
+    path.write_text(json.dumps(template))
+    return copy
+
+
+def _without_jwt_grants(template: dict[str, Any]) -> None:
+    for res in template["Resources"].values():
+        if res["Type"] != "AWS::IAM::Policy":
+            continue
+        statements = res["Properties"]["PolicyDocument"]["Statement"]
+        res["Properties"]["PolicyDocument"]["Statement"] = [
+            s for s in statements if "slurm-jwt" not in json.dumps(s.get("Resource"))
+        ]
+
+
+def test_a_grant_the_jwt_issuer_needs_taken_away_is_named(
+    studio_slurm: Path, tmp_path: Path
+) -> None:
+    config = load_environment(REPO / "environments/studio-slurm.yaml").config
+    stacks = [p.name.removesuffix(".template.json") for p in studio_slurm.glob("*.template.json")]
+    copy = studio_slurm
+    for stack in stacks:  # wherever the grant lives, it goes
+        copy = _edited(copy, tmp_path / stack, stack, _without_jwt_grants)
+    report = rehearse_assembly(copy, config, workdir=tmp_path / "actors")
+    named = [p for p in report.problems if "slurm-jwt" in p.message]
+    assert named, report.render()
+    assert all(p.kind == "denied" and "ssm:" in p.message for p in named)
+    assert any("controller" in p.actor for p in named), [p.actor for p in named]
+
+
+def test_the_cluster_no_longer_waiting_for_its_role_policy_fails(
+    studio_slurm: Path, tmp_path: Path
+) -> None:
+    """The cluster depends on its role's default policy; a regression of that must fail."""
+    config = load_environment(REPO / "environments/studio-slurm.yaml").config
+
+    def no_depends_on(template: dict[str, Any]) -> None:
+        for res in template["Resources"].values():
+            if res["Type"] == "AWS::SageMaker::Cluster":
+                res["DependsOn"] = [d for d in res.get("DependsOn", []) if "Policy" not in d]
+
+    copy = _edited(studio_slurm, tmp_path, f"{config.name}-cluster", no_depends_on)
+    report = rehearse_assembly(copy, config, workdir=tmp_path / "actors")
+    early = [p for p in report.problems if p.kind == "too-early"]
+    assert early and all("(first provisioning)" in p.actor for p in early), report.render()
+
+
+def test_check_rehearse_from_the_command_line(tmp_path: Path) -> None:
+    result = run_cli("check", "--rehearse", str(REPO / "environments/default.yaml"),
+                     "--format", "json", cwd=tmp_path, timeout=900)  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["ok"] and report["checked"] > 0 and report["not_checked"]
+    assert "rehearsal of" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_check_rehearse_bad_file_is_exit_2_and_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: x\nregion: us-west-2\nclustre: {}\n")
+    result = run_cli("check", "--rehearse", str(bad), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and "bad.yaml:" in result.stderr
+    assert not list(tmp_path.glob("cdk.out*"))
