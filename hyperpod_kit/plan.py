@@ -34,6 +34,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from hyperpod_kit.cloud_assembly import AssemblyFileError, asset_of, file_assets, read_json
 from hyperpod_kit.config.facts import HERE as FACTS
 from hyperpod_kit.lifecycle import USERS_FILE
 
@@ -51,15 +52,14 @@ KINDS: tuple[Kind, ...] = ("refused", "replace", "nodes_recreated", "new_nodes_o
 UPDATE_RULES = FACTS / "update_rules.json"
 NESTED_STACK = "AWS::CloudFormation::Stack"
 _SUB_REF = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
-_ASSET_HASH = re.compile(r"([0-9a-f]{64})\.(?:json|zip)")
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
 
 # Exit codes of `hyperpod-kit plan` (documented in its --help, the README and docs/architecture.md).
 EXIT_OK, EXIT_DANGEROUS, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 1, 2, 3
 
 
-class PlanInputError(Exception):
-    """An assembly plan cannot read: one line that names the file and what is wrong with it."""
+# An assembly plan cannot read: one line that names the file and what is wrong with it.
+PlanInputError = AssemblyFileError
 
 
 # --- the rule table ---------------------------------------------------------------------------
@@ -522,29 +522,16 @@ class Assembly:
     users_files: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> users.json
 
 
-def _read_json(path: Path, what: str) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise PlanInputError(f"{path}: {what} is missing") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise PlanInputError(f"{path}: {what} cannot be read ({error})") from None
-    except json.JSONDecodeError as error:
-        raise PlanInputError(
-            f"{path}: {what} is not JSON ({error.msg}, line {error.lineno})"
-        ) from None
-
-
 def read_assembly(folder: Path) -> Assembly:
     """Every stack of a cloud assembly, nested stacks and users files included; a file that is
     missing or not JSON raises PlanInputError naming it."""
     if not folder.is_dir():
         raise PlanInputError(f"{folder}: no such folder (a cloud assembly, e.g. cdk.out)")
-    manifest = _read_json(folder / "manifest.json", "the assembly's manifest")
+    manifest = read_json(folder / "manifest.json", "the assembly's manifest")
     artifacts = manifest.get("artifacts", {}) if isinstance(manifest, dict) else None
     if not isinstance(artifacts, dict):
         raise PlanInputError(f"{folder / 'manifest.json'}: no artifacts")
-    assets = _assets(folder, artifacts)
+    assets = file_assets(folder, artifacts)
     found = Assembly()
     for name, artifact in artifacts.items():
         if artifact.get("type") != "aws:cloudformation:stack":
@@ -557,30 +544,13 @@ def read_assembly(folder: Path) -> Assembly:
 
 
 def _template(path: Path, label: str) -> dict[str, Any]:
-    template = _read_json(path, f"the template of {label}")
+    template = read_json(path, f"the template of {label}")
     if not isinstance(template, dict) or not isinstance(template.get("Resources", {}), dict):
         raise PlanInputError(f"{path}: the template of {label} has no Resources object")
     for logical, resource in template.get("Resources", {}).items():
         if not isinstance(resource, dict) or not isinstance(resource.get("Type"), str):
             raise PlanInputError(f"{path}: resource {logical} of {label} has no Type")
     return template
-
-
-def _assets(folder: Path, artifacts: dict[str, Any]) -> dict[str, Path]:
-    """Every file asset by its hash, from the asset manifests."""
-    found: dict[str, Path] = {}
-    for artifact in artifacts.values():
-        if artifact.get("type") != "cdk:asset-manifest":
-            continue
-        path = folder / str(artifact.get("properties", {}).get("file", ""))
-        manifest = _read_json(path, "an asset manifest")
-        for digest, asset in (
-            manifest.get("files", {}) if isinstance(manifest, dict) else {}
-        ).items():
-            source = asset.get("source", {}).get("path") if isinstance(asset, dict) else None
-            if isinstance(source, str):
-                found[digest] = folder / source
-    return found
 
 
 def _add_stack(
@@ -590,8 +560,7 @@ def _add_stack(
     for logical, resource in template.get("Resources", {}).items():
         props = resource.get("Properties") or {}
         if resource["Type"] == NESTED_STACK:
-            digest = _ASSET_HASH.search(json.dumps(props.get("TemplateURL")))
-            path = assets.get(digest.group(1)) if digest else None
+            path = asset_of(props.get("TemplateURL"), assets)
             nested = f"{label}/{logical.split('NestedStack')[0] or logical}"
             if path is None:
                 raise PlanInputError(
@@ -603,12 +572,11 @@ def _add_stack(
             _add_stack(found, nested, _template(path, nested), assets, folder)
         elif resource["Type"] == "Custom::CDKBucketDeployment":
             for key in props.get("SourceObjectKeys") or []:
-                digest = _ASSET_HASH.search(str(key))
-                source = assets.get(digest.group(1)) if digest else None
+                source = asset_of(str(key), assets)
                 if source is not None and not source.exists():  # it may hold the users file
                     raise PlanInputError(f"{source}: an asset that {label} uploads is missing")
                 if source is not None and source.is_dir() and (source / USERS_FILE).exists():
-                    users = _read_json(source / USERS_FILE, f"the users file of {label}")
+                    users = read_json(source / USERS_FILE, f"the users file of {label}")
                     found.users_files[f"{label}/{logical}"] = users
 
 

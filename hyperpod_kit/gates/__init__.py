@@ -17,6 +17,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
+from hyperpod_kit.cloud_assembly import asset_of, file_assets
+
 GateLevel = Literal["error", "warning", "info"]
 _NAG_RULE = re.compile(r"\b(AwsSolutions-[A-Za-z0-9]+)\b")
 _LEVELS: dict[str, GateLevel] = {
@@ -158,16 +160,8 @@ def _lint_job(job: LintJob) -> list[GateFinding]:
 
 def _file_assets(outdir: Path, manifest: dict[str, Any]) -> dict[str, Path]:
     """Every file asset of the assembly that is a template, by its hash (asset manifests)."""
-    found: dict[str, Path] = {}
-    for artifact in manifest.get("artifacts", {}).values():
-        if artifact.get("type") != "cdk:asset-manifest":
-            continue
-        assets = json.loads((outdir / artifact["properties"]["file"]).read_text())
-        for digest, asset in assets.get("files", {}).items():
-            path = str(asset.get("source", {}).get("path", ""))
-            if path.endswith(".template.json"):
-                found[digest] = outdir / path
-    return found
+    assets = file_assets(outdir, manifest.get("artifacts", {}))
+    return {d: p for d, p in assets.items() if p.name.endswith(".template.json")}
 
 
 def _nested(stack: str, template: Path, templates: dict[str, Path]) -> list[tuple[str, Path]]:
@@ -177,12 +171,11 @@ def _nested(stack: str, template: Path, templates: dict[str, Path]) -> list[tupl
     for logical, resource in json.loads(template.read_text()).get("Resources", {}).items():
         if resource.get("Type") != "AWS::CloudFormation::Stack":
             continue
-        url = json.dumps(resource.get("Properties", {}).get("TemplateURL"))
-        for digest, path in templates.items():
-            if f"/{digest}.json" in url:
-                label = f"{stack}/{logical.split('NestedStack')[0] or logical}"
-                found.append((label, path))
-                found += _nested(label, path, templates)
+        path = asset_of(resource.get("Properties", {}).get("TemplateURL"), templates)
+        if path is not None:
+            label = f"{stack}/{logical.split('NestedStack')[0] or logical}"
+            found.append((label, path))
+            found += _nested(label, path, templates)
     return found
 
 

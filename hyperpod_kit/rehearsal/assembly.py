@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,6 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from hyperpod_kit.cloud_assembly import AssemblyFileError, asset_of, file_assets, read_json
 from hyperpod_kit.rehearsal.model import Moment, ResourceRef
 
 PARTITION = "aws"
@@ -27,8 +27,8 @@ URL_SUFFIX = "amazonaws.com"
 PLACEHOLDER_ACCOUNT = "123456789012"  # an environment without `account`: any account
 
 
-class AssemblyError(Exception):
-    """A cloud assembly that cannot be read (no manifest, a missing template, bad JSON)."""
+# A cloud assembly that cannot be read (no manifest, a missing template, bad JSON).
+AssemblyError = AssemblyFileError
 
 
 @dataclass
@@ -62,12 +62,12 @@ class Assembly:
     @classmethod
     def load(cls, folder: str | Path) -> Assembly:
         folder = Path(folder)
-        manifest = _read_json(folder / "manifest.json")
+        manifest = _object(folder / "manifest.json", "the assembly's manifest")
         artifacts = manifest.get("artifacts", {})
         if not isinstance(artifacts, dict):
             raise AssemblyError(f"{folder / 'manifest.json'}: no artifacts")
         assembly = cls(folder)
-        files = _template_assets(folder, artifacts)
+        files = file_assets(folder, artifacts)
         for name, artifact in artifacts.items():
             if artifact.get("type") != "aws:cloudformation:stack":
                 continue
@@ -75,7 +75,9 @@ class Assembly:
             props = artifact.get("properties", {})
             stack = Stack(
                 id=name,
-                template=_read_json(folder / str(props.get("templateFile", ""))),
+                template=_object(
+                    folder / str(props.get("templateFile", "")), f"the template of {name}"
+                ),
                 region=region,
                 account=account,
                 depends_on=tuple(
@@ -93,13 +95,12 @@ class Assembly:
         for logical, resource in parent.resources.items():
             if resource.get("Type") != "AWS::CloudFormation::Stack":
                 continue
-            url = json.dumps(resource.get("Properties", {}).get("TemplateURL"))
-            path = next((p for digest, p in files.items() if f"/{digest}.json" in url), None)
+            path = asset_of(resource.get("Properties", {}).get("TemplateURL"), files)
             if path is None:
                 raise AssemblyError(f"{parent.id}/{logical}: nested template not in the assembly")
             nested = Stack(
                 id=f"{parent.id}/{logical}",
-                template=_read_json(path),
+                template=_object(path, f"the template of {parent.id}/{logical}"),
                 region=parent.region,
                 account=parent.account,
                 parent=parent.id,
@@ -505,29 +506,11 @@ def _refs(node: Any) -> set[str]:
     return found
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise AssemblyError(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise AssemblyError(f"{path}: not readable JSON ({e})") from None
+def _object(path: Path, what: str) -> dict[str, Any]:
+    data = read_json(path, what)
     if not isinstance(data, dict):
-        raise AssemblyError(f"{path}: not a JSON object")
+        raise AssemblyError(f"{path}: {what} is not a JSON object")
     return data
-
-
-def _template_assets(folder: Path, artifacts: dict[str, Any]) -> dict[str, Path]:
-    found: dict[str, Path] = {}
-    for artifact in artifacts.values():
-        if artifact.get("type") != "cdk:asset-manifest":
-            continue
-        assets = _read_json(folder / str(artifact.get("properties", {}).get("file", "")))
-        for digest, asset in assets.get("files", {}).items():
-            path = str(asset.get("source", {}).get("path", ""))
-            if path.endswith(".template.json"):
-                found[digest] = folder / path
-    return found
 
 
 def _environment(env: str) -> tuple[str, str]:
