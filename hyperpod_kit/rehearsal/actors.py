@@ -41,6 +41,7 @@ from typing import Any
 
 from botocore import xform_name
 
+from hyperpod_kit.cloud_assembly import file_assets, read_json
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import ASSETS
@@ -161,11 +162,8 @@ class _World:
 
 def _asset_sources(assembly: Assembly) -> dict[str, Path]:
     """Asset hash -> its source in the assembly folder (a folder, or a file)."""
-    found: dict[str, Path] = {}
-    for manifest in assembly.folder.glob("*.assets.json"):
-        for digest, asset in json.loads(manifest.read_text()).get("files", {}).items():
-            found[digest] = assembly.folder / str(asset.get("source", {}).get("path", ""))
-    return found
+    manifest = read_json(assembly.folder / "manifest.json", "the assembly's manifest")
+    return file_assets(assembly.folder, manifest.get("artifacts", {}))
 
 
 def _asset_files(source: Path) -> dict[str, bytes]:
