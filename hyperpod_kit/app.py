@@ -15,6 +15,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
+from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.stacks.cluster import ClusterStack
 from hyperpod_kit.stacks.monitoring import MonitoringStack
 from hyperpod_kit.stacks.network import NetworkStack
@@ -158,6 +159,10 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
     for stack in stacks.all():
         for key, value in {"hyperpod-kit:environment": config.name, **config.tags}.items():
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=UNTAGGABLE)
+        if config.kms_key_arn is not None:  # docs/security.md
+            cdk.Aspects.of(stack).add(
+                EncryptLogGroups(config.kms_key_arn), priority=cdk.AspectPriority.MUTATING
+            )
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return stacks
 

@@ -379,6 +379,12 @@ class SlurmConfig(Section):
     )
 
 
+# A key's ARN (CloudWatch Logs takes no alias): a key id is a UUID, or mrk-<32 hex> for a
+# multi-Region key.
+KMS_KEY_ARN = (
+    r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$"
+)
 KUBERNETES_VERSION = r"^1\.\d{2}$"
 ADDON_VERSION = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
 
@@ -854,6 +860,20 @@ class EnvironmentConfig(Section):
     tags: dict[str, str] = Field(
         default_factory=dict,
         description="Tags on every stack and resource (at most 49; keys may not start with aws:).",
+    )
+    kms_key_arn: str | None = Field(
+        default=None,
+        pattern=KMS_KEY_ARN,
+        description="The environment's customer-managed KMS key (symmetric, in the environment's "
+        "region; its ARN, not an alias): envelope-encrypts a new EKS cluster's secrets and "
+        "encrypts every CloudWatch log group the stacks create. Its key policy must let "
+        "logs.<region>.amazonaws.com use it (docs/security.md). Left out: EKS secrets get a key "
+        "created for them (rotated yearly, retained on delete) and log groups use CloudWatch "
+        "Logs' default encryption. On an EKS cluster the environment creates, adding, removing "
+        "or changing it replaces the cluster (its encryption is create-only).",
+        json_schema_extra=hint(
+            "a key ARN, not an alias: arn:aws:kms:<region>:<account>:key/<key id>"
+        ),
     )
     users: list[UserConfig] = Field(
         default_factory=list,

@@ -6,6 +6,10 @@ CONFIG_MAP), a private endpoint unless the file lists public CIDRs, every contro
 and the core add-ons HyperPod needs before its nodes join. An existing cluster is only referred
 to: its ARN is built from its name and the stack's region and account, nothing is looked up.
 
+A new cluster's secrets are envelope-encrypted with a KMS key: the environment's (`kms_key_arn`)
+or one created for it, rotated yearly and retained when the stack goes (the secrets it encrypted
+are unreadable without it). An existing cluster's encryption is its owner's business.
+
 Either way the construct carries a kubectl provider (a Lambda with kubectl and helm from
 `aws-cdk.lambda-layer-kubectl-v33`), through which the Helm chart and the FSx volume manifests are
 applied, in the cluster subnets and the cluster security group.
@@ -20,16 +24,20 @@ from aws_cdk import Annotations, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct, IConstruct
 
 from hyperpod_kit.config.schema import EksAddonsConfig, EksConfig
+from hyperpod_kit.constructs.functions import function_log_group, log_to
 from hyperpod_kit.constructs.network import ClusterNetwork
 
 CLUSTER_LOGICAL_ID = "EksCluster"
 """Pinned: a new logical id would replace the cluster (and everything running on it)."""
+SECRETS_KEY_LOGICAL_ID = "EksSecretsKey"
+"""Pinned: a new key would change the cluster's EncryptionConfig, which replaces the cluster."""
 
 ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 CORE_ADDONS = ("vpc-cni", "kube-proxy", "coredns", "eks-pod-identity-agent")
@@ -58,6 +66,7 @@ class EksCluster(Construct):
       so nodes and control plane reach each other through that self rule and no other rule;
     - ``addons``: the core EKS add-ons (empty for an existing cluster);
     - ``kubectl_role``: the kubectl handler's role (cluster admin through an access entry);
+    - ``secrets_key``: the KMS key of a new cluster's secrets (None for an existing cluster);
     - ``grant_hyperpod_nodes(scope, role)``: the HYPERPOD_LINUX access entry, when the file asks;
     - ``kubectl_ready(construct)``: order something applied through kubectl after kubectl can reach
       the cluster.
@@ -71,9 +80,13 @@ class EksCluster(Construct):
         config: EksConfig,
         name: str,
         network: ClusterNetwork,
+        secrets_key_arn: str | None = None,
     ) -> None:
+        """``secrets_key_arn``: the environment's key for a new cluster's secrets; None creates
+        one."""
         super().__init__(scope, id)
         self.config = config
+        self.secrets_key: kms.IKey | None = None
         self.node_security_group_id: str = network.cluster_security_group_id
         self.addons: dict[str, eks.CfnAddon] = {}
         self._kubectl_barrier: list[IConstruct] = []
@@ -104,25 +117,39 @@ class EksCluster(Construct):
         )
 
         if config.existing_cluster_name is None:
-            self._create(name, vpc, subnets, node_sg, kubectl)
+            self._create(
+                name,
+                vpc=vpc,
+                subnets=subnets,
+                node_sg=node_sg,
+                kubectl=kubectl,
+                secrets_key_arn=secrets_key_arn,
+            )
         else:
             self._import(config.existing_cluster_name, vpc, kubectl)
         provider = self.cluster.kubectl_provider
         assert provider is not None and provider.role is not None
         self.kubectl_role: iam.IRole = provider.role
         _harden_kubectl_provider(provider)
+        log_to(
+            [c for c in provider.node.find_all() if isinstance(c, lambda_.Function)],
+            function_log_group(self, "KubectlLogs"),
+        )
 
     # --- a new cluster -------------------------------------------------------------------------
 
     def _create(
         self,
         name: str,
+        *,
         vpc: ec2.IVpc,
         subnets: Sequence[ec2.ISubnet],
         node_sg: ec2.ISecurityGroup,
         kubectl: eks.KubectlProviderOptions,
+        secrets_key_arn: str | None,
     ) -> None:
         cfg = self.config
+        key = self._secrets_key(name, secrets_key_arn)
         endpoint = eks.EndpointAccess.PRIVATE
         if cfg.public_access_cidrs:
             endpoint = eks.EndpointAccess.PUBLIC_AND_PRIVATE.only_from(
@@ -145,11 +172,24 @@ class EksCluster(Construct):
             # whoever ran CloudFormation. Create-only: changing it replaces the cluster.
             bootstrap_cluster_creator_admin_permissions=False,
             kubectl_provider_options=kubectl,
+            secrets_encryption_key=key,
             removal_policy=RemovalPolicy.DESTROY,
         )
         resource = cluster.node.default_child
         assert isinstance(resource, eks.CfnCluster)
         resource.override_logical_id(CLUSTER_LOGICAL_ID)
+        # EKS creates its grant on the key with CloudFormation's credentials when it creates the
+        # cluster; the control plane's own calls are covered here as well (as the Terraform EKS
+        # module does), before the cluster exists.
+        granted = cluster.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="EnvelopeEncryptSecrets",
+                actions=["kms:Encrypt", "kms:Decrypt", "kms:DescribeKey", "kms:ListGrants"],
+                resources=[key.key_arn],
+            )
+        )
+        assert granted.policy_dependable is not None
+        resource.node.add_dependency(granted.policy_dependable)
         self.cluster: eks.ICluster = cast(eks.ICluster, cluster)
         self.cluster_name: str = cluster.cluster_name
         self.cluster_arn: str = cluster.cluster_arn
@@ -159,6 +199,27 @@ class EksCluster(Construct):
         for addon, version in core_addon_versions(cfg.addons).items():
             self.addons[addon] = self.add_addon(addon, version)
         self._suppress_cluster_findings(cluster)
+
+    def _secrets_key(self, name: str, arn: str | None) -> kms.IKey:
+        """The environment's key, or a key of the cluster's own: rotated yearly and retained when
+        the stack deletes it (a deleted key is gone for good after its waiting period, and a
+        cluster that still uses it, such as the old one during a replacement, loses its
+        secrets)."""
+        if arn is not None:
+            self.secrets_key = kms.Key.from_key_arn(self, "SecretsKey", arn)
+            return self.secrets_key
+        key = kms.Key(
+            self,
+            "SecretsKey",
+            description=f"Envelope encryption of the EKS cluster {name}'s secrets (hyperpod-kit)",
+            enable_key_rotation=True,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        resource = key.node.default_child
+        assert isinstance(resource, kms.CfnKey)
+        resource.override_logical_id(SECRETS_KEY_LOGICAL_ID)
+        self.secrets_key = key
+        return key
 
     def _suppress_cluster_findings(self, cluster: eks.Cluster) -> None:
         role = cluster.role

@@ -31,6 +31,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.assets import ASSET_EXCLUDES
+from hyperpod_kit.constructs.functions import function_log_group
 from hyperpod_kit.lifecycle import (
     ON_CREATE,
     USERS_FILE,
@@ -128,6 +129,9 @@ class LifecycleScripts(Construct):
         )
 
         folder = stage_bundle(self.bundle)
+        # One handler (a singleton per stack) serves both uploads; the first one's log group is
+        # the handler's.
+        upload_logs = function_log_group(self, "UploadLogs")
         self.deployment = s3deploy.BucketDeployment(
             self,
             "Upload",
@@ -138,6 +142,7 @@ class LifecycleScripts(Construct):
             prune=False,  # older prefixes stay for nodes that still provision from them
             retain_on_delete=True,
             memory_limit=512,
+            log_group=upload_logs,
         )
         uploads: list[s3deploy.BucketDeployment] = [self.deployment]
         if users_key is not None and self.bundle.users is not None:
@@ -151,6 +156,7 @@ class LifecycleScripts(Construct):
                     prune=False,
                     retain_on_delete=True,
                     memory_limit=512,  # the same singleton handler as the scripts' upload
+                    log_group=upload_logs,
                 )
             )
         _suppress_deployment_findings(self.deployment)

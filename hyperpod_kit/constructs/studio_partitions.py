@@ -131,6 +131,7 @@ class StudioPartitionsProvider(Construct):
             on_event_handler=self.on_event,
             is_complete_handler=self.is_complete,
             query_interval=POLL,
+            log_group=logs_group,  # the framework's functions log beside the handler
             # The handler fails with its own reason at its deadline; this is the backstop.
             total_timeout=Duration.minutes(timeout_minutes + 10),
         )

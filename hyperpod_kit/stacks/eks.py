@@ -37,7 +37,12 @@ class EksStack(Stack):
         super().__init__(scope, id, **kwargs)
         eks_config = config.cluster.eks
         self.eks = EksCluster(
-            self, "Eks", config=eks_config, name=eks_cluster_name(config), network=network
+            self,
+            "Eks",
+            config=eks_config,
+            name=eks_cluster_name(config),
+            network=network,
+            secrets_key_arn=config.kms_key_arn,
         )
         self.helm_chart: HyperPodHelmChart | None = None
         if eks_config.helm_chart is not None:

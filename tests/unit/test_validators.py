@@ -32,6 +32,7 @@ EXISTING_FS = {
     "mount_name": "abcdefgh",
 }
 DRAS = "storage.lustre.data_repository_associations"
+KMS_KEY = "arn:aws:kms:us-west-2:111122223333:key/1234abcd-12ab-34cd-56ef-1234567890ab"
 GROUPS = "cluster.instance_groups"
 
 
@@ -327,6 +328,19 @@ GOOD: list[Any] = [
         id="tags-allowed-characters",
     ),
     pytest.param("tags", {"tags": {f"k{i}": "v" for i in range(49)}}, id="tags-49"),
+    # kms-key
+    pytest.param("kms-key", {}, id="kms-key-none"),
+    pytest.param("kms-key", {"kms_key_arn": KMS_KEY}, id="kms-key-of-the-region"),
+    pytest.param(
+        "kms-key",
+        {"kms_key_arn": KMS_KEY, "account": "111122223333"},
+        id="kms-key-of-the-account",
+    ),
+    pytest.param(
+        "kms-key",
+        {"kms_key_arn": KMS_KEY.replace("1234abcd-12ab-34cd-56ef-1234567890ab", "mrk-" + "0" * 32)},
+        id="kms-key-multi-region",
+    ),
     # instance-group-names
     pytest.param("instance-group-names", {}, id="names-default"),
     # instance-group-roles
@@ -1115,6 +1129,48 @@ BAD: list[Any] = [
             )
         ],
         id="tags-bad-character",
+    ),
+    # kms-key
+    pytest.param(
+        "kms-key",
+        {"kms_key_arn": KMS_KEY.replace("us-west-2", "us-east-1")},
+        [
+            err(
+                "kms_key_arn",
+                "the key is in us-east-1 (aws); EKS and CloudWatch Logs use only a key of the "
+                "environment's region, us-west-2",
+                f"name a key of us-west-2, like {KMS_KEY}; a multi-Region key's replica there "
+                "has its own ARN",
+            )
+        ],
+        id="kms-key-other-region",
+    ),
+    pytest.param(
+        "kms-key",
+        {"kms_key_arn": KMS_KEY.replace("arn:aws:", "arn:aws-cn:")},
+        [
+            err(
+                "kms_key_arn",
+                "the key is in us-west-2 (aws-cn)",
+                f"name a key of us-west-2, like {KMS_KEY}; a multi-Region key's replica there "
+                "has its own ARN",
+            )
+        ],
+        id="kms-key-other-partition",
+    ),
+    pytest.param(
+        "kms-key",
+        {"kms_key_arn": KMS_KEY, "account": "444455556666"},
+        [
+            warn(
+                "kms_key_arn",
+                "the key belongs to account 111122223333, the environment deploys to 444455556666",
+                "its key policy must let this account's principals and "
+                "logs.us-west-2.amazonaws.com use it (docs/security.md); suppress kms-key if it "
+                "does",
+            )
+        ],
+        id="kms-key-other-account",
     ),
     # instance-group-names
     pytest.param(

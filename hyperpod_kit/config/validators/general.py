@@ -135,3 +135,42 @@ def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
                     f"the tag {what} {text!r} has characters tags cannot hold",
                     "use letters, digits, spaces and _ . : / = + - @",
                 )
+
+
+def _partition(region: str) -> str:
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"
+
+
+@validator("kms-key", area="general")
+def check_kms_key(config: EnvironmentConfig) -> Iterator[Finding]:
+    """`kms_key_arn` names a key of the environment's partition and region (EKS and CloudWatch
+    Logs use only keys of their own region); a key of another account is legal but needs a key
+    policy that lets this account's principals and CloudWatch Logs use it, so it warns."""
+    arn = config.kms_key_arn
+    if arn is None:
+        return
+    _, partition, _, region, account, _ = arn.split(":", 5)
+    expected = _partition(config.region)
+    if partition != expected or region != config.region:
+        fixed = f"arn:{expected}:kms:{config.region}:{account}:{arn.split(':', 5)[5]}"
+        yield Finding(
+            Level.ERROR,
+            "kms_key_arn",
+            f"the key is in {region} ({partition}); EKS and CloudWatch Logs use only a key of "
+            f"the environment's region, {config.region}",
+            f"name a key of {config.region}, like {fixed}; a multi-Region key's replica there "
+            "has its own ARN",
+        )
+    elif config.account is not None and account != config.account:
+        yield Finding(
+            Level.WARNING,
+            "kms_key_arn",
+            f"the key belongs to account {account}, the environment deploys to {config.account}",
+            "its key policy must let this account's principals and "
+            f"logs.{config.region}.amazonaws.com use it (docs/security.md); suppress kms-key if "
+            "it does",
+        )
