@@ -119,6 +119,11 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
         eks=eks.eks if eks else None,
         **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
     )  # fmt: skip
+    if cluster.lifecycle.reads_storage_handles:
+        # The nodes' hooks read the storage stack's handles parameter on first provisioning (on
+        # EKS nothing else of storage reaches the cluster's template, so say it; the rehearsal
+        # found the read failing with ParameterNotFound on a first deploy of studio-eks).
+        cluster.add_dependency(storage)
     eks_addons = None
     if eks is not None:
         from hyperpod_kit.stacks.eks_addons import EksAddonsStack

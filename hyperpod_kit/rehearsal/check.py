@@ -134,6 +134,8 @@ def check_calls(
         )
     for call in calls:
         _check(assembly, policies, permissions, call, report)
+    # An actor that retries repeats its calls: one problem each.
+    report.problems = list(dict.fromkeys(report.problems))
     return report
 
 
