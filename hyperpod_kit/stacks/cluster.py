@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
@@ -32,6 +33,7 @@ class ClusterStack(Stack):
         config: EnvironmentConfig,
         network: ClusterNetwork,
         lustre: LustreFileSystem,
+        data_bucket: s3.IBucket,
         trainer_image: PullableImage | None = None,
         eks: EksOrchestrator | None = None,
         **kwargs: Any,
@@ -71,6 +73,12 @@ class ClusterStack(Stack):
                         resource_name=parameter_name(config.name, "storage").lstrip("/"),
                     )
                 ],
+            )
+        if config.orchestrator == "slurm" and config.studio.enabled:
+            # The controller's Slurm token issuer runs while the controller provisions: its
+            # grants must exist before the nodes do, not come with the Studio stack after them.
+            self.lifecycle.grant_slurm_token_issuer(
+                self.cluster.execution_role, environment=config.name, data_bucket=data_bucket
             )
         publish(
             self,
