@@ -31,6 +31,17 @@ def ships_job_events(config: EnvironmentConfig) -> bool:
     return config.orchestrator == "slurm" and config.monitoring.enabled
 
 
+def continuous_provisioning(config: EnvironmentConfig) -> bool:
+    """Whether the cluster uses continuous provisioning (``NodeProvisioningMode: Continuous``).
+
+    HyperPod sends cluster events (``ListClusterEvents``, the EventBridge detail-type "SageMaker
+    HyperPod Cluster Event") only then (facts-hyperpod.md §5, §7), so whatever listens for them
+    asks this first. The environment file cannot ask for the mode yet: False for every
+    environment, until the change that adds it turns this on."""
+    del config  # the mode is not in the schema yet
+    return False
+
+
 def worker_role(config: EnvironmentConfig) -> str:
     """The role of the groups that run jobs: compute (Slurm) or worker (EKS)."""
     return "compute" if config.orchestrator == "slurm" else "worker"
