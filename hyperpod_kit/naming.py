@@ -28,3 +28,8 @@ def slurm_token_parameter(environment: str, user: str) -> str:
 def slurm_client_parameter(environment: str) -> str:
     """String the controller publishes: Slurm version, controller address, client bundle."""
     return parameter_name(environment, "slurm-client")
+
+
+ACCOUNT_PLACEHOLDER = "@ACCOUNT@"
+"""Stands for the account id in an image URI whose account is known only on the node (the
+environment file names none): the trainer stack's URI as `hyperpod-kit jobs` renders it."""

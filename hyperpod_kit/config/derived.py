@@ -22,6 +22,10 @@ FSX_MOUNT = "/fsx"
 # spool the log shipper reads jobs' event files from (lifecycle/hooks.d/50-health.sh makes it).
 NODE_LOG_DIR = "/var/log/hyperpod-kit"
 JOB_EVENTS_DIR = f"{NODE_LOG_DIR}/jobs"
+# Container images imported for Slurm jobs, one squashfs per image digest and per user
+# (<IMAGES_DIR>/<uid>/<digest>.sqsh): the controller's lifecycle makes the folder (root, 1777),
+# the rendered job imports into its own uid's folder (hyperpod_kit/jobs/templates).
+IMAGES_DIR = f"{FSX_MOUNT}/.hyperpod-kit/images"
 
 
 def ships_job_events(config: EnvironmentConfig) -> bool:

@@ -585,6 +585,29 @@ def test_enroot_pyxis_neither_warns_and_continues(sandbox: Any) -> None:
     assert not node.path("/etc/enroot").exists()
 
 
+def test_the_controller_makes_the_images_folder_jobs_import_into(sandbox: Any) -> None:
+    """The rendered Slurm job imports each image once per digest into <images>/<uid>/ on FSx
+    (hyperpod_kit/jobs/templates/slurm.sbatch.j2): the controller makes <images> (1777, so each
+    user can make their own folder in it), once; other nodes leave FSx alone."""
+    controller = sandbox(config())
+    ok(controller.run())
+    images = controller.path("/fsx/.hyperpod-kit/images")
+    assert stat.S_IMODE(images.stat().st_mode) == 0o1777
+    assert stat.S_IMODE(images.parent.stat().st_mode) == 0o755
+    assert "made /fsx/.hyperpod-kit/images (1777)" in controller.log()
+    compute = sandbox(config(), group="compute")
+    ok(compute.run())
+    assert not compute.path("/fsx/.hyperpod-kit").exists()
+
+
+def test_no_images_folder_while_fsx_is_not_mounted(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.knob("mounts", "/opt/dlami/nvme /opt/sagemaker")
+    result = ok(node.run())
+    assert "/fsx/.hyperpod-kit/images not made" in result.stdout
+    assert not node.path("/fsx/.hyperpod-kit").exists()
+
+
 def test_enroot_pyxis_off_runs_no_container_step(sandbox: Any) -> None:
     node = sandbox(config({"cluster": {"slurm": {"enroot_pyxis": False}}}))
     result = ok(node.run())
