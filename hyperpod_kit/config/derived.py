@@ -6,7 +6,7 @@ ranks per node", "which deep health checks": deriving them once keeps the three 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hyperpod_kit.config.facts import InstanceType, instance_type
 from hyperpod_kit.config.schema import (
@@ -130,3 +130,36 @@ def trainer_settings(job: JobConfig) -> list[TrainerSetting]:
         s("checkpoint.async_save", True, None),
         s("checkpoint.resume", True, None),
     ]
+
+
+@dataclass(frozen=True)
+class DevicePlugins:
+    """The device plugins hyperpod-kit deploys on EKS, and the instance types each runs on (empty:
+    that plugin is not deployed). Types outside the instance table are in neither list."""
+
+    nvidia_types: tuple[str, ...] = ()
+    efa_types: tuple[str, ...] = ()
+    unknown_types: tuple[str, ...] = field(default=(), compare=False)
+
+
+def device_plugins(config: EnvironmentConfig) -> DevicePlugins | None:
+    """What `cluster.eks.device_plugins` deploys, or None when it deploys nothing: off by default
+    where HyperPod's chart brings both plugins (cluster.eks.helm_chart) and on an existing
+    cluster (expected to run that chart). The NVIDIA plugin only on the groups' GPU types, the
+    EFA plugin only on their EFA types (it crash-loops on others: sagemaker-hyperpod-cli #367)."""
+    if config.orchestrator != "eks":
+        return None
+    eks = config.cluster.eks
+    enabled = eks.device_plugins.enabled
+    if enabled is None:
+        enabled = eks.helm_chart is None and eks.existing_cluster_name is None
+    if not enabled:
+        return None
+    types = sorted({g.instance_type for g in config.cluster.instance_groups})
+    known = {t: facts for t in types if (facts := instance_type(t)) is not None}
+    plan = DevicePlugins(
+        nvidia_types=tuple(t for t, f in known.items() if f.gpus > 0),
+        efa_types=tuple(t for t, f in known.items() if f.efa),
+        unknown_types=tuple(t for t in types if t not in known),
+    )
+    return plan if plan.nvidia_types or plan.efa_types else None
