@@ -74,6 +74,12 @@ class ClusterStack(Stack):
                     )
                 ],
             )
+        if config.studio.enabled:
+            # The Studio stack of earlier releases attached its node grants to this role and
+            # imports the role's name; CloudFormation refuses to drop an export still imported,
+            # and this stack deploys first. Kept exported until every deployed Studio stack has
+            # been updated without it (then removable: plan shows the removed output).
+            self.export_value(self.cluster.execution_role.role_name)
         if config.orchestrator == "slurm" and config.studio.enabled:
             # The controller's Slurm token issuer runs while the controller provisions: its
             # grants must exist before the nodes do, not come with the Studio stack after them.

@@ -315,6 +315,10 @@ def test_the_node_grants_for_studio_are_the_cluster_stack_s(built: Any) -> None:
         statements, "ssm:PutParameter", "parameter/hyperpod-kit/hyperpod-dev/partitions/*"
     )
     assert not any("kms:" in json.dumps(st["Action"]) for st in statements)  # s3-managed bucket
+    # A Studio stack deployed by an earlier release still imports the role's name: the export
+    # stays, or CloudFormation would refuse to update this stack (it deploys first).
+    outputs = b.template("hyperpod-dev-cluster.template.json")["Outputs"]
+    assert any(k.startswith("ExportsOutputRefHyperPodExecutionRole") for k in outputs)
     studio = json.dumps(b.of_type("AWS::IAM::Policy"))
     assert "ssm:PutParameter" not in studio.replace("PartitionsHandler", "")  # the handler reads
     for name, policy in b.of_type("AWS::IAM::Policy").items():
