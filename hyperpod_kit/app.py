@@ -115,7 +115,8 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
         )  # fmt: skip
     cluster = ClusterStack(
         app, f"{prefix}-cluster", config=config, network=network.network,
-        lustre=storage.lustre, trainer_image=trainer.image if trainer else None,
+        lustre=storage.lustre, data_bucket=storage.data.bucket,
+        trainer_image=trainer.image if trainer else None,
         eks=eks.eks if eks else None,
         **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
     )  # fmt: skip

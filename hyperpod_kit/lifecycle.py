@@ -26,7 +26,7 @@ from pathlib import Path, PurePosixPath
 
 import jinja2
 
-from hyperpod_kit.config.derived import FSX_MOUNT
+from hyperpod_kit.config.derived import FSX_MOUNT, IMAGES_DIR
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
 from hyperpod_kit.naming import parameter_name
@@ -119,6 +119,7 @@ class LifecycleContext:
     cluster_name: str
     orchestrator: str
     fsx_mount: str
+    images_dir: str  # Slurm jobs' imported images (squashfs per digest), made by the controller
     lifecycle_parameter: str
     status_parameter_prefix: str
     groups: tuple[GroupValues, ...]
@@ -156,6 +157,7 @@ class LifecycleContext:
             "cluster_name": self.cluster_name,
             "orchestrator": self.orchestrator,
             "fsx_mount": self.fsx_mount,
+            "images_dir": self.images_dir,
             "lifecycle_parameter": self.lifecycle_parameter,
             "status_parameter_prefix": self.status_parameter_prefix,
             "groups": self.groups,
@@ -245,6 +247,7 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         cluster_name=_checked(_GROUP, config.cluster_name, "cluster name"),
         orchestrator=config.orchestrator,
         fsx_mount=FSX_MOUNT,
+        images_dir=IMAGES_DIR,
         lifecycle_parameter=lifecycle_parameter(environment),
         status_parameter_prefix=partition_status_parameter(environment),
         groups=tuple(groups),

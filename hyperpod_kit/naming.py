@@ -6,3 +6,30 @@ from __future__ import annotations
 def parameter_name(environment: str, area: str) -> str:
     """The SSM parameter where an environment publishes one area's handles."""
     return f"/hyperpod-kit/{environment}/{area}"
+
+
+# Studio on Slurm: what the controller's token issuer (lifecycle/studio/slurm_jwt.sh) writes and
+# Studio's lifecycle configuration reads. The cluster stack grants the writes, the Studio stack
+# the reads.
+CLIENT_BUNDLE_PREFIX = "hyperpod-kit/slurm-client/"
+"""Key prefix, in the data bucket, of the Slurm client bundles the controller publishes."""
+
+
+def slurm_token_prefix(environment: str) -> str:
+    """Where the controller keeps each Studio user's Slurm JWT: SecureStrings <prefix>/<user>."""
+    return parameter_name(environment, "slurm-jwt")
+
+
+def slurm_token_parameter(environment: str, user: str) -> str:
+    """SecureString where the controller keeps a user's Slurm JWT."""
+    return f"{slurm_token_prefix(environment)}/{user}"
+
+
+def slurm_client_parameter(environment: str) -> str:
+    """String the controller publishes: Slurm version, controller address, client bundle."""
+    return parameter_name(environment, "slurm-client")
+
+
+ACCOUNT_PLACEHOLDER = "@ACCOUNT@"
+"""Stands for the account id in an image URI whose account is known only on the node (the
+environment file names none): the trainer stack's URI as `hyperpod-kit jobs` renders it."""

@@ -8,6 +8,8 @@
 # Runs at every app start, as the user: quick steps now, installs in the background (Studio stops
 # a lifecycle configuration after 5 minutes); log in ~/.hyperpod-kit/lifecycle.log. Idempotent.
 # hyperpod-kit prepends the HYPERPOD_KIT_* settings; HYPERPOD_KIT_ROOT is a sandbox root for tests.
+# Rendered per orchestrator: lines between "# >>> slurm" and "# <<< slurm" (or eks) are kept only
+# for that one, and comment lines are dropped (Studio takes 16,384 characters of base64).
 set -euo pipefail
 
 ROOT="${HYPERPOD_KIT_ROOT:-}"
@@ -31,13 +33,14 @@ import boto3
 from botocore.config import Config
 cfg = Config(retries={"max_attempts": 8, "mode": "adaptive"})
 cmd, args = sys.argv[1], sys.argv[2:]
+# >>> slurm
 if cmd == "param":
     reply = boto3.client("ssm", config=cfg).get_parameter(Name=args[0], WithDecryption=True)
     print(reply["Parameter"]["Value"])
-elif cmd == "s3get":
+if cmd == "s3get":
     bucket, key = args[0][5:].split("/", 1)
     boto3.client("s3", config=cfg).download_file(bucket, key, args[1])
-elif cmd == "owner":
+if cmd == "owner":
     meta = json.load(open(args[0]))
     name = meta.get("UserProfileName")
     if not name:
@@ -45,10 +48,12 @@ elif cmd == "owner":
             DomainId=meta["DomainId"], SpaceName=meta["SpaceName"])
         name = space["OwnershipSettings"]["OwnerUserProfileName"]
     print(name)
-elif cmd == "eks":
+# <<< slurm
+# >>> eks
+if cmd == "eks":
     c = boto3.client("eks", config=cfg).describe_cluster(name=args[0])["cluster"]
     print(c["endpoint"]); print(c["certificateAuthority"]["data"])
-elif cmd == "eks-token":
+if cmd == "eks-token":
     from botocore.signers import RequestSigner
     sts = boto3.client("sts", config=cfg)
     signer = RequestSigner(sts.meta.service_model.service_id, sts.meta.region_name, "sts", "v4",
@@ -61,6 +66,7 @@ elif cmd == "eks-token":
     token = "k8s-aws-v1." + base64.urlsafe_b64encode(url.encode()).decode().rstrip("=")
     print(json.dumps({"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1",
                       "status": {"token": token}}))
+# <<< eks
 PY
 }
 
@@ -74,11 +80,11 @@ add_path() {
 }
 
 # --- Slurm -------------------------------------------------------------------------------------
-
-SLURM_COMMANDS=(sinfo squeue sbatch scancel scontrol sacct sprio sshare sstat)
+# >>> slurm
 
 write_slurm_wrapper() {
-  local wrapper="${STATE}/bin/hyperpod-slurm"
+  local wrapper="${STATE}/bin/hyperpod-slurm" c
+  local commands=(sinfo squeue sbatch scancel scontrol sacct sprio sshare sstat)
   cat >"${wrapper}" <<'SH'
 #!/bin/bash
 # hyperpod-kit: run a Slurm command of the cluster's client with this user's own token.
@@ -97,7 +103,7 @@ if [[ -z "${user}" ]]; then
   printf '%s\n' "${user}" >"${STATE}/user"
 fi
 token="${STATE}/slurm-jwt"
-if [[ -z "$(find "${token}" -mmin -10 2>/dev/null)" ]]; then
+if [[ -z "$(find "${token}" -mmin -1 2>/dev/null)" ]]; then
   (umask 077
    ${HYPERPOD_KIT_AWS_HELPER:-python3 "${STATE}/aws.py"} param \
      "${HYPERPOD_KIT_TOKEN_PREFIX}/${user}" >"${token}.tmp" && mv "${token}.tmp" "${token}") || {
@@ -126,8 +132,7 @@ fi
 exec "${client}/bin/${command}" "$@"
 SH
   chmod 0755 "${wrapper}"
-  local c
-  for c in "${SLURM_COMMANDS[@]}"; do
+  for c in "${commands[@]}"; do
     printf '#!/bin/bash\nexec "%s" %s "$@"\n' "${wrapper}" "${c}" >"${BIN}/${c}"
     chmod 0755 "${BIN}/${c}"
   done
@@ -168,7 +173,9 @@ CONF
   log "Slurm ${version} client ready: controller ${host} (${address}:${port})"
 }
 
+# <<< slurm
 # --- EKS ---------------------------------------------------------------------------------------
+# >>> eks
 
 install_eks() {
   local version="${HYPERPOD_KIT_KUBECTL_VERSION:?}" prefix conda endpoint ca kubeconfig
@@ -212,6 +219,7 @@ KUBE
   chmod 0600 "${kubeconfig}.tmp" && mv "${kubeconfig}.tmp" "${kubeconfig}"
   log "kubectl ${version} ready, context ${HYPERPOD_KIT_EKS_CLUSTER}"
 }
+# <<< eks
 
 install() {
   if [[ "${HYPERPOD_KIT_ORCHESTRATOR}" == slurm ]]; then install_slurm; else install_eks; fi
@@ -224,7 +232,7 @@ main() {
   # The settings, for the wrapper and the background install.
   local metadata="${ROOT}/opt/ml/metadata/resource-metadata.json"
   {
-    declare -p ROOT STATE BIN LOG HOME_DIR SLURM_COMMANDS
+    declare -p ROOT STATE BIN LOG HOME_DIR
     printf 'HYPERPOD_KIT_METADATA=%q\n' "${metadata}"
     for v in "${!HYPERPOD_KIT_@}"; do printf '%s=%q\n' "${v}" "${!v}"; done
     printf 'export AWS_DEFAULT_REGION=%q\n' "${HYPERPOD_KIT_REGION}"
@@ -239,7 +247,8 @@ main() {
     echo 'set -euo pipefail'
     echo "# shellcheck disable=SC1091"
     printf '. %q\n' "${STATE}/settings"
-    declare -f log aws_q install install_slurm install_eks
+    declare -f log aws_q install
+    declare -f install_slurm install_eks || true  # the rendered configuration has one of them
     echo 'install'
   } >"${STATE}/install.sh"
   chmod 0755 "${STATE}/install.sh"

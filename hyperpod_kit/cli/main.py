@@ -122,7 +122,12 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="folder for the job files (jobs): new, empty, or one that hyperpod-kit wrote",
     )
-    jobs.add_argument("--image", help="trainer image URI (default: looked up at submit time)")
+    jobs.add_argument(
+        "--image",
+        metavar="URI",
+        help="the job's container image (default: the trainer stack's image, whose URI is known "
+        "offline; rendered into the job, never looked up at run time)",
+    )
     jobs.add_argument(
         "--force",
         action="store_true",
@@ -390,11 +395,21 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
 
 def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.outputs import JOBS, write_error, write_files
-    from hyperpod_kit.jobs import lint, render_jobs
+    from hyperpod_kit.jobs import ImageError, JobImage, lint, render_jobs
+    from hyperpod_kit.jobs.image import given_image, trainer_stack_image
     from hyperpod_kit.jobs.slurm import TemplateError
 
+    config = loaded.config
     try:
-        rendered = render_jobs(loaded.config, image=args.image)
+        image: JobImage | None = given_image(args.image) if args.image else None
+        if image is None and config.orchestrator == "slurm" and config.trainer.build_image:
+            from hyperpod_kit.stacks.trainer import trainer_image_uri
+
+            image = trainer_stack_image(trainer_image_uri(config))
+        rendered = render_jobs(config, image=image)
+    except ImageError as e:
+        print(f"jobs: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
     except TemplateError as e:  # the user's own template (trainer.job.template)
         print(f"{e}. Hint: fix the template; `hyperpod-kit jobs` renders the bundled one when "
               "trainer.job.template is left out.", file=sys.stderr)  # fmt: skip

@@ -6,7 +6,7 @@ ranks per node", "which deep health checks": deriving them once keeps the three 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hyperpod_kit.config.facts import InstanceType, instance_type
 from hyperpod_kit.config.schema import (
@@ -23,6 +23,10 @@ FSX_MOUNT = "/fsx"
 # spool the log shipper reads jobs' event files from (lifecycle/hooks.d/50-health.sh makes it).
 NODE_LOG_DIR = "/var/log/hyperpod-kit"
 JOB_EVENTS_DIR = f"{NODE_LOG_DIR}/jobs"
+# Container images imported for Slurm jobs, one squashfs per image digest and per user
+# (<IMAGES_DIR>/<uid>/<digest>.sqsh): the controller's lifecycle makes the folder (root, 1777),
+# the rendered job imports into its own uid's folder (hyperpod_kit/jobs/templates).
+IMAGES_DIR = f"{FSX_MOUNT}/.hyperpod-kit/images"
 
 
 def lustre_tib(lustre: LustreConfig) -> float:
@@ -40,6 +44,17 @@ def ships_job_events(config: EnvironmentConfig) -> bool:
     nodes' spool (JOB_EVENTS_DIR), which the log shipper of monitoring.enabled sends. On EKS the
     pods' output stays with the cluster's own log collection."""
     return config.orchestrator == "slurm" and config.monitoring.enabled
+
+
+def continuous_provisioning(config: EnvironmentConfig) -> bool:
+    """Whether the cluster uses continuous provisioning (``NodeProvisioningMode: Continuous``).
+
+    HyperPod sends cluster events (``ListClusterEvents``, the EventBridge detail-type "SageMaker
+    HyperPod Cluster Event") only then (facts-hyperpod.md §5, §7), so whatever listens for them
+    asks this first. The environment file cannot ask for the mode yet: False for every
+    environment, until the change that adds it turns this on."""
+    del config  # the mode is not in the schema yet
+    return False
 
 
 def worker_role(config: EnvironmentConfig) -> str:
@@ -126,3 +141,36 @@ def trainer_settings(job: JobConfig) -> list[TrainerSetting]:
         s("checkpoint.async_save", True, None),
         s("checkpoint.resume", True, None),
     ]
+
+
+@dataclass(frozen=True)
+class DevicePlugins:
+    """The device plugins hyperpod-kit deploys on EKS, and the instance types each runs on (empty:
+    that plugin is not deployed). Types outside the instance table are in neither list."""
+
+    nvidia_types: tuple[str, ...] = ()
+    efa_types: tuple[str, ...] = ()
+    unknown_types: tuple[str, ...] = field(default=(), compare=False)
+
+
+def device_plugins(config: EnvironmentConfig) -> DevicePlugins | None:
+    """What `cluster.eks.device_plugins` deploys, or None when it deploys nothing: off by default
+    where HyperPod's chart brings both plugins (cluster.eks.helm_chart) and on an existing
+    cluster (expected to run that chart). The NVIDIA plugin only on the groups' GPU types, the
+    EFA plugin only on their EFA types (it crash-loops on others: sagemaker-hyperpod-cli #367)."""
+    if config.orchestrator != "eks":
+        return None
+    eks = config.cluster.eks
+    enabled = eks.device_plugins.enabled
+    if enabled is None:
+        enabled = eks.helm_chart is None and eks.existing_cluster_name is None
+    if not enabled:
+        return None
+    types = sorted({g.instance_type for g in config.cluster.instance_groups})
+    known = {t: facts for t in types if (facts := instance_type(t)) is not None}
+    plan = DevicePlugins(
+        nvidia_types=tuple(t for t, f in known.items() if f.gpus > 0),
+        efa_types=tuple(t for t, f in known.items() if f.efa),
+        unknown_types=tuple(t for t in types if t not in known),
+    )
+    return plan if plan.nvidia_types or plan.efa_types else None

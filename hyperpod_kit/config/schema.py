@@ -413,6 +413,34 @@ class EksAddonsConfig(Section):
 ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
 
 
+class DevicePluginsConfig(Section):
+    """The NVIDIA and EFA device plugins (Helm charts pinned as HyperPod's chart pins them), for
+    clusters where HyperPod's chart does not bring them: without them no pod can ask for a GPU
+    or an EFA interface, and GPU jobs stay Pending."""
+
+    enabled: bool | None = Field(
+        default=None,
+        description="Deploy them. Left out: on for a new EKS cluster without "
+        "cluster.eks.helm_chart (HyperPod's chart ships both, and a second copy conflicts), off "
+        "for an existing cluster (expected to run HyperPod's chart). The NVIDIA plugin runs on "
+        "the groups' GPU types, the EFA plugin on their EFA types, each only where some group "
+        "has one.",
+    )
+    nvidia_chart: str | None = Field(
+        default=None,
+        description="Folder (relative to the environment file) of the nvidia-device-plugin "
+        "chart at the pinned version, for a cluster whose kubectl handler cannot reach "
+        "https://nvidia.github.io/k8s-device-plugin (no NAT). Left out: installed from there "
+        "at deploy.",
+    )
+    efa_chart: str | None = Field(
+        default=None,
+        description="Folder of the aws-efa-k8s-device-plugin chart at the pinned version, for "
+        "a cluster whose kubectl handler cannot reach https://aws.github.io/eks-charts/. Left "
+        "out: installed from there at deploy.",
+    )
+
+
 class EksConfig(Section):
     """The EKS cluster HyperPod orchestrates through: created here, or an existing one."""
 
@@ -449,6 +477,7 @@ class EksConfig(Section):
         "before the HyperPod cluster. Left out: health monitoring, deep health checks and job "
         "auto-restart are missing.",
     )
+    device_plugins: DevicePluginsConfig = Field(default_factory=DevicePluginsConfig)
     addons: EksAddonsConfig = Field(default_factory=EksAddonsConfig)
 
 

@@ -66,22 +66,28 @@ class HyperPodHelmChart(Construct):
         for addon in eks_cluster.addons.values():
             self.chart.node.add_dependency(addon)
         eks_cluster.kubectl_ready(self.chart)
-        policy = eks_cluster.kubectl_role.node.try_find_child("DefaultPolicy")
-        assert policy is not None  # the grant above wrote to it
-        NagSuppressions.add_resource_suppressions(
-            policy,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-IAM5",
-                    reason="The kubectl handler reads the Helm chart asset: grantRead on the CDK "
-                    "assets bucket (its objects, bucket/*, with s3:GetObject*/GetBucket*/List*).",
-                    applies_to=[
-                        "Action::s3:GetObject*",
-                        "Action::s3:GetBucket*",
-                        "Action::s3:List*",
-                        RegexAppliesTo(regex=r"/^Resource::arn:[^:]+:s3:::cdk-[^/]+\/\*$/"),
-                    ],
-                )
-            ],
-            apply_to_children=True,
-        )
+        suppress_chart_asset_read(eks_cluster)
+
+
+def suppress_chart_asset_read(eks_cluster: EksCluster) -> None:
+    """cdk-nag IAM5 on the kubectl handler's policy, which CDK writes when a chart comes from an
+    S3 asset (grantRead on the CDK assets bucket). Idempotent: several charts may ask."""
+    policy = eks_cluster.kubectl_role.node.try_find_child("DefaultPolicy")
+    assert policy is not None  # the asset's grant wrote to it
+    NagSuppressions.add_resource_suppressions(
+        policy,
+        [
+            NagPackSuppression(
+                id="AwsSolutions-IAM5",
+                reason="The kubectl handler reads the Helm chart assets: grantRead on the CDK "
+                "assets bucket (its objects, bucket/*, with s3:GetObject*/GetBucket*/List*).",
+                applies_to=[
+                    "Action::s3:GetObject*",
+                    "Action::s3:GetBucket*",
+                    "Action::s3:List*",
+                    RegexAppliesTo(regex=r"/^Resource::arn:[^:]+:s3:::cdk-[^/]+\/\*$/"),
+                ],
+            )
+        ],
+        apply_to_children=True,
+    )

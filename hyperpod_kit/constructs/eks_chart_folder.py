@@ -95,3 +95,10 @@ def _tolerates(tolerations: list[Any]) -> bool:
         if t.get("key") == taint["key"] and t.get("value") == taint["value"]:
             return True
     return False
+
+
+def chart_identity(path: Path) -> tuple[str | None, str | None]:
+    """The (name, version) a chart folder's Chart.yaml declares; None where it says nothing."""
+    chart = _load_yaml(path / "Chart.yaml")
+    name, version = chart.get("name"), chart.get("version")
+    return (str(name) if name is not None else None, str(version) if version is not None else None)

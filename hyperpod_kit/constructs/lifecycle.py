@@ -14,7 +14,8 @@ upload for the nodes' user sync, written only after the upload is complete.
 Handles: ``bucket``, ``bucket_name``, ``prefix``, ``content_hash``, ``source_s3_uri``,
 ``on_create``, ``users_uri`` (Slurm, EKS with Studio), ``parameter_name``,
 ``status_parameter_prefix``, ``reads_storage_handles``,
-``deployment``; ``grant_read(role)``, ``grant_user_sync(role)``.
+``deployment``; ``grant_read(role)``, ``grant_user_sync(role)``,
+``grant_slurm_token_issuer(role, ...)``.
 """
 
 from __future__ import annotations
@@ -41,6 +42,11 @@ from hyperpod_kit.lifecycle import (
     lifecycle_parameter,
     partition_status_parameter,
     stage_bundle,
+)
+from hyperpod_kit.naming import (
+    CLIENT_BUNDLE_PREFIX,
+    slurm_client_parameter,
+    slurm_token_prefix,
 )
 
 BUCKET_NAME_MAX = 63  # S3 bucket names are 3-63 characters
@@ -220,6 +226,63 @@ class LifecycleScripts(Construct):
             "under this environment's own prefix; users are added after deploy.",
         )
         return grant
+
+    def grant_slurm_token_issuer(
+        self, grantee: iam.IGrantable, *, environment: str, data_bucket: s3.IBucket
+    ) -> None:
+        """Studio on Slurm: what the controller's token issuer (lifecycle/studio/slurm_jwt.sh,
+        run by hooks.d/60-studio-jwt.sh while the controller provisions, then by its timer)
+        writes: each user's token (put, and delete when the user is removed), the client
+        settings, and the client bundle in the data bucket.
+
+        Granted to the execution role's default policy, on which the cluster depends, so the
+        grant exists before the first node provisions (the Studio stack deploys after it).
+        SecureStrings use the AWS-managed key ``aws/ssm``, whose key policy lets the account's
+        principals use it through SSM: no KMS grant. The bundle upload to an SSE-KMS data bucket
+        needs ``kms:GenerateDataKey`` and, for a multipart upload (``aws s3 cp`` of more than
+        8 MB), ``kms:Decrypt`` on the bucket's key."""
+        stack = Stack.of(self)
+
+        def parameter_arn(name: str) -> str:
+            return stack.format_arn(
+                service="ssm", resource="parameter", resource_name=name.lstrip("/")
+            )
+
+        tokens = parameter_arn(f"{slurm_token_prefix(environment)}/*")
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["ssm:PutParameter", "ssm:DeleteParameter"],
+            resource_arns=[tokens],
+        )
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["ssm:PutParameter"],
+            resource_arns=[parameter_arn(slurm_client_parameter(environment))],
+        )
+        iam.Grant.add_to_principal(
+            grantee=grantee,
+            actions=["s3:PutObject"],
+            resource_arns=[data_bucket.arn_for_objects(f"{CLIENT_BUNDLE_PREFIX}*")],
+        )
+        if data_bucket.encryption_key is not None:
+            iam.Grant.add_to_principal(
+                grantee=grantee,
+                actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                resource_arns=[data_bucket.encryption_key.key_arn],
+            )
+        prefix = re.escape(slurm_token_prefix(environment).lstrip("/")).replace("/", "\\/")
+        bundle = re.escape(CLIENT_BUNDLE_PREFIX).replace("/", "\\/")
+        _suppress_grant_wildcards(
+            grantee,
+            [
+                {"regex": rf"/^Resource::arn:[^:]+:ssm:[^:]+:.+:parameter\/{prefix}\/\*$/"},
+                {"regex": rf"/^Resource::.*\/{bundle}\*$/"},
+            ],
+            "The controller's Slurm token issuer writes one token parameter per Studio user "
+            "under this environment's own slurm-jwt/ prefix (users are added after deploy) and "
+            "the client bundle under the data bucket's hyperpod-kit/slurm-client/ prefix "
+            "(content-hashed names).",
+        )
 
 
 def _suppress_grant_wildcards(

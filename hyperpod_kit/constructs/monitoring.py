@@ -36,7 +36,12 @@ from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
-from hyperpod_kit.config.derived import FSX_MOUNT, ships_job_events, worker_groups
+from hyperpod_kit.config.derived import (
+    FSX_MOUNT,
+    continuous_provisioning,
+    ships_job_events,
+    worker_groups,
+)
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators.monitoring import effective_remediation
@@ -321,22 +326,27 @@ class ClusterMonitoring(Construct):
                     logs_hint + f", stream of instance {_field(d + '.InstanceId')}",
                 ],
             ),
-            _Rule(
-                "ClusterEvent",
-                CLUSTER_EVENT,
-                ["EventDetails", "ClusterArn"],
-                [
-                    f"HyperPod cluster {_field(d + '.EventDetails.ClusterName')}: "
-                    f"{_field(d + '.EventDetails.EventLevel')} event.",
-                    f"What happened: {_field(d + '.EventDetails.Description')}",
-                    f"Instance group {_field(d + '.EventDetails.InstanceGroupName')}, "
-                    f"instance {_field(d + '.EventDetails.InstanceId')} "
-                    f"({_field(d + '.EventDetails.ResourceType')}).",
-                    f"Time: {_field('$.time')}. Console: {url}",
-                    logs_hint,
-                ],
-            ),
         ]
+        if continuous_provisioning(self.config):
+            # Sent only for clusters with continuous provisioning: a rule elsewhere would never
+            # match, and its empty graph and silent alarm inputs would only mislead.
+            specs.append(
+                _Rule(
+                    "ClusterEvent",
+                    CLUSTER_EVENT,
+                    ["EventDetails", "ClusterArn"],
+                    [
+                        f"HyperPod cluster {_field(d + '.EventDetails.ClusterName')}: "
+                        f"{_field(d + '.EventDetails.EventLevel')} event.",
+                        f"What happened: {_field(d + '.EventDetails.Description')}",
+                        f"Instance group {_field(d + '.EventDetails.InstanceGroupName')}, "
+                        f"instance {_field(d + '.EventDetails.InstanceId')} "
+                        f"({_field(d + '.EventDetails.ResourceType')}).",
+                        f"Time: {_field('$.time')}. Console: {url}",
+                        logs_hint,
+                    ],
+                )
+            )
         rules = {}
         for spec in specs:
             detail: dict[str, Any] = {spec.arn_path[-1]: [cluster.cluster_arn]}

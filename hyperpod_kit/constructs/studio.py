@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -27,29 +28,23 @@ from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp
 from hyperpod_kit.config.validators.studio import kubectl_version
 from hyperpod_kit.constructs.network import describe_network_statement
-from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.naming import (
+    CLIENT_BUNDLE_PREFIX,
+    slurm_client_parameter,
+    slurm_token_prefix,
+)
 from hyperpod_kit.paths import ASSETS
 
 STUDIO_SCRIPTS = ASSETS / "studio"
 CLIENT_SCRIPT = STUDIO_SCRIPTS / "client.sh"
 LCC_MAX = 16384  # StudioLifecycleConfigContent: base64, at most 16384 characters
+SECTION = re.compile(r"^# (>>>|<<<) (slurm|eks)$")  # per-orchestrator parts of client.sh
 SLURMCTLD_PORT = 6817
 STUDIO_MOUNT = "/mnt/custom-file-systems/fsx_lustre"
-CLIENT_BUNDLE_PREFIX = "hyperpod-kit/slurm-client/"
 # Studio app types a domain can show; everything not in studio.apps is hidden.
 APP_TYPES = ("JupyterLab", "CodeEditor")
 HIDDEN_ALWAYS = ("JupyterServer", "TensorBoard", "RStudioServerPro", "Canvas", "DetailedProfiler")
 IDENTITY = "${aws:SourceIdentity}"  # the profile name, with ExecutionRoleIdentityConfig
-
-
-def slurm_token_parameter(environment: str, user: str) -> str:
-    """SecureString where the controller keeps a user's Slurm JWT (lifecycle/studio issuer)."""
-    return f"{parameter_name(environment, 'slurm-jwt')}/{user}"
-
-
-def slurm_client_parameter(environment: str) -> str:
-    """String the controller publishes: Slurm version, controller address, client bundle."""
-    return parameter_name(environment, "slurm-client")
 
 
 class StudioNetworkHandles(Protocol):
@@ -242,7 +237,7 @@ class StudioDomain(Construct):
         settings = lifecycle_settings(config, file_system_id=file_system.file_system_id, eks=eks)
         content = render_lifecycle_script(settings)
         # Tokens (the file system id, the EKS cluster name) are about as long as their values.
-        encoded = len(base64.b64encode(content.encode()))
+        encoded = lifecycle_config_length(content)
         if encoded > LCC_MAX:
             raise ValueError(f"{CLIENT_SCRIPT.name} is {encoded} characters in base64; "
                              f"Studio takes at most {LCC_MAX}")  # fmt: skip
@@ -388,7 +383,7 @@ def lifecycle_settings(
         partitions=config.studio.partitions,
         shared_path=config.studio.shared_path,
         client_parameter=slurm_client_parameter(config.name),
-        token_parameter_prefix=parameter_name(config.name, "slurm-jwt"),
+        token_parameter_prefix=slurm_token_prefix(config.name),
         eks_cluster=eks.cluster_name if eks is not None else "",
         kubectl_version=(kubectl_version(config.cluster.eks.kubernetes_version) or "")
         if eks is not None
@@ -398,17 +393,36 @@ def lifecycle_settings(
 
 
 def render_lifecycle_script(settings: LifecycleSettings) -> str:
-    """The lifecycle configuration: the script's shebang, the settings, then the script without
-    its comment lines (Studio takes 16 KiB of base64). Kept: shellcheck directives and lines that
-    name hyperpod-kit (the markers the script looks for in files it wrote)."""
+    """The lifecycle configuration: the script's shebang, the settings, then the script with only
+    this orchestrator's sections (between ``# >>> slurm`` / ``# <<< slurm`` or the eks markers)
+    and without its comment lines, which Studio's size limit has no room for
+    (`lifecycle_config_length`). Kept: shellcheck directives and lines that name hyperpod-kit
+    (the markers the script looks for in files it wrote)."""
     shebang, _, body = CLIENT_SCRIPT.read_text().partition("\n")
-    kept = [
-        line
-        for line in body.splitlines()
-        if not line.lstrip().startswith("#") or "shellcheck" in line or "hyperpod-kit" in line
-    ]
+    kept: list[str] = []
+    section: str | None = None
+    for line in body.splitlines():
+        marker = SECTION.match(line.strip())
+        if marker is not None:
+            opening, name = marker.group(1) == ">>>", marker.group(2)
+            if opening == (section is not None) or (not opening and name != section):
+                raise ValueError(f"{CLIENT_SCRIPT.name}: unbalanced section marker {line!r}")
+            section = name if opening else None
+            continue
+        if section not in (None, settings.orchestrator):
+            continue
+        if not line.lstrip().startswith("#") or "shellcheck" in line or "hyperpod-kit" in line:
+            kept.append(line)
+    if section is not None:
+        raise ValueError(f"{CLIENT_SCRIPT.name}: section {section} is not closed")
     header = "# hyperpod-kit Studio lifecycle configuration: settings, then assets/studio/client.sh"
     return "\n".join([shebang, header, settings.assignments().rstrip("\n"), *kept]) + "\n"
+
+
+def lifecycle_config_length(content: str) -> int:
+    """The length the API checks against `LCC_MAX`: StudioLifecycleConfigContent is the script
+    base64-encoded (CloudFormation's ``Fn::Base64`` of the resolved text)."""
+    return len(base64.b64encode(content.encode("utf-8")))
 
 
 class StudioPermissions(Construct):
@@ -544,7 +558,7 @@ class StudioPermissions(Construct):
                 iam.PolicyStatement(
                     sid="OwnSlurmToken",
                     actions=["ssm:GetParameter"],
-                    resources=[f"{ssm_arn}{parameter_name(config.name, 'slurm-jwt')}/{IDENTITY}"],
+                    resources=[f"{ssm_arn}{slurm_token_prefix(config.name)}/{IDENTITY}"],
                 ),
                 iam.PolicyStatement(
                     sid="SlurmClientSettings",

@@ -1,5 +1,6 @@
 """Studio users and their FSx partitions: the custom resources' provider, the security group on
-an existing file system, the grants nodes need to report, and batches of profiles.
+an existing file system, and batches of profiles. (What the nodes write for Studio, they are
+granted in the cluster stack: `LifecycleScripts.grant_user_sync` and `grant_slurm_token_issuer`.)
 
 A profile carries its partition (`CustomFileSystemConfigs`) and its owner's uid/gid
 (`CustomPosixUserConfig`) from the start, and CloudFormation creates it only after its batch's
@@ -15,7 +16,6 @@ from collections.abc import Sequence
 from aws_cdk import Aws, CustomResource, Duration, RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import custom_resources as cr
@@ -24,7 +24,6 @@ from constructs import Construct, IDependable
 
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp, UserConfig
 from hyperpod_kit.constructs.functions import function_logs_and_role
-from hyperpod_kit.constructs.studio import CLIENT_BUNDLE_PREFIX, slurm_client_parameter
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import ASSETS
 
@@ -196,69 +195,6 @@ class StudioFileSystemAccess(Construct):
             service_token=service_token,
             resource_type=ACCESS_TYPE,
             properties={"FileSystemId": file_system_id, "SecurityGroupId": security_group_id},
-        )
-
-
-class StudioNodeGrants(Construct):
-    """What the cluster's nodes write for Studio, granted to their execution role from here: the
-    partition reports (node-side user sync) and, on Slurm, users' tokens, the client settings and
-    the client bundle (the controller's issuer, lifecycle/studio/), and reading the storage
-    stack's handles (where the issuer's hook finds the data bucket's name)."""
-
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        environment: str,
-        role: iam.IRole,
-        data_bucket: s3.IBucket,
-        slurm: bool,
-    ) -> None:
-        super().__init__(scope, id)
-        parameter = f"arn:{Aws.PARTITION}:ssm:{Aws.REGION}:{Aws.ACCOUNT_ID}:parameter"
-        resources = [f"{parameter}{parameter_name(environment, 'partitions')}/*"]
-        statements = []
-        if slurm:
-            resources += [
-                f"{parameter}{parameter_name(environment, 'slurm-jwt')}/*",
-                f"{parameter}{slurm_client_parameter(environment)}",
-            ]
-            statements.append(
-                iam.PolicyStatement(
-                    # The controller's lifecycle hook reads the data bucket's name here when the
-                    # environment file does not name it (hooks.d/60-studio-jwt.sh).
-                    sid="ReadStorageHandles",
-                    actions=["ssm:GetParameter"],
-                    resources=[f"{parameter}{parameter_name(environment, 'storage')}"],
-                )
-            )
-            statements.append(
-                iam.PolicyStatement(
-                    sid="PublishSlurmClientBundle",
-                    actions=["s3:PutObject"],
-                    resources=[data_bucket.arn_for_objects(f"{CLIENT_BUNDLE_PREFIX}*")],
-                )
-            )
-        statements.insert(
-            0,
-            iam.PolicyStatement(
-                sid="ReportForStudio", actions=["ssm:PutParameter"], resources=resources
-            ),
-        )
-        self.policy = iam.Policy(self, "Policy", roles=[role], statements=statements)
-        if data_bucket.encryption_key is not None and slurm:
-            data_bucket.encryption_key.grant_encrypt(role)
-        NagSuppressions.add_resource_suppressions(
-            self.policy,
-            [
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "One parameter per user under this environment's partitions/ and "
-                    "slurm-jwt/ paths (names known only as users are added), and the client "
-                    "bundle's prefix in the data bucket.",
-                }
-            ],
         )
 
 

@@ -18,8 +18,9 @@ import yaml
 
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.jobs.context import LocalRun, job_context
+from hyperpod_kit.jobs.image import ImageError, JobImage, given_image
 
-__all__ = ["LocalRun", "RenderedJob", "lint", "render_jobs"]
+__all__ = ["ImageError", "JobImage", "LocalRun", "RenderedJob", "lint", "render_jobs"]
 
 
 @dataclass(frozen=True)
@@ -30,14 +31,25 @@ class RenderedJob:
 
 
 def render_jobs(
-    config: EnvironmentConfig, *, image: str | None = None, local: LocalRun | None = None
+    config: EnvironmentConfig,
+    *,
+    image: str | JobImage | None = None,
+    local: LocalRun | None = None,
 ) -> list[RenderedJob]:
     """The job file for the environment's orchestrator (`local`: the sbatch for a machine
-    without HyperPod)."""
+    without HyperPod). `image`: a URI (``--image``) or a `JobImage`; a Slurm job needs one (it
+    never looks its image up at run time), an EKS manifest without one gets a placeholder.
+    Raises `ImageError` for a Slurm job without an image."""
     from hyperpod_kit.jobs.eks import pytorch_job, render_pytorch_job
     from hyperpod_kit.jobs.slurm import BUNDLED, render_sbatch
 
-    context = job_context(config, image=image, local=local)
+    job_image = given_image(image) if isinstance(image, str) else image
+    if config.orchestrator == "slurm" and local is None and job_image is None:
+        raise ImageError(
+            "a Slurm job is rendered with its image: give --image URI, or keep "
+            "trainer.build_image on (the trainer stack's image, known offline)"
+        )
+    context = job_context(config, image=job_image, local=local)
     name = context.job.name
     if config.orchestrator == "slurm" or local is not None:
         own = config.trainer.job.template

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hyperpod_kit.config.derived import (
     FSX_MOUNT,
+    IMAGES_DIR,
     JOB_EVENTS_DIR,
     NODE_LOG_DIR,
     group_facts,
@@ -21,6 +22,7 @@ from hyperpod_kit.config.derived import (
     trainer_settings,
 )
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.jobs.image import JobImage
 from hyperpod_kit.naming import parameter_name
 
 RDZV_PORT = 29500
@@ -62,6 +64,22 @@ class NetworkValues:
     efa_interfaces: int | None  # None: EFA, but the table does not know how many interfaces
     device_rdma: bool
 
+    @property
+    def environment(self) -> list[tuple[str, str]]:
+        """libfabric's settings for this type, as the public FSDP examples set them (the sbatch
+        and the HyperPodPyTorchJob both use this list): the EFA provider where the type has EFA;
+        device RDMA only where the device has it (libfabric aborts otherwise); no huge pages
+        for EFA's buffers (with them, the data loader's `os.fork()` of its workers can fail with
+        "Cannot allocate memory"); and no CUDA sync-memops attribute on every buffer (fewer
+        memory synchronisations, for FSDP's throughput)."""
+        if not self.efa:
+            return []
+        values = [("FI_PROVIDER", "efa")]
+        if self.device_rdma:
+            values.append(("FI_EFA_USE_DEVICE_RDMA", "1"))
+        values += [("FI_EFA_USE_HUGE_PAGE", "0"), ("FI_EFA_SET_CUDA_SYNC_MEMOPS", "0")]
+        return values
+
 
 @dataclass(frozen=True)
 class LocalRun:
@@ -78,8 +96,10 @@ class JobContext:
     job: JobValues
     network: NetworkValues
     settings: list[tuple[str, str]]  # the trainer's --set KEY=VALUE, in order
-    image: str | None
-    image_parameter: str
+    image: JobImage | None  # decided at render time (hyperpod_kit/jobs/image.py)
+    image_parameter: str  # where the trainer stack publishes its URI (for people, not jobs)
+    region: str
+    images_dir: str  # one folder per uid under it, one squashfs per image digest
     fsx_mount: str
     node_log_dir: str | None  # mounted into the container: the trainer's events file is in it
     rdzv_port: int
@@ -92,8 +112,14 @@ class JobContext:
             "job": self.job,
             "network": self.network,
             "settings": self.settings,
-            "image": self.image,
+            # The URI as a string (also for templates of users' own, which always got one).
+            "image": self.image.uri if self.image is not None else None,
+            "image_source": self.image.source if self.image is not None else None,
+            "image_needs_account": self.image is not None and self.image.needs_account,
+            "image_cacheable": self.image is not None and self.image.cacheable,
             "image_parameter": self.image_parameter,
+            "region": self.region,
+            "images_dir": self.images_dir,
             "fsx_mount": self.fsx_mount,
             "node_log_dir": self.node_log_dir,
             "rdzv_port": self.rdzv_port,
@@ -109,7 +135,7 @@ def shutdown_timeout(stop_grace_seconds: int) -> int:
 
 
 def job_context(
-    config: EnvironmentConfig, *, image: str | None = None, local: LocalRun | None = None
+    config: EnvironmentConfig, *, image: JobImage | None = None, local: LocalRun | None = None
 ) -> JobContext:
     """The values every job template gets, from a config that passed validation."""
     job = config.trainer.job
@@ -151,6 +177,8 @@ def job_context(
         settings=settings,
         image=image,
         image_parameter=parameter_name(config.name, "trainer-image"),
+        region=config.region,
+        images_dir=IMAGES_DIR,
         fsx_mount=FSX_MOUNT,
         node_log_dir=NODE_LOG_DIR if ship_events else None,
         rdzv_port=RDZV_PORT,

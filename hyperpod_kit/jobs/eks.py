@@ -50,15 +50,12 @@ def pytorch_job(config: EnvironmentConfig, context: JobContext) -> dict[str, Any
         {"name": "HYPERPOD_TRAINER_JOB_ID", "value": f"{job.namespace}/{job.name}"},
     ]
     resources = {"nvidia.com/gpu": str(job.processes_per_node)}
-    if net.efa:
-        env.append({"name": "FI_PROVIDER", "value": "efa"})
-        if net.device_rdma:
-            env.append({"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"})
-        if net.efa_interfaces:
-            resources["vpc.amazonaws.com/efa"] = str(net.efa_interfaces)
+    env += [{"name": name, "value": value} for name, value in net.environment]
+    if net.efa and net.efa_interfaces:
+        resources["vpc.amazonaws.com/efa"] = str(net.efa_interfaces)
     container: dict[str, Any] = {
         "name": "trainer",
-        "image": context.image or IMAGE_PLACEHOLDER,
+        "image": context.image.uri if context.image is not None else IMAGE_PLACEHOLDER,
         "imagePullPolicy": "IfNotPresent",
         "command": command,
         "env": env,

@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_cdk import Stack
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
@@ -32,6 +33,7 @@ class ClusterStack(Stack):
         config: EnvironmentConfig,
         network: ClusterNetwork,
         lustre: LustreFileSystem,
+        data_bucket: s3.IBucket,
         trainer_image: PullableImage | None = None,
         eks: EksOrchestrator | None = None,
         **kwargs: Any,
@@ -71,6 +73,18 @@ class ClusterStack(Stack):
                         resource_name=parameter_name(config.name, "storage").lstrip("/"),
                     )
                 ],
+            )
+        if config.studio.enabled:
+            # The Studio stack of earlier releases attached its node grants to this role and
+            # imports the role's name; CloudFormation refuses to drop an export still imported,
+            # and this stack deploys first. Kept exported until every deployed Studio stack has
+            # been updated without it (then removable: plan shows the removed output).
+            self.export_value(self.cluster.execution_role.role_name)
+        if config.orchestrator == "slurm" and config.studio.enabled:
+            # The controller's Slurm token issuer runs while the controller provisions: its
+            # grants must exist before the nodes do, not come with the Studio stack after them.
+            self.lifecycle.grant_slurm_token_issuer(
+                self.cluster.execution_role, environment=config.name, data_bucket=data_bucket
             )
         publish(
             self,

@@ -1,8 +1,9 @@
 """The EKS stack: what HyperPod needs before its cluster exists.
 
-The EKS cluster (new, or an existing one referred to by name), its core add-ons and HyperPod's
-Helm chart. Deploys after the network stack, in parallel with storage; the cluster stack takes
-``eks.cluster_arn`` and ``eks.node_security_group_id`` from it.
+The EKS cluster (new, or an existing one referred to by name), its core add-ons, HyperPod's Helm
+chart, and where that chart is not installed, the NVIDIA and EFA device plugins. Deploys after
+the network stack, in parallel with storage; the cluster stack takes ``eks.cluster_arn`` and
+``eks.node_security_group_id`` from it.
 """
 
 from __future__ import annotations
@@ -12,9 +13,11 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
+from hyperpod_kit.config.derived import device_plugins
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.eks import EksCluster
 from hyperpod_kit.constructs.eks_chart import HyperPodHelmChart
+from hyperpod_kit.constructs.eks_device_plugins import DevicePlugins
 from hyperpod_kit.constructs.network import ClusterNetwork
 from hyperpod_kit.stacks.discovery import publish
 
@@ -51,6 +54,20 @@ class EksStack(Stack):
                 "HyperPodChart",
                 eks_cluster=self.eks,
                 path=config.resolve_path(eks_config.helm_chart),
+            )
+        self.device_plugins: DevicePlugins | None = None
+        plugins = device_plugins(config)
+        if plugins is not None:
+            folders = eks_config.device_plugins
+            self.device_plugins = DevicePlugins(
+                self,
+                "DevicePlugins",
+                eks_cluster=self.eks,
+                plugins=plugins,
+                nvidia_chart=config.resolve_path(folders.nvidia_chart)
+                if folders.nvidia_chart
+                else None,
+                efa_chart=config.resolve_path(folders.efa_chart) if folders.efa_chart else None,
             )
         publish(
             self,

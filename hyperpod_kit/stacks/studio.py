@@ -1,7 +1,7 @@
 """The Studio stack: the domain, the partitions provider, and the users in nested stacks.
 
-Deploys after the cluster stack (it needs the cluster's execution role, to let nodes report
-partitions, and the cluster's ARN). Users are spread over up to 16 nested stacks by a hash of
+Deploys after the cluster stack (it needs the cluster's ARN; the nodes' own grants for what they
+write for Studio are the cluster stack's). Users are spread over up to 16 nested stacks by a hash of
 their name, so 500 users stay within CloudFormation's 500 resources per template.
 """
 
@@ -23,7 +23,6 @@ from hyperpod_kit.constructs.studio import (
 )
 from hyperpod_kit.constructs.studio_partitions import (
     StudioFileSystemAccess,
-    StudioNodeGrants,
     StudioPartitionsProvider,
     StudioProfiles,
     batches,
@@ -89,14 +88,6 @@ class StudioStack(Stack):
             data_bucket=data_bucket,
             eks=eks,
         )
-        grants = StudioNodeGrants(
-            self,
-            "NodeGrants",
-            environment=config.name,
-            role=cluster.execution_role,
-            data_bucket=data_bucket,
-            slurm=eks is None,
-        )
         provider = StudioPartitionsProvider(
             self,
             "Partitions",
@@ -106,7 +97,9 @@ class StudioStack(Stack):
             vpc_id=network.vpc_id,
             timeout_minutes=config.studio.partition_timeout_minutes,
         )
-        after: list[IDependable] = [grants.policy]
+        # What the nodes write for Studio (partition reports, Slurm tokens, the client) is
+        # granted in the cluster stack, which deploys before the nodes' first provisioning.
+        after: list[IDependable] = []
         if config.storage.lustre.existing is not None:
             access = StudioFileSystemAccess(
                 self,

@@ -6,6 +6,8 @@
 #    volume (/opt/sagemaker), never on the small root volume: a managed block in enroot.conf.
 #  - pyxis in /opt/slurm/etc/plugstack.conf.d/pyxis.conf, only when no plugstack file loads it
 #    yet; then running Slurm daemons are restarted to load it. slurm.conf is never edited.
+#  - On the controller: the folder on FSx where jobs keep imported images (HPK_IMAGES_DIR, root,
+#    1777; each job imports into a folder of its own uid there, docs/trainer.md).
 set -euo pipefail
 # shellcheck source=lib/common.sh
 source "$HPK_BUNDLE/lib/common.sh"
@@ -141,5 +143,20 @@ if [[ -n $PLUGIN ]]; then
         log "restarted $daemon to load pyxis"
       fi
     done
+  fi
+fi
+
+# 5. The images folder on FSx (shared by every node): jobs import each image once per digest into
+# <HPK_IMAGES_DIR>/<uid>/, a folder only that user can write. Made once, by the controller.
+if [[ $HPK_ROLE == controller ]]; then
+  if is_mounted "$HPK_FSX"; then
+    if [[ ! -d $ROOT$HPK_IMAGES_DIR ]]; then
+      mkdir -p "$ROOT$HPK_IMAGES_DIR"
+      chmod 0755 "$(dirname "$ROOT$HPK_IMAGES_DIR")"
+      chmod 1777 "$ROOT$HPK_IMAGES_DIR"
+      log "made $HPK_IMAGES_DIR (1777) for the images jobs import"
+    fi
+  else
+    warn "$HPK_FSX is not mounted: $HPK_IMAGES_DIR not made; jobs that import an image fail until it exists (or set HYPERPOD_IMAGES_DIR)"
   fi
 fi

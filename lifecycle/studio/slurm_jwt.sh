@@ -1,13 +1,18 @@
 #!/bin/bash
 # hyperpod-kit: Slurm JWT issuer for Studio users. Runs on the Slurm controller (elsewhere it exits
-# at once), at provisioning and then every 10 minutes from a systemd timer it installs.
+# at once), at provisioning and then every 10 minutes from a systemd timer it installs. The timer
+# is installed on the controller even while slurmctld is not up yet (HYPERPOD_KIT_CONTROLLER=1,
+# which the lifecycle hook sets): its runs do the work once slurmctld is active.
 #
 #  1. JWT signing key in StateSaveLocation (0400 SlurmUser), and in slurm.conf
 #     AuthAltTypes=auth/jwt + AuthAltParameters=jwt_key=...; slurmctld restarts only when the
 #     configuration changed. (This edits slurm.conf: the cluster needs the Merge strategy.)
-#  2. For each Studio user: `scontrol token username=<user>` into the SecureString
-#     /hyperpod-kit/<environment>/slurm-jwt/<user>, renewed at half its lifespan; a user no longer
-#     listed loses their parameter (and, once the user sync removes the account, the token).
+#  2. For each Studio user: `scontrol token username=<user> lifespan=3600` into the SecureString
+#     /hyperpod-kit/<environment>/slurm-jwt/<user>, renewed at half its lifespan (so a token in
+#     SSM always has 20 minutes or more left). A user no longer listed: their parameter is deleted
+#     at once, and the JWT key is rotated (slurmctld restarted), because slurmctld accepts any
+#     token the key signed until it expires, whether or not the account is locked; every other
+#     user gets a new token in the same run.
 #  3. The cluster's own client commands (same Slurm version), packed with the libraries they load,
 #     to s3://<bucket>/hyperpod-kit/slurm-client/, and /hyperpod-kit/<environment>/slurm-client
 #     saying where it is and how to reach slurmctld. No munge key leaves the node.
@@ -16,6 +21,8 @@
 # bucket), HYPERPOD_KIT_USERS_FILE (a node path: the users file the user sync keeps,
 # {"users": [{"name": ..., "studio": true|false}, ...]}, or a plain list of such users; "studio"
 # left out means true; a file that does not exist yet issues and revokes nothing).
+# HYPERPOD_KIT_JWT_LIFESPAN: seconds a token is valid (3600). HYPERPOD_KIT_CONTROLLER=1: this node
+# is the controller (install the timer even if slurmctld is not active yet).
 # HYPERPOD_KIT_ROOT: a sandbox root for tests. Idempotent; safe to run again at any time.
 # The lifecycle hook hooks.d/60-studio-jwt.sh installs this file as
 # /opt/hyperpod-kit/studio/slurm_jwt.sh and runs it on the controller.
@@ -24,14 +31,14 @@ set -euo pipefail
 ROOT="${HYPERPOD_KIT_ROOT:-}"
 : "${HYPERPOD_KIT_ENVIRONMENT:?}" "${HYPERPOD_KIT_REGION:?}" "${HYPERPOD_KIT_BUCKET:?}"
 : "${HYPERPOD_KIT_USERS_FILE:?}"
-LIFESPAN="${HYPERPOD_KIT_JWT_LIFESPAN:-86400}"
+LIFESPAN="${HYPERPOD_KIT_JWT_LIFESPAN:-3600}"
 SLURM_USER="${HYPERPOD_KIT_SLURM_USER:-slurm}"
 STATE="${ROOT}/var/lib/hyperpod-kit/studio"
 LOG="${ROOT}/var/log/hyperpod-kit/studio-slurm-jwt.log"
 PREFIX="/hyperpod-kit/${HYPERPOD_KIT_ENVIRONMENT}"
 export AWS_DEFAULT_REGION="${HYPERPOD_KIT_REGION}"
 SELF="$(readlink -f "$0")"
-mkdir -p "${STATE}/issued" "$(dirname "${LOG}")"
+mkdir -p "${STATE}/issued" "${STATE}/revoked" "$(dirname "${LOG}")"
 
 log() { printf '%s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$*" | tee -a "${LOG}" >&2; }
 
@@ -44,7 +51,7 @@ retry() {  # retry N command...: exponential backoff for network calls
   done
 }
 
-is_controller() { systemctl is-active --quiet slurmctld; }
+slurmctld_active() { systemctl is-active --quiet slurmctld; }
 
 config_value() {  # config_value KEY: from `scontrol show config` (saved in CONFIG)
   awk -F' = ' -v key="$1" '{k = $1; sub(/[[:space:]]+$/, "", k)} k == key {print $2; exit}' \
@@ -53,13 +60,35 @@ config_value() {  # config_value KEY: from `scontrol show config` (saved in CONF
 
 # --- 1. JWT key and slurm.conf --------------------------------------------------------------------
 
+jwt_key_path() { printf '%s/jwt_hs256.key' "$(config_value StateSaveLocation)"; }
+
+new_key() {  # new_key PATH: 32 random bytes, 0400 SlurmUser, replacing PATH atomically
+  (umask 077; dd if=/dev/urandom of="${ROOT}$1.new" bs=32 count=1 status=none)
+  chown "${SLURM_USER}:${SLURM_USER}" "${ROOT}$1.new"
+  chmod 0400 "${ROOT}$1.new"
+  mv -f "${ROOT}$1.new" "${ROOT}$1"
+}
+
+# Every token the old key signed stops working at once: slurmctld reads the key when it starts.
+rotate_key() {
+  local key
+  key="$(jwt_key_path)"
+  new_key "${key}"
+  log "rotated the JWT key ${key}: restarting slurmctld, every earlier token is void"
+  systemctl restart slurmctld
+  retry 6 scontrol ping >/dev/null  # answering again before tokens are asked for
+}
+
 ensure_jwt() {
-  local statesave key conf changed=0
-  statesave="$(config_value StateSaveLocation)"
-  key="${statesave}/jwt_hs256.key"
+  local key conf changed=0
+  key="$(jwt_key_path)"
   conf="$(config_value SLURM_CONF)"
   if [[ ! -s "${ROOT}${key}" ]]; then
-    (umask 077; dd if=/dev/urandom of="${ROOT}${key}" bs=32 count=1 status=none)
+    # slurmctld reads the key when it starts: a new key needs a restart, after which no token
+    # issued before (with a key deleted to void them all) is accepted.
+    new_key "${key}"
+    rm -f "${STATE}/issued/"*
+    changed=1
     log "created the JWT key ${key}"
   fi
   chown "${SLURM_USER}:${SLURM_USER}" "${ROOT}${key}"
@@ -80,8 +109,9 @@ ensure_jwt() {
     echo "AuthAltParameters=jwt_key=${key}" >>"${ROOT}${conf}"; changed=1
   fi
   if ((changed)); then
-    log "slurm.conf now accepts auth/jwt: restarting slurmctld"
+    log "slurm.conf or the JWT key changed: restarting slurmctld"
     systemctl restart slurmctld
+    retry 6 scontrol ping >/dev/null
     CONFIG="$(scontrol show config)"
   fi
 }
@@ -98,18 +128,53 @@ for user in data["users"] if isinstance(data, dict) else data:
 PY
 }
 
+delete_parameter() {  # delete_parameter NAME: with backoff; one that is gone already is done
+  local out n
+  for n in 1 2 3 4 5; do
+    if out="$(aws ssm delete-parameter --name "$1" 2>&1 >/dev/null)"; then return 0; fi
+    [[ "${out}" == *ParameterNotFound* ]] && return 0
+    ((n < 5)) && sleep $((2 ** n))
+  done
+  log "could not delete $1 (the next run tries again): ${out}"
+  return 1
+}
+
 issue_tokens() {
-  local user users now stamp token listed=" "
+  local user users now stamp token listed=" " removed=()
   if [[ ! -f "${ROOT}${HYPERPOD_KIT_USERS_FILE}" ]]; then
     # The user sync has not fetched the users yet: issue nothing, and revoke nothing either.
     log "no users file ${HYPERPOD_KIT_USERS_FILE} yet: no tokens issued this time"
     return 0
   fi
-  now="$(date +%s)"
   users="$(studio_users)"  # a file that cannot be read stops here, before anything is revoked
   while read -r user; do
+    [[ -n "${user}" ]] && listed+="${user} "
+  done <<<"${users}"
+  # Removed users: their parameters go at once (a failed delete is tried again on the next
+  # run), then the key is rotated, which voids every token issued so far, theirs included.
+  for stamp in "${STATE}/issued/"*; do
+    [[ -e "${stamp}" ]] || continue
+    user="$(basename "${stamp}")"
+    [[ "${listed}" == *" ${user} "* ]] || removed+=("${user}")
+  done
+  for user in "${removed[@]}"; do touch "${STATE}/revoked/${user}"; done
+  for stamp in "${STATE}/revoked/"*; do
+    [[ -e "${stamp}" ]] || continue
+    user="$(basename "${stamp}")"
+    if [[ "${listed}" == *" ${user} "* ]]; then rm -f "${stamp}"; continue; fi  # re-added
+    if delete_parameter "${PREFIX}/slurm-jwt/${user}"; then
+      rm -f "${stamp}"
+      log "${user} is no longer a Studio user: token parameter deleted"
+    fi
+  done
+  if ((${#removed[@]})); then
+    rotate_key
+    rm -f "${STATE}/issued/"*  # every user's token was signed with the old key: reissue all
+    log "no longer Studio users: ${removed[*]}; their tokens are void, the others are reissued"
+  fi
+  now="$(date +%s)"
+  while read -r user; do
     [[ -n "${user}" ]] || continue
-    listed+="${user} "
     stamp="$(cat "${STATE}/issued/${user}" 2>/dev/null || echo 0)"
     if ((now - stamp < LIFESPAN / 2)); then continue; fi
     token="$(scontrol token username="${user}" lifespan="${LIFESPAN}")"
@@ -120,15 +185,6 @@ issue_tokens() {
     echo "${now}" >"${STATE}/issued/${user}"
     log "issued a token for ${user} (valid ${LIFESPAN} s)"
   done <<<"${users}"
-  for stamp in "${STATE}/issued/"*; do
-    [[ -e "${stamp}" ]] || continue
-    user="$(basename "${stamp}")"
-    if [[ "${listed}" != *" ${user} "* ]]; then
-      retry 5 aws ssm delete-parameter --name "${PREFIX}/slurm-jwt/${user}" >/dev/null || true
-      rm -f "${stamp}"
-      log "${user} is no longer a Studio user: token parameter deleted"
-    fi
-  done
 }
 
 # --- 3. the client bundle -------------------------------------------------------------------------
@@ -179,7 +235,7 @@ install_timer() {
   mkdir -p "${units}" "$(dirname "${env}")"
   {
     for v in HYPERPOD_KIT_ENVIRONMENT HYPERPOD_KIT_REGION HYPERPOD_KIT_BUCKET \
-      HYPERPOD_KIT_USERS_FILE HYPERPOD_KIT_JWT_LIFESPAN; do
+      HYPERPOD_KIT_USERS_FILE HYPERPOD_KIT_JWT_LIFESPAN HYPERPOD_KIT_CONTROLLER; do
       [[ -n "${!v:-}" ]] && printf '%s=%s\n' "${v}" "${!v}"
     done
   } >"${env}.tmp"
@@ -207,15 +263,23 @@ UNIT
 }
 
 main() {
-  if ! is_controller; then
+  local controller="${HYPERPOD_KIT_CONTROLLER:-}"
+  if [[ -z "${controller}" ]] && slurmctld_active; then controller=1; fi
+  if [[ "${controller}" != 1 ]]; then
     echo "hyperpod-kit: not the Slurm controller; nothing to do" >&2
+    return 0
+  fi
+  # The timer first: on a first provisioning slurmctld may not be up yet, and the timer's runs
+  # are what issue the tokens then.
+  [[ -n "${INVOCATION_ID:-}" ]] || install_timer  # not from the timer's own run
+  if ! slurmctld_active; then
+    log "slurmctld is not active yet: no tokens this time; the timer tries again in 10 minutes"
     return 0
   fi
   CONFIG="$(scontrol show config)"
   ensure_jwt
   issue_tokens
   publish_client
-  [[ -n "${INVOCATION_ID:-}" ]] || install_timer  # not from the timer's own run
   log "done"
 }
 

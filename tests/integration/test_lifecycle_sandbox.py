@@ -513,6 +513,29 @@ def test_enroot_pyxis_neither_warns_and_continues(sandbox: Any) -> None:
     assert not node.path("/etc/enroot").exists()
 
 
+def test_the_controller_makes_the_images_folder_jobs_import_into(sandbox: Any) -> None:
+    """The rendered Slurm job imports each image once per digest into <images>/<uid>/ on FSx
+    (hyperpod_kit/jobs/templates/slurm.sbatch.j2): the controller makes <images> (1777, so each
+    user can make their own folder in it), once; other nodes leave FSx alone."""
+    controller = sandbox(config())
+    ok(controller.run())
+    images = controller.path("/fsx/.hyperpod-kit/images")
+    assert stat.S_IMODE(images.stat().st_mode) == 0o1777
+    assert stat.S_IMODE(images.parent.stat().st_mode) == 0o755
+    assert "made /fsx/.hyperpod-kit/images (1777)" in controller.log()
+    compute = sandbox(config(), group="compute")
+    ok(compute.run())
+    assert not compute.path("/fsx/.hyperpod-kit").exists()
+
+
+def test_no_images_folder_while_fsx_is_not_mounted(sandbox: Any) -> None:
+    node = sandbox(config())
+    node.knob("mounts", "/opt/dlami/nvme /opt/sagemaker")
+    result = ok(node.run())
+    assert "/fsx/.hyperpod-kit/images not made" in result.stdout
+    assert not node.path("/fsx/.hyperpod-kit").exists()
+
+
 def test_enroot_pyxis_off_runs_no_container_step(sandbox: Any) -> None:
     node = sandbox(config({"cluster": {"slurm": {"enroot_pyxis": False}}}))
     result = ok(node.run())
@@ -664,13 +687,21 @@ STUDIO = {"studio": {"enabled": True, "exclude": ["carol"]},
 # Stands in for lifecycle/studio/slurm_jwt.sh in the upload: records how the hook ran it.
 ISSUER_STUB = """#!/bin/bash
 printf '%s\\n' "$0" "$HYPERPOD_KIT_ENVIRONMENT" "$HYPERPOD_KIT_REGION" "$HYPERPOD_KIT_BUCKET" \\
-  "$HYPERPOD_KIT_USERS_FILE" >>"$HYPERPOD_KIT_ROOT/var/tmp/issuer"
+  "$HYPERPOD_KIT_USERS_FILE" "$HYPERPOD_KIT_CONTROLLER" >>"$HYPERPOD_KIT_ROOT/var/tmp/issuer"
 """
 
 
-def studio_node(sandbox: Any, group: str, overrides: dict[str, Any] | None = None) -> Node:
+def studio_node(
+    sandbox: Any,
+    group: str,
+    overrides: dict[str, Any] | None = None,
+    *,
+    issuer: str | None = ISSUER_STUB,
+) -> Node:
+    """A Studio-on-Slurm node; `issuer` stands in for the token issuer (None: the real one)."""
     node = sandbox(config(merge(STUDIO, overrides or {})), group=group)
-    (node.bundle / "studio/slurm_jwt.sh").write_text(ISSUER_STUB)
+    if issuer is not None:
+        (node.bundle / "studio/slurm_jwt.sh").write_text(issuer)
     node.path("/var/tmp").mkdir(parents=True)
     return node
 
@@ -695,7 +726,7 @@ def test_studio_token_hook_runs_the_installed_issuer_on_the_controller(sandbox: 
     assert issuer.read_text() == ISSUER_STUB and stat.S_IMODE(issuer.stat().st_mode) == 0o755
     assert node.path("/var/tmp/issuer").read_text().splitlines() == [
         str(issuer), "hyperpod-dev", "us-west-2", "hyperpod-dev-data-1a2b3c",
-        "/var/lib/hyperpod-kit/users.json",
+        "/var/lib/hyperpod-kit/users.json", "1",
     ]  # fmt: skip
     # What the issuer reads: the users file the sync keeps, saying who has a Studio profile.
     kept = json.loads(node.path("/var/lib/hyperpod-kit/users.json").read_text())
@@ -711,6 +742,42 @@ def test_studio_token_hook_uses_the_named_bucket_without_asking_ssm(sandbox: Any
     ok(node.run())
     assert node.path("/var/tmp/issuer").read_text().splitlines()[3] == "team-data"
     assert not any("hyperpod-dev/storage" in " ".join(c) for c in node.calls("aws"))
+
+
+def test_studio_token_hook_before_slurmctld_is_up_installs_the_issuer_s_timer(sandbox: Any) -> None:
+    """A first deploy: HyperPod's slurmctld is not active while the lifecycle scripts run. The
+    real issuer installs its timer anyway (the timer's runs issue the tokens later), writes and
+    asks nothing of AWS yet, and the controller's provisioning succeeds."""
+    node = studio_node(sandbox, "controller", {"storage": {"bucket": {"name": "team-data"}}},
+                       issuer=None)  # fmt: skip
+    result = ok(node.run())
+    assert "slurmctld is not active yet" in result.stdout + node.log()
+    units = node.path("/etc/systemd/system")
+    service = (units / "hyperpod-kit-studio-jwt.service").read_text()
+    assert "ExecStart=/opt/hyperpod-kit/studio/slurm_jwt.sh" in service
+    assert "OnUnitActiveSec=10min" in (units / "hyperpod-kit-studio-jwt.timer").read_text()
+    env = node.path("/etc/hyperpod-kit/studio-slurm-jwt.env").read_text().splitlines()
+    assert env == [
+        "HYPERPOD_KIT_ENVIRONMENT=hyperpod-dev", "HYPERPOD_KIT_REGION=us-west-2",
+        "HYPERPOD_KIT_BUCKET=team-data", "HYPERPOD_KIT_USERS_FILE=/var/lib/hyperpod-kit/users.json",
+        "HYPERPOD_KIT_CONTROLLER=1",
+    ]  # fmt: skip
+    assert ["systemctl", "enable", "--now", "hyperpod-kit-studio-jwt.timer"] in node.calls(
+        "systemctl"
+    )
+    issuer_calls = [
+        c for c in node.calls("aws") if "slurm-jwt" in str(c) or "slurm-client" in str(c)
+    ]
+    assert issuer_calls == []
+
+
+def test_studio_token_issuer_failing_does_not_fail_the_controller(sandbox: Any) -> None:
+    node = studio_node(sandbox, "controller", {"storage": {"bucket": {"name": "team-data"}}},
+                       issuer="#!/bin/bash\necho 'AccessDenied' >&2\nexit 254\n")  # fmt: skip
+    node.knob("active", "slurmctld")
+    result = ok(node.run())
+    assert "the Slurm token issuer failed (exit 254); its timer tries again" in result.stdout
+    assert "lifecycle complete" in result.stdout
 
 
 # --- Studio on EKS: the host mount of FSx and the partitions-only sync ---------------------------

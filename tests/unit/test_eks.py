@@ -95,11 +95,33 @@ EXISTING = merge(
 )
 EXISTING["network"].pop("control_plane_availability_zone_id")
 RENAMED = merge(NEW, {"cluster": {"name": "renamed"}})
+# No NAT (interface endpoints in an existing VPC): the device plugins' charts from local folders;
+# a GPU type with EFA and one without.
+PLUGINS_LOCAL = merge(
+    PUBLIC_EXISTING_VPC,
+    {
+        "network": {"interface_endpoints": True},
+        "cluster": {
+            "instance_groups": [
+                dict(WORKERS, instance_type="ml.p5.48xlarge"),
+                dict(WORKERS, name="small", instance_type="ml.g5.xlarge"),
+            ],
+            "eks": {
+                "device_plugins": {
+                    "nvidia_chart": str(CHART / "charts" / "nvidia-device-plugin"),
+                    "efa_chart": str(CHART / "charts" / "aws-efa-k8s-device-plugin"),
+                }
+            },
+        },
+        "trainer": {"job": {"instance_group": "workers", "global_batch_size": 64}},
+    },
+)
 VARIANTS = {
     "new": NEW,
     "public-existing-vpc": PUBLIC_EXISTING_VPC,
     "existing": EXISTING,
     "renamed": RENAMED,
+    "plugins-local": PLUGINS_LOCAL,
 }
 
 
@@ -397,9 +419,85 @@ def test_helm_chart_is_installed_from_the_pinned_folder_as_an_asset(built: Any) 
     assert any(d.startswith("EksClusterKubectlReadyBarrier") for d in depends)
 
 
-def test_no_helm_chart_when_the_file_names_none(built: Any) -> None:
+def _releases(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {
+        r["Properties"]["Release"]: r
+        for r in _of_type(template, "Custom::AWSCDK-EKS-HelmChart").values()
+    }
+
+
+HEALTH_TAINT = {
+    "key": "sagemaker.amazonaws.com/node-health-status",
+    "operator": "Equal",
+    "value": "Unschedulable",
+    "effect": "NoSchedule",
+}
+
+
+def test_no_hyperpod_chart_when_the_file_names_none_but_the_device_plugins(built: Any) -> None:
+    """Without HyperPod's chart nothing would advertise nvidia.com/gpu or vpc.amazonaws.com/efa
+    and every GPU job would stay Pending: the two plugins, pinned as HyperPod's chart pins them,
+    from their public repositories (fetched by the kubectl handler at deploy, not at synth)."""
     eks = built("public-existing-vpc").raw["eks"]
-    assert not _of_type(eks, "Custom::AWSCDK-EKS-HelmChart")
+    releases = _releases(eks)
+    assert sorted(releases) == ["aws-efa-k8s-device-plugin", "nvidia-device-plugin"]
+    nvidia = releases["nvidia-device-plugin"]["Properties"]
+    assert (nvidia["Chart"], nvidia["Version"], nvidia["Repository"], nvidia["Namespace"]) == (
+        "nvidia-device-plugin", "0.16.1", "https://nvidia.github.io/k8s-device-plugin",
+        "kube-system",
+    )  # fmt: skip
+    values = json.loads(nvidia["Values"])
+    assert HEALTH_TAINT in values["tolerations"]
+    (term,) = values["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In", "values": ["ml.g5.8xlarge"]}
+    ]
+    efa = releases["aws-efa-k8s-device-plugin"]["Properties"]
+    assert (efa["Chart"], efa["Version"], efa["Repository"]) == (
+        "aws-efa-k8s-device-plugin", "0.5.20", "https://aws.github.io/eks-charts/"
+    )  # fmt: skip
+    efa_values = json.loads(efa["Values"])
+    assert HEALTH_TAINT in efa_values["tolerations"]
+    assert efa_values["supportedInstanceLabels"] == {
+        "keys": ["node.kubernetes.io/instance-type"], "values": ["ml.g5.8xlarge"]
+    }  # fmt: skip
+    for release in releases.values():  # after the CNI, once kubectl reaches the cluster
+        assert {a for a in _of_type(eks, "AWS::EKS::Addon")} <= set(release["DependsOn"])
+
+
+def test_no_second_copy_of_the_plugins_beside_hyperpods_chart(built: Any) -> None:
+    """HyperPod's chart ships both plugins; another release of them would conflict."""
+    for variant in ("new", "existing"):
+        assert sorted(_releases(built(variant).raw["eks"])) == ["hyperpod-dependencies"]
+
+
+def test_device_plugins_from_local_folders_only_on_their_types(built: Any) -> None:
+    """A cluster without NAT: the charts are the environment file's folders, packaged as assets
+    like HyperPod's chart; the EFA plugin runs on the EFA type only (it crash-loops elsewhere),
+    the NVIDIA plugin on both GPU types."""
+    app = built("plugins-local")
+    releases = _releases(app.raw["eks"])
+    for name in ("nvidia-device-plugin", "aws-efa-k8s-device-plugin"):
+        props = releases[name]["Properties"]
+        assert "Repository" not in props and "Chart" not in props
+        assert props["ChartAssetURL"]["Fn::Sub"].startswith("s3://cdk-hnb659fds-assets-")
+    nvidia = json.loads(releases["nvidia-device-plugin"]["Properties"]["Values"])
+    (term,) = nvidia["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"][0]["values"] == ["ml.g5.xlarge", "ml.p5.48xlarge"]
+    efa = json.loads(releases["aws-efa-k8s-device-plugin"]["Properties"]["Values"])
+    assert efa["supportedInstanceLabels"]["values"] == ["ml.p5.48xlarge"]
+    assets = json.loads((app.outdir / "hyperpod-dev-eks.assets.json").read_text())["files"]
+    staged = [app.outdir / a["source"]["path"] for a in assets.values()]
+    charts = {
+        (p / "Chart.yaml").read_text().split("name: ")[1].split()[0]
+        for p in staged
+        if (p / "Chart.yaml").is_file()
+    }
+    assert charts == {"nvidia-device-plugin", "aws-efa-k8s-device-plugin"}
 
 
 def test_a_chart_missing_a_vendored_dependency_fails_the_synth_gate(tmp_path: Path) -> None:
@@ -603,7 +701,7 @@ def test_plan_reports_replacing_the_cluster_and_not_moving_its_endpoint(built: A
     assert any("Name" in why for why in renamed.why)
 
 
-@pytest.mark.parametrize("variant", ["new", "public-existing-vpc", "existing"])
+@pytest.mark.parametrize("variant", ["new", "public-existing-vpc", "existing", "plugins-local"])
 def test_templates_pass_cfn_lint_and_cdk_nag_with_reasons(built: Any, variant: str) -> None:
     app = built(variant)
     assert app.report.ok, [f.render() for f in app.report.errors]

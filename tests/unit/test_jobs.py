@@ -18,11 +18,13 @@ from hyperpod_kit.cli.main import main
 from hyperpod_kit.config import EnvironmentConfig, load_environment
 from hyperpod_kit.config.derived import JOB_EVENTS_DIR, trainer_settings
 from hyperpod_kit.config.facts import instance_types
-from hyperpod_kit.jobs import LocalRun, RenderedJob, lint, render_jobs
+from hyperpod_kit.jobs import ImageError, JobImage, LocalRun, RenderedJob, lint, render_jobs
 from hyperpod_kit.jobs.context import UnsafeValueError, job_context
 from hyperpod_kit.jobs.eks import AUTO_RESUME, MAX_RETRIES, check_pytorch_job, pytorch_job
+from hyperpod_kit.jobs.image import trainer_stack_image
 from hyperpod_kit.jobs.slurm import TemplateError
 from hyperpod_kit.paths import LIFECYCLE_DIR
+from hyperpod_kit.stacks.trainer import trainer_image_uri
 from tests.conftest import REPO, default_data, merge
 
 EKS = REPO / "environments" / "eks.yaml"
@@ -54,6 +56,8 @@ def _on(instance_type: str, orchestrator: str = "slurm") -> EnvironmentConfig:
 
 
 def _sbatch(config: EnvironmentConfig, **kw: Any) -> str:
+    if "local" not in kw:
+        kw.setdefault("image", IMAGE)  # a Slurm job is always rendered with its image
     (job,) = render_jobs(config, **kw)
     assert job.kind == "sbatch"
     return job.text
@@ -83,7 +87,8 @@ def test_sbatch_directives_and_launch_follow_the_job() -> None:
     assert "--rdzv-backend=c10d" in script and "exec torchrun" in script
     assert "export HYPERPOD_NPROC=1 " in script  # ml.g5.8xlarge: one GPU, one rank
     assert "-m hyperpod_trainer" in script
-    assert "aws ssm get-parameter --name /hyperpod-kit/hyperpod-dev/trainer-image" in script
+    assert f"IMAGE=${{TRAINER_IMAGE:-{IMAGE}}}" in script
+    assert "aws ssm" not in script  # the execution role has no grant for the image parameter
     assert "--requeue" not in script
 
 
@@ -116,7 +121,14 @@ def test_sbatch_follows_the_instance_types_interconnect(instance_type: str) -> N
     script = _sbatch(_on(instance_type))
     assert ("export FI_PROVIDER=efa" in script) == facts.efa
     assert ("FI_EFA_USE_DEVICE_RDMA=1" in script) == (facts.efa and facts.rdma_read)
+    # As the public FSDP examples set them where the type has EFA: forked data-loader workers
+    # and EFA's huge pages do not mix; no CUDA sync-memops on every buffer.
+    assert ("export FI_EFA_USE_HUGE_PAGE=0" in script) == facts.efa
+    assert ("export FI_EFA_SET_CUDA_SYNC_MEMOPS=0" in script) == facts.efa
     assert f"export HYPERPOD_NPROC={facts.gpus} " in script
+    exported = [line.removeprefix("export ").split("=", 1) for line in script.splitlines()
+                if line.startswith("export FI_")]  # fmt: skip
+    assert [tuple(e) for e in exported] == job_context(_on(instance_type)).network.environment
 
 
 def test_g5_has_efa_without_device_rdma_and_p5_has_both() -> None:
@@ -129,17 +141,26 @@ def test_g5_has_efa_without_device_rdma_and_p5_has_both() -> None:
     assert "FI_PROVIDER" not in g5x  # no EFA on a g5.xlarge: NCCL over TCP
 
 
+def _example_image(config: EnvironmentConfig) -> JobImage | None:
+    """What `hyperpod-kit jobs` renders without --image: the trainer stack's image (Slurm)."""
+    if config.orchestrator != "slurm":
+        return None
+    return trainer_stack_image(trainer_image_uri(config))
+
+
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
 def test_every_example_renders_lint_clean(example: Path) -> None:
-    (job,) = render_jobs(load_environment(example).config)
+    config = load_environment(example).config
+    (job,) = render_jobs(config, image=_example_image(config))
     assert lint(job) == []
+    assert "aws ssm" not in job.text
 
 
 @needs_shellcheck
 @pytest.mark.parametrize("instance_type", GPU_TYPES[::3])
 def test_generated_instance_types_render_shellcheck_clean(instance_type: str) -> None:
     for config in (_on(instance_type), _config({"trainer": {"job": {"auto_resume": False}}})):
-        (job,) = render_jobs(config)
+        (job,) = render_jobs(config, image=IMAGE)
         assert lint(job) == []
         (local,) = render_jobs(config, local=LocalRun(fsx_root=Path("/tmp/x"), python="/p y"))
         assert lint(local) == []
@@ -203,16 +224,26 @@ def test_rendezvous_host_comes_from_the_steps_node_list(
     assert f"checkpoint.dir={tmp_path}/fsx/checkpoints" in sets
 
 
-def test_sbatch_enroot_image_name(tmp_path: Path) -> None:
-    """The registry URI becomes enroot's host#repository:tag inside the script, as bash runs it."""
-    script = _sbatch(_config(), image=IMAGE)
-    lines = [
-        line for line in script.splitlines() if line.startswith(("IMAGE=", "CONTAINER_IMAGE="))
-    ]
-    probe = tmp_path / "probe.sh"
-    probe.write_text("\n".join([*lines, 'echo "$CONTAINER_IMAGE"']) + "\n")
-    out = subprocess.run(["bash", str(probe)], capture_output=True, text=True, check=True).stdout
-    assert out.strip() == "111122223333.dkr.ecr.us-west-2.amazonaws.com#trainer:abc"
+def test_a_slurm_job_is_rendered_with_its_image() -> None:
+    """Never looked up at run time: a Slurm job without an image is refused when rendered."""
+    with pytest.raises(ImageError, match="--image"):
+        render_jobs(_config())
+    local = LocalRun(fsx_root=Path("/tmp/x"), python="/p")  # the local variant runs no container
+    assert render_jobs(_config(), local=local)
+    with pytest.raises(ImageError, match="not an image reference"):
+        render_jobs(_config(), image="x.dkr.ecr/trainer:v1\nrm -rf /")
+
+
+def test_the_trainer_stacks_image_without_an_account_is_completed_on_the_node() -> None:
+    pattern = (
+        "@ACCOUNT@.dkr.ecr.us-west-2.amazonaws.com/cdk-hnb659fds-container-assets-@ACCOUNT@-"
+        "us-west-2:abc"
+    )
+    script = _sbatch(_config(), image=trainer_stack_image(pattern))
+    assert "aws sts get-caller-identity --region us-west-2 --query Account" in script
+    assert f"image_pattern={pattern}\n" in script
+    assert "TRAINER_IMAGE=${image_pattern//@ACCOUNT@/$account}" in script
+    assert "From: the trainer stack's image, CDK asset abc." in script
 
 
 def test_local_variant_drops_hyperpod_flags_and_maps_fsx(tmp_path: Path) -> None:
@@ -296,7 +327,7 @@ def test_a_broken_user_template_is_a_clear_error(tmp_path: Path, text: str, prob
     own = tmp_path / "mine.sbatch.j2"
     own.write_text(text)
     with pytest.raises(TemplateError, match=problem):
-        render_jobs(_config({"trainer": {"job": {"template": str(own)}}}))
+        render_jobs(_config({"trainer": {"job": {"template": str(own)}}}), image=IMAGE)
 
 
 # --- the trainer accepts what the templates pass --------------------------------------------------
@@ -360,6 +391,7 @@ def test_pytorch_job_manifest_for_the_elastic_example() -> None:
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "4", "vpc.amazonaws.com/efa": "1"}
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["FI_PROVIDER"] == "efa" and "FI_EFA_USE_DEVICE_RDMA" not in env
+    assert env["FI_EFA_USE_HUGE_PAGE"] == "0" and env["FI_EFA_SET_CUDA_SYNC_MEMOPS"] == "0"
     assert {"name": "fsx", "persistentVolumeClaim": {"claimName": "fsx-claim"}} in pod["volumes"]
     assert pod["nodeSelector"]["node.kubernetes.io/instance-type"] == "ml.g5.12xlarge"
 
@@ -468,6 +500,42 @@ def test_jobs_command_writes_the_orchestrators_template(tmp_path: Path) -> None:
     assert [p.name for p in (tmp_path / "s").iterdir() if not p.name.startswith(".")] == [
         "pretrain.sbatch"
     ]
+
+
+def test_jobs_command_renders_the_trainer_stacks_image(tmp_path: Path) -> None:
+    default = REPO / "environments/default.yaml"  # no account: completed on the node
+    assert main(["jobs", str(default), "-o", str(tmp_path / "s")]) == 0
+    script = (tmp_path / "s" / "pretrain.sbatch").read_text()
+    pattern = trainer_image_uri(load_environment(default).config)
+    assert pattern.startswith("@ACCOUNT@.dkr.ecr.us-west-2.amazonaws.com/cdk-hnb659fds-")
+    assert f"image_pattern={pattern}\n" in script and "aws ssm" not in script
+    prod = REPO / "environments/prod-slurm.yaml"  # an account: the whole URI, rendered
+    assert main(["jobs", str(prod), "-o", str(tmp_path / "p")]) == 0
+    uri = trainer_image_uri(load_environment(prod).config)
+    assert uri.startswith("111122223333.dkr.ecr.us-east-1.amazonaws.com/")
+    text = next((tmp_path / "p").glob("*.sbatch")).read_text()
+    assert f"IMAGE=${{TRAINER_IMAGE:-{uri}}}" in text and "sts" not in text
+
+
+def test_jobs_command_without_an_image_to_render_is_bad_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    env = tmp_path / "env.yaml"
+    env.write_text(yaml.safe_dump(merge(default_data(), {"trainer": {"build_image": False}})))
+    assert main(["jobs", str(env), "-o", str(tmp_path / "jobs")]) == 2
+    assert (
+        "jobs: a Slurm job is rendered with its image: give --image URI" in capsys.readouterr().err
+    )
+    assert not (tmp_path / "jobs").exists()
+    assert main(["jobs", str(env), "-o", str(tmp_path / "jobs"), "--image", IMAGE]) == 0
+
+
+def test_jobs_help_says_when_the_image_is_decided(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["jobs", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "submit time" not in text
+    assert "rendered into the job, never looked up at run time" in text
 
 
 def test_jobs_command_on_a_bad_file_writes_nothing(tmp_path: Path) -> None:

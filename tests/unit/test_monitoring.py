@@ -9,6 +9,7 @@ import re
 from functools import cache
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import aws_cdk as cdk
 import pytest
@@ -17,6 +18,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.app import FEATURE_FLAGS
 from hyperpod_kit.config import EnvironmentConfig
+from hyperpod_kit.constructs import monitoring
 from hyperpod_kit.constructs.monitoring import TRAINING_METRICS
 from hyperpod_kit.gates import check_assembly
 from hyperpod_kit.stacks.monitoring import MonitoringStack
@@ -105,6 +107,7 @@ EKS_EXISTING_FS = {
 }
 VARIANTS = {
     "default": {},
+    "continuous": {},  # built with continuous_provisioning() on (see `built`)
     "subscribed": SUBSCRIBED,
     "remediation": REMEDIATION,
     "eks": EKS_EXISTING_FS,
@@ -115,6 +118,9 @@ VARIANTS = {
 def built(tmp_path_factory: pytest.TempPathFactory) -> Any:
     @cache
     def build(name: str) -> Built:
+        if name == "continuous":  # no environment file can ask for it yet
+            with mock.patch.object(monitoring, "continuous_provisioning", return_value=True):
+                return Built(VARIANTS[name], tmp_path_factory.mktemp(name))
         return Built(VARIANTS[name], tmp_path_factory.mktemp(name))
 
     return build
@@ -124,17 +130,21 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.mark.parametrize(
-    ("detail_type", "detail"),
+    ("variant", "detail_type", "detail"),
     [
-        ("SageMaker HyperPod Cluster State Change", {"ClusterArn": [CLUSTER_ARN]}),
-        ("SageMaker HyperPod Cluster Node Health Event", {"ClusterArn": [CLUSTER_ARN]}),
-        ("SageMaker HyperPod Cluster Event", {"EventDetails": {"ClusterArn": [CLUSTER_ARN]}}),
+        ("default", "SageMaker HyperPod Cluster State Change", {"ClusterArn": [CLUSTER_ARN]}),
+        ("default", "SageMaker HyperPod Cluster Node Health Event", {"ClusterArn": [CLUSTER_ARN]}),
+        (
+            "continuous",
+            "SageMaker HyperPod Cluster Event",
+            {"EventDetails": {"ClusterArn": [CLUSTER_ARN]}},
+        ),
     ],
 )
 def test_rules_match_this_clusters_hyperpod_events(
-    built: Any, detail_type: str, detail: Any
+    built: Any, variant: str, detail_type: str, detail: Any
 ) -> None:
-    rule = built("default").rule(detail_type)
+    rule = built(variant).rule(detail_type)
     assert rule["EventPattern"] == {
         "source": ["aws.sagemaker"],
         "detail-type": [detail_type],
@@ -161,6 +171,27 @@ def render(target: dict[str, Any], event: dict[str, Any]) -> str:
 def event(name: str) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads((EVENTS / f"{name}.json").read_text())
     return loaded
+
+
+@pytest.mark.parametrize("variant", ["default", "subscribed", "remediation", "eks"])
+def test_no_cluster_event_rule_where_it_can_never_fire(built: Any, variant: str) -> None:
+    """AWS sends "SageMaker HyperPod Cluster Event" only with continuous provisioning, which no
+    environment has yet: no rule, no dashboard line, no alarm input for it."""
+    b = built(variant)
+    types = [p["EventPattern"]["detail-type"] for p in b.props("AWS::Events::Rule")]
+    assert ["SageMaker HyperPod Cluster Event"] not in types
+    assert not [
+        k for k in b.resources("AWS::Events::Rule") if k.startswith("MonitoringClusterEvent")
+    ]
+    assert "ClusterEvent" not in json.dumps(b.props("AWS::CloudWatch::Dashboard"))
+    assert "ClusterEvent" not in json.dumps(b.alarms())
+
+
+def test_with_continuous_provisioning_the_rule_feeds_the_dashboard_and_alarm(built: Any) -> None:
+    b = built("continuous")
+    (rule_id,) = [k for k in b.resources("AWS::Events::Rule") if "ClusterEvent" in k]
+    assert rule_id in json.dumps(b.props("AWS::CloudWatch::Dashboard"))
+    assert rule_id in json.dumps(b.alarms()["hyperpod-dev-alert-delivery-failures"])
 
 
 def test_a_node_health_message_says_who_what_and_what_happens_next(built: Any) -> None:
@@ -192,7 +223,7 @@ def test_state_change_and_cluster_event_messages(built: Any) -> None:
     assert render(state, event("cluster-state-change")).startswith(
         "HyperPod cluster hyperpod-dev is now InService."
     )
-    (provisioning,) = b.rule("SageMaker HyperPod Cluster Event")["Targets"]
+    (provisioning,) = built("continuous").rule("SageMaker HyperPod Cluster Event")["Targets"]
     text = render(provisioning, event("cluster-event"))
     assert (
         "What happened: Instance creation in Cluster hyperpod-dev and InstanceGroup compute" in text

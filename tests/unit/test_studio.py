@@ -41,6 +41,21 @@ SLURM = {
     "cluster": {"slurm": {"config_strategy": "Merge"}},
     "studio": {"enabled": True},
 }
+EKS = {
+    "orchestrator": "eks",
+    "network": {
+        "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+        "control_plane_availability_zone_id": "usw2-az1",
+    },
+    "cluster": {
+        "instance_groups": [
+            {"name": "workers", "role": "worker", "instance_type": "ml.g5.12xlarge",
+             "instance_count": 2}
+        ]
+    },
+    "users": PEOPLE,
+    "studio": {"enabled": True, "partitions": "shared"},
+}  # fmt: skip
 
 
 class ClusterStandIn(cdk.Stack):
@@ -242,11 +257,9 @@ def test_each_profile_waits_for_its_batchs_partitions_gate(built: Any) -> None:
                 assert resource["DeletionPolicy"] == "Retain"
                 assert resource["Properties"]["SpaceSharingSettings"] == {"SharingType": "Private"}
         assert gate["Mode"] == "per_user" and gate["TimeoutSeconds"] == 1200, name
-    parent = b.template()["Resources"]
-    for logical, resource in parent.items():
-        if resource["Type"] == "AWS::CloudFormation::Stack":
-            # Nodes must be allowed to report before anyone waits for their reports.
-            assert any(d.startswith("NodeGrants") for d in resource["DependsOn"]), logical
+    # Nodes must be allowed to report before anyone waits for their reports: the cluster stack
+    # grants it, and deploys first.
+    assert not b.of_type("AWS::IAM::Policy").keys() & {"NodeGrantsPolicy0B15B3AA"}
 
 
 def test_users_land_in_stable_batches() -> None:
@@ -258,7 +271,7 @@ def test_users_land_in_stable_batches() -> None:
     assert len(set(before.values())) > 8  # and they spread over the nested stacks
 
 
-def test_handler_policy_and_node_grants(built: Any) -> None:
+def test_handler_policy(built: Any) -> None:
     b = built(SLURM)
     policies = b.of_type("AWS::IAM::Policy")
     handler = next(v for k, v in policies.items() if k.startswith("PartitionsHandlerRole"))
@@ -266,18 +279,68 @@ def test_handler_policy_and_node_grants(built: Any) -> None:
     assert "parameter/hyperpod-kit/hyperpod-dev/partitions/*" in text
     assert "sagemaker:UpdateUserProfile" in text and "ec2:ModifyNetworkInterfaceAttribute" in text
     assert '"ec2:Vpc"' in text
-    grants = next(v for k, v in policies.items() if k.startswith("NodeGrants"))
-    assert "ClusterStandIn" not in json.dumps(grants)  # by role name, across stacks
-    grant_text = json.dumps(grants)
-    assert "ssm:PutParameter" in grant_text and "hyperpod-kit/slurm-client/*" in grant_text
-    # the controller's token hook reads the data bucket's name from the storage handles
-    read = next(
-        st for st in grants["Properties"]["PolicyDocument"]["Statement"]
-        if st.get("Sid") == "ReadStorageHandles"
-    )  # fmt: skip
-    assert read["Action"] == "ssm:GetParameter"
-    assert "parameter/hyperpod-kit/hyperpod-dev/storage" in json.dumps(read["Resource"])
-    assert grants["Properties"]["Roles"][0]["Fn::ImportValue"]
+
+
+def _statements(policy: dict[str, Any]) -> list[dict[str, Any]]:
+    return list(policy["Properties"]["PolicyDocument"]["Statement"])
+
+
+def _allows(statements: list[dict[str, Any]], action: str, resource_part: str) -> bool:
+    return any(
+        action in _list(st["Action"]) and resource_part in json.dumps(st["Resource"])
+        for st in statements
+        if st["Effect"] == "Allow"
+    )
+
+
+def test_the_node_grants_for_studio_are_the_cluster_stack_s(built: Any) -> None:
+    """The controller's token issuer runs while the controller provisions, before the Studio
+    stack exists (a first deploy): everything it writes is granted in the execution role's
+    default policy, which the cluster resource depends on. The Studio stack grants the nodes
+    nothing."""
+    b = built(SLURM)
+    cluster = b.template("hyperpod-dev-cluster.template.json")["Resources"]
+    (policy_id,) = [k for k in cluster if k.startswith("HyperPodExecutionRoleDefaultPolicy")]
+    assert policy_id in cluster["HyperPodCluster"]["DependsOn"]
+    statements = _statements(cluster[policy_id])
+    tokens = "parameter/hyperpod-kit/hyperpod-dev/slurm-jwt/*"
+    assert _allows(statements, "ssm:PutParameter", tokens)
+    assert _allows(statements, "ssm:DeleteParameter", tokens)  # removed users' tokens
+    assert _allows(
+        statements, "ssm:PutParameter", "parameter/hyperpod-kit/hyperpod-dev/slurm-client"
+    )
+    assert _allows(statements, "s3:PutObject", "/hyperpod-kit/slurm-client/*")
+    assert _allows(statements, "ssm:GetParameter", "parameter/hyperpod-kit/hyperpod-dev/storage")
+    assert _allows(
+        statements, "ssm:PutParameter", "parameter/hyperpod-kit/hyperpod-dev/partitions/*"
+    )
+    assert not any("kms:" in json.dumps(st["Action"]) for st in statements)  # s3-managed bucket
+    # A Studio stack deployed by an earlier release still imports the role's name: the export
+    # stays, or CloudFormation would refuse to update this stack (it deploys first).
+    outputs = b.template("hyperpod-dev-cluster.template.json")["Outputs"]
+    assert any(k.startswith("ExportsOutputRefHyperPodExecutionRole") for k in outputs)
+    studio = json.dumps(b.of_type("AWS::IAM::Policy"))
+    assert "ssm:PutParameter" not in studio.replace("PartitionsHandler", "")  # the handler reads
+    for name, policy in b.of_type("AWS::IAM::Policy").items():
+        assert "HyperPodExecutionRole" not in json.dumps(policy["Properties"].get("Roles")), name
+
+
+def test_the_issuer_may_use_the_data_bucket_s_key(built: Any) -> None:
+    """An SSE-KMS data bucket: the bundle upload needs GenerateDataKey, and Decrypt for a
+    multipart upload; SecureStrings use aws/ssm, which needs no grant."""
+    b = built(merge(SLURM, {"storage": {"bucket": {"encryption": "kms"}}}))
+    cluster = b.template("hyperpod-dev-cluster.template.json")["Resources"]
+    (policy_id,) = [k for k in cluster if k.startswith("HyperPodExecutionRoleDefaultPolicy")]
+    statements = _statements(cluster[policy_id])
+    assert _allows(statements, "kms:GenerateDataKey", "DataKey")
+    assert _allows(statements, "kms:Decrypt", "DataKey")
+
+
+def test_eks_studio_grants_the_nodes_no_slurm_tokens(built: Any) -> None:
+    b = built(EKS)
+    cluster = b.template(f"{b.config.name}-cluster.template.json")["Resources"]
+    text = json.dumps(cluster)
+    assert "slurm-jwt" not in text and "slurm-client" not in text
 
 
 def test_existing_file_system_gets_the_studio_group_through_the_custom_resource(
@@ -310,25 +373,7 @@ def test_existing_file_system_gets_the_studio_group_through_the_custom_resource(
 
 
 def test_eks_gets_kubectl_settings_and_the_api_port(built: Any) -> None:
-    eks_env = merge(
-        {
-            "orchestrator": "eks",
-            "network": {
-                "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
-                "control_plane_availability_zone_id": "usw2-az1",
-            },
-            "cluster": {
-                "instance_groups": [
-                    {"name": "workers", "role": "worker", "instance_type": "ml.g5.12xlarge",
-                     "instance_count": 2}
-                ]
-            },
-            "users": PEOPLE,
-            "studio": {"enabled": True, "partitions": "shared"},
-        },
-        {},
-    )  # fmt: skip
-    b = built(eks_env)
+    b = built(EKS)
     ingress = [v["Properties"] for v in b.of_type("AWS::EC2::SecurityGroupIngress").values()]
     # HTTPS to the EKS API: the control plane carries the network's cluster security group
     cluster_sg = {"Fn::ImportValue": next(

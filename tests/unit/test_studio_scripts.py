@@ -17,12 +17,18 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.studio import (
     CLIENT_SCRIPT,
     LCC_MAX,
     LifecycleSettings,
+    StudioEks,
+    lifecycle_config_length,
+    lifecycle_settings,
     render_lifecycle_script,
 )
+from hyperpod_kit.stacks.eks import eks_cluster_name
 from tests.conftest import REPO
 
 ISSUER = REPO / "lifecycle" / "studio" / "slurm_jwt.sh"
@@ -75,6 +81,90 @@ def test_rendered_lifecycle_configuration_is_shellcheck_clean_and_fits(
         )
         assert result.returncode == 0, result.stdout
     assert len(base64.b64encode(rendered.read_bytes())) <= LCC_MAX
+
+
+# What the API counts: StudioLifecycleConfigContent, base64, at most LCC_MAX characters. The
+# configurations must stay well under it (Seen in issue 14: 15,004 of 16,384), so that a few more
+# lines of client.sh never turn into a failed Studio deploy.
+LCC_BUDGET = LCC_MAX * 3 // 4
+STUDIO_EXAMPLES = [
+    e for e in sorted((REPO / "environments").glob("*.yaml"))
+    if load_environment(e).config.studio.enabled
+]  # fmt: skip
+LONGEST_FILE_SYSTEM_ID = "fs-" + "f" * 17  # FSx ids: fs- and 8 or 17 hex digits
+
+
+def example_configurations(config: EnvironmentConfig) -> dict[str, str]:
+    """Each app's lifecycle configuration as the API receives it: CloudFormation resolves the
+    file system id (a new one: the longest id FSx gives) and the EKS cluster's name."""
+    existing = config.storage.lustre.existing
+    file_system_id = existing.file_system_id if existing is not None else LONGEST_FILE_SYSTEM_ID
+    eks = None
+    if config.orchestrator == "eks":
+        name = eks_cluster_name(config)
+        eks = StudioEks(cluster_name=name, cluster_arn=f"arn:aws:eks:{config.region}:1:cluster/x")
+    settings = lifecycle_settings(config, file_system_id=file_system_id, eks=eks)
+    return {app: render_lifecycle_script(settings) for app in config.studio.apps}
+
+
+def test_every_orchestrator_has_a_studio_example() -> None:
+    orchestrators = {load_environment(e).config.orchestrator for e in STUDIO_EXAMPLES}
+    assert orchestrators == {"slurm", "eks"}
+
+
+@pytest.mark.parametrize("example", STUDIO_EXAMPLES, ids=[e.name for e in STUDIO_EXAMPLES])
+def test_example_lifecycle_configurations_are_well_under_the_api_limit(example: Path) -> None:
+    config = load_environment(example).config
+    for app, content in example_configurations(config).items():
+        length = lifecycle_config_length(content)
+        assert length == len(base64.b64encode(content.encode()))
+        assert length <= LCC_BUDGET, (
+            f"{example.name} {app}: {length} base64 characters, "
+            f"{100 * length // LCC_MAX}% of the {LCC_MAX} the API takes (budget {LCC_BUDGET})"
+        )
+
+
+@pytest.mark.parametrize("orchestrator", ["slurm", "eks"])
+def test_longest_settings_still_fit(orchestrator: str) -> None:
+    """Every setting at its longest (names of 63, a shared path of 256, an EKS name of 100)."""
+    longest = LifecycleSettings(
+        environment="e" * 63,
+        region="ap-southeast-5",
+        orchestrator=orchestrator,
+        file_system_id=LONGEST_FILE_SYSTEM_ID,
+        studio_mount="/mnt/custom-file-systems/fsx_lustre",
+        node_mount="/fsx",
+        partitions="shared",
+        shared_path="/" + "s" * 255,
+        client_parameter=f"/hyperpod-kit/{'e' * 63}/slurm-client",
+        token_parameter_prefix=f"/hyperpod-kit/{'e' * 63}/slurm-jwt",
+        eks_cluster="c" * 100 if orchestrator == "eks" else "",
+        kubectl_version="1.33.4" if orchestrator == "eks" else "",
+        namespace="n" * 63,
+    )
+    assert lifecycle_config_length(render_lifecycle_script(longest)) <= LCC_BUDGET
+
+
+def test_each_configuration_has_only_its_orchestrator_s_part() -> None:
+    slurm = render_lifecycle_script(settings("slurm"))
+    eks = render_lifecycle_script(settings("eks"))
+    assert "write_slurm_wrapper() {" in slurm and "install_eks() {" not in slurm
+    assert "install_eks() {" in eks and "write_slurm_wrapper() {" not in eks
+    assert "eks-token" not in slurm and '"owner"' not in eks
+    assert ">>>" not in slurm + eks and "<<<" not in slurm + eks
+
+
+def test_unbalanced_section_markers_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from hyperpod_kit.constructs import studio
+
+    for body in ("# >>> slurm\necho\n", "# <<< slurm\n", "# >>> slurm\n# >>> eks\n"):
+        script = tmp_path / "client.sh"
+        script.write_text("#!/bin/bash\n" + body)
+        monkeypatch.setattr(studio, "CLIENT_SCRIPT", script)
+        with pytest.raises(ValueError, match="section"):
+            render_lifecycle_script(settings("slurm"))
 
 
 def test_scripts_are_strict_and_take_a_sandbox_root() -> None:
@@ -316,10 +406,14 @@ class Controller:
         self.calls = tmp / "calls.log"
         self.bin = tmp / "bin"
         stub = f'#!/bin/bash\necho "$(basename "$0") $*" >>{self.calls}\n'
+        self.active = tmp / "slurmctld-active"  # exists: slurmctld is active
+        if active:
+            self.active.touch()
         executable(
             self.bin / "systemctl",
-            stub + ('[[ "$1" != is-active ]] || exit ' + ("0" if active else "3") + "\n"),
+            stub + f'[[ "$1" != is-active ]] || [[ -e {self.active} ]] || exit 3\n',
         )
+        executable(self.bin / "sleep", "#!/bin/bash\n")  # backoff without the wait
         executable(self.bin / "scontrol", stub + f"""case "$1" in
   show) cat <<'EOF'
 {SHOW_CONFIG}EOF
@@ -327,7 +421,16 @@ class Controller:
   token) echo "SLURM_JWT=token-for-${{2#username=}}" ;;
 esac
 """)  # fmt: skip
-        executable(self.bin / "aws", stub)
+        # Knobs, as files: delete-fails (every delete fails), delete-gone (ParameterNotFound).
+        executable(
+            self.bin / "aws",
+            stub
+            + f"""if [[ "$2" == delete-parameter ]]; then
+  [[ ! -e {tmp}/delete-fails ]] || {{ echo "Could not connect" >&2; exit 255; }}
+  [[ ! -e {tmp}/delete-gone ]] || {{ echo "(ParameterNotFound) when calling" >&2; exit 254; }}
+fi
+""",
+        )
         slurm = tmp / "slurm"
         for command in ("sinfo", "sbatch", "squeue", "scancel", "scontrol"):
             executable(slurm / "bin" / command, "#!/bin/bash\n")
@@ -339,6 +442,9 @@ esac
         users = [{"name": n, "uid": 10001 + i} for i, n in enumerate(studio)]
         users += [{"name": n, "uid": 20001, "studio": False} for n in others]
         self.users.write_text(json.dumps(users))
+
+    def key(self) -> bytes:
+        return (self.root / "var/spool/slurmctld/jwt_hs256.key").read_bytes()
 
     def run(self, **env: str) -> subprocess.CompletedProcess[str]:
         self.calls.write_text("")
@@ -466,3 +572,123 @@ def test_issuer_with_a_broken_users_file_revokes_nothing(tmp_path: Path) -> None
     result = node.run()
     assert result.returncode != 0
     assert node.called("aws ssm delete-parameter") == []
+
+
+def test_issuer_tokens_live_an_hour_and_are_renewed_at_half(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    tokens = node.called("scontrol token")
+    assert tokens == [
+        "scontrol token username=alice lifespan=3600",
+        "scontrol token username=bob lifespan=3600",
+    ]
+    stamps = node.root / "var/lib/hyperpod-kit/studio/issued"
+    (stamps / "alice").write_text(str(int((stamps / "alice").read_text()) - 1801))
+    assert node.run(INVOCATION_ID="timer").returncode == 0
+    assert node.called("scontrol token") == ["scontrol token username=alice lifespan=3600"]
+
+
+def test_issuer_on_a_controller_before_slurmctld_is_up_installs_its_timer(tmp_path: Path) -> None:
+    """First provisioning: the hook says this is the controller, slurmctld is not active yet. The
+    timer is installed all the same, and its first run with slurmctld up issues the tokens."""
+    node = Controller(tmp_path, active=False)
+    result = node.run(HYPERPOD_KIT_CONTROLLER="1")
+    assert result.returncode == 0, result.stderr
+    assert "slurmctld is not active yet" in result.stderr
+    units = node.root / "etc/systemd/system"
+    assert (units / "hyperpod-kit-studio-jwt.timer").is_file()
+    env = (node.root / "etc/hyperpod-kit/studio-slurm-jwt.env").read_text()
+    assert "HYPERPOD_KIT_CONTROLLER=1\n" in env  # the timer's runs know it too
+    assert node.called("systemctl enable") == [
+        "systemctl enable --now hyperpod-kit-studio-jwt.timer"
+    ]
+    assert node.called("scontrol") == [] and node.called("aws") == []
+    assert node.conf.read_text() == "ClusterName=research\nAuthType=auth/munge\n"
+
+    node.active.touch()  # slurmctld is up; the timer runs the issuer with its environment file
+    timer_env = dict(line.split("=", 1) for line in env.splitlines())
+    result = node.run(INVOCATION_ID="timer", **timer_env)
+    assert result.returncode == 0, result.stderr
+    assert len([c for c in node.called("aws ssm put-parameter") if "/slurm-jwt/" in c]) == 2
+    assert node.called("systemctl enable") == []  # the timer does not reinstall itself
+
+
+def test_issuer_removing_a_user_deletes_the_parameter_and_voids_every_token(
+    tmp_path: Path,
+) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    first_key = node.key()
+    node.write_users(["alice"], [])
+    result = node.run(INVOCATION_ID="timer")
+    assert result.returncode == 0, result.stderr
+    assert node.called("aws ssm delete-parameter") == [
+        "aws ssm delete-parameter --name /hyperpod-kit/research/slurm-jwt/bob"
+    ]
+    # slurmctld accepts whatever the key signed until it expires: a new key voids bob's token,
+    # and alice's, which is reissued at once.
+    assert node.key() != first_key and len(node.key()) == 32
+    assert node.called("systemctl restart") == ["systemctl restart slurmctld"]
+    assert node.called("scontrol token") == ["scontrol token username=alice lifespan=3600"]
+    calls = node.calls.read_text().splitlines()
+    delete = calls.index("aws ssm delete-parameter --name /hyperpod-kit/research/slurm-jwt/bob")
+    assert delete < calls.index("systemctl restart slurmctld")  # the parameter goes first
+    assert calls.index("scontrol ping") < calls.index("scontrol token username=alice lifespan=3600")
+    # Nothing more to revoke: the next run neither deletes nor rotates.
+    again = node.run(INVOCATION_ID="timer")
+    assert again.returncode == 0, again.stderr
+    assert node.called("aws") == [] and node.called("systemctl restart") == []
+
+
+def test_issuer_retries_a_failed_delete_without_rotating_again(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    node.write_users(["alice"], [])
+    (tmp_path / "delete-fails").touch()
+    result = node.run(INVOCATION_ID="timer")
+    assert result.returncode == 0, result.stderr
+    assert "could not delete /hyperpod-kit/research/slurm-jwt/bob" in result.stderr
+    assert len(node.called("aws ssm delete-parameter")) == 5  # with backoff
+    assert node.called("systemctl restart") == ["systemctl restart slurmctld"]  # voided anyway
+    (tmp_path / "delete-fails").unlink()
+    again = node.run(INVOCATION_ID="timer")
+    assert again.returncode == 0, again.stderr
+    assert node.called("aws ssm delete-parameter") == [
+        "aws ssm delete-parameter --name /hyperpod-kit/research/slurm-jwt/bob"
+    ]
+    assert node.called("systemctl restart") == []
+
+
+def test_issuer_counts_a_parameter_already_gone_as_deleted(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    node.write_users(["alice"], [])
+    (tmp_path / "delete-gone").touch()
+    result = node.run(INVOCATION_ID="timer")
+    assert result.returncode == 0, result.stderr
+    assert len(node.called("aws ssm delete-parameter")) == 1
+    assert "token parameter deleted" in result.stderr
+
+
+def test_issuer_re_adding_a_user_issues_a_new_token(tmp_path: Path) -> None:
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    node.write_users(["alice"], [])
+    (tmp_path / "delete-fails").touch()  # bob's parameter is still there, pending deletion
+    assert node.run(INVOCATION_ID="timer").returncode == 0
+    node.write_users(["alice", "bob"], [])
+    result = node.run(INVOCATION_ID="timer")
+    assert result.returncode == 0, result.stderr
+    assert node.called("aws ssm delete-parameter") == []  # never deletes a listed user's token
+    assert node.called("scontrol token") == ["scontrol token username=bob lifespan=3600"]
+
+
+def test_issuer_a_deleted_key_is_replaced_with_a_restart_and_new_tokens(tmp_path: Path) -> None:
+    """docs/studio.md: to void every token at once, delete the key and let the issuer run."""
+    node = Controller(tmp_path)
+    assert node.run().returncode == 0
+    (node.root / "var/spool/slurmctld/jwt_hs256.key").unlink()
+    result = node.run(INVOCATION_ID="timer")
+    assert result.returncode == 0, result.stderr
+    assert node.called("systemctl restart") == ["systemctl restart slurmctld"]
+    assert len(node.called("scontrol token")) == 2

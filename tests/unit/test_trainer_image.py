@@ -48,3 +48,25 @@ def test_image_asset_is_the_trainer_dockerfile_for_x86(tmp_path: Path) -> None:
 def test_trainer_stack_follows_build_image(synth: SynthFn) -> None:
     assert "trainer" in synth().templates
     assert "trainer" not in synth({"trainer": {"build_image": False}}).templates
+
+
+def test_the_uri_jobs_render_offline_is_the_one_the_stack_publishes(synth: SynthFn) -> None:
+    """`hyperpod-kit jobs` renders the trainer stack's image without synthesizing or asking AWS:
+    the same asset hash, repository and account as the deployed stack's (here with an account;
+    without one the node fills it in). The execution role may pull it and log in to ECR, which
+    is all the job's import needs (no SSM)."""
+    from hyperpod_kit.stacks.trainer import trainer_image_uri
+
+    built = synth({"account": "111122223333"})
+    template = built.templates["trainer"]
+    (parameter,) = template.find_resources("AWS::SSM::Parameter").values()
+    published = parameter["Properties"]["Value"]["Fn::Sub"].replace(
+        "${AWS::URLSuffix}", "amazonaws.com"
+    )
+    assert trainer_image_uri(built.config) == published
+    unknown = trainer_image_uri(built.config.model_copy(update={"account": None}))
+    assert unknown == published.replace("111122223333", "@ACCOUNT@")
+    cluster = json.dumps(built.templates["cluster"].find_resources("AWS::IAM::Policy"))
+    for action in ("ecr:BatchGetImage", "ecr:GetAuthorizationToken", "ecr:GetDownloadUrlForLayer"):
+        assert action in cluster
+    assert "ssm:GetParameter" not in cluster or "trainer-image" not in cluster

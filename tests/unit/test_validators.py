@@ -124,6 +124,28 @@ def eks(**kw: Any) -> dict[str, Any]:
     return {"cluster": {"eks": kw}}
 
 
+PLUGIN_CHARTS = {
+    "nvidia_chart": str(CHART / "charts" / "nvidia-device-plugin"),
+    "efa_chart": str(CHART / "charts" / "aws-efa-k8s-device-plugin"),
+}
+NO_NAT = {
+    "network": {
+        "vpc": None,
+        "existing_vpc": {
+            "vpc_id": "vpc-0123456789abcdef0",
+            "private_subnet_id": "subnet-0123456789abcdef0",
+            "cidr": "10.1.0.0/16",
+            "control_plane_subnet_ids": ["subnet-0123456789abcdef1"],
+        },
+        "interface_endpoints": True,
+    }
+}
+
+
+def eks_workers(instance_type: str) -> dict[str, Any]:
+    return {"cluster": {"instance_groups": [dict(WORKERS, instance_type=instance_type)]}}
+
+
 def lifecycle_script(path: str) -> dict[str, Any]:
     items = [CONTROLLER, LOGIN, dict(COMPUTE, lifecycle={"scripts": [path]})]
     return {"cluster": {"instance_groups": items}}
@@ -445,6 +467,29 @@ GOOD: list[Any] = [
             allow(kubernetes_versions=["1.40"]),
         ),
         id="eks-version-newer-than-list-allowed",
+    ),
+    # eks-device-plugins
+    pytest.param("eks-device-plugins", {}, id="plugins-not-on-slurm"),
+    pytest.param("eks-device-plugins", eks_network(), id="plugins-from-their-repositories"),
+    pytest.param(
+        "eks-device-plugins",
+        merge(merge(eks_network(), NO_NAT), eks(device_plugins=PLUGIN_CHARTS)),
+        id="plugins-from-local-folders-without-nat",
+    ),
+    pytest.param(
+        "eks-device-plugins",
+        merge(eks_network(), eks(helm_chart=str(CHART))),
+        id="plugins-off-beside-hyperpods-chart",
+    ),
+    pytest.param(
+        "eks-device-plugins",
+        merge(eks_network(), eks(existing_cluster_name="ml", device_plugins={"enabled": True})),
+        id="plugins-on-an-existing-cluster-when-asked",
+    ),
+    pytest.param(
+        "files",
+        merge(eks_network(), eks(device_plugins=PLUGIN_CHARTS)),
+        id="files-plugin-charts-at-the-pinned-versions",
     ),
     # subnet-capacity
     pytest.param("subnet-capacity", {}, id="capacity-default"),
@@ -1644,6 +1689,131 @@ BAD: list[Any] = [
             )
         ],
         id="eks-no-helm-chart",
+    ),
+    pytest.param(
+        "eks",
+        merge(eks_network(), eks(device_plugins={"enabled": False})),
+        [
+            warn(
+                "cluster.eks.helm_chart",
+                "with cluster.eks.device_plugins.enabled false no NVIDIA or EFA device plugin is "
+                "deployed: nothing advertises nvidia.com/gpu or vpc.amazonaws.com/efa, and GPU "
+                "jobs stay Pending",
+                "give a pinned copy of sagemaker-hyperpod-cli's helm_chart/HyperPodHelmChart in "
+                "cluster.eks.helm_chart",
+            )
+        ],
+        id="eks-no-helm-chart-and-no-device-plugins",
+    ),
+    pytest.param(
+        "eks",
+        merge(eks_network(), eks(existing_cluster_name="ml")),
+        [
+            info(
+                "cluster.eks.helm_chart",
+                "(unless it is already installed on the existing cluster); no NVIDIA or EFA "
+                "device plugin is deployed on an existing cluster unless "
+                "cluster.eks.device_plugins.enabled is true",
+                "give a pinned copy of sagemaker-hyperpod-cli's helm_chart/HyperPodHelmChart in "
+                "cluster.eks.helm_chart",
+            )
+        ],
+        id="eks-existing-without-chart-says-no-device-plugins",
+    ),
+    # eks-device-plugins
+    pytest.param(
+        "eks-device-plugins",
+        merge(eks_network(), eks(helm_chart=str(CHART), device_plugins={"enabled": True})),
+        [
+            err(
+                "cluster.eks.device_plugins.enabled",
+                "HyperPod's Helm chart (cluster.eks.helm_chart) already ships the NVIDIA and EFA "
+                "device plugins; a second copy conflicts",
+                "leave cluster.eks.device_plugins.enabled out",
+            )
+        ],
+        id="plugins-beside-hyperpods-chart",
+    ),
+    pytest.param(
+        "eks-device-plugins",
+        merge(
+            merge(eks_network(), eks_workers("ml.g5.xlarge")),
+            eks(device_plugins={"efa_chart": PLUGIN_CHARTS["efa_chart"]}),
+        ),
+        [
+            warn(
+                "cluster.eks.device_plugins.efa_chart",
+                "not used: no instance group has a type for aws-efa-k8s-device-plugin",
+                "remove it",
+            )
+        ],
+        id="plugins-efa-chart-without-an-efa-type",
+    ),
+    pytest.param(
+        "eks-device-plugins",
+        merge(
+            merge(eks_network(), eks_workers("ml.m5.xlarge")), eks(device_plugins={"enabled": True})
+        ),
+        [
+            info(
+                "cluster.eks.device_plugins.enabled",
+                "no instance group has a type with NVIDIA GPUs or EFA",
+                None,
+            )
+        ],
+        id="plugins-asked-for-on-cpu-only-groups",
+    ),
+    pytest.param(
+        "eks-device-plugins",
+        merge(eks_network(), NO_NAT),
+        [
+            warn(
+                "cluster.eks.device_plugins.nvidia_chart",
+                "the kubectl handler fetches nvidia-device-plugin from "
+                "https://nvidia.github.io/k8s-device-plugin at deploy; a VPC with interface "
+                "endpoints instead of NAT has no route there",
+                "give a local copy of the chart in cluster.eks.device_plugins.nvidia_chart (and "
+                "mirror its image)",
+            ),
+            warn(
+                "cluster.eks.device_plugins.efa_chart",
+                "the kubectl handler fetches aws-efa-k8s-device-plugin from "
+                "https://aws.github.io/eks-charts/ at deploy",
+                "give a local copy of the chart in cluster.eks.device_plugins.efa_chart (and "
+                "mirror its image)",
+            ),
+        ],
+        id="plugins-from-repositories-without-nat",
+    ),
+    pytest.param(
+        "files",
+        merge(
+            eks_network(),
+            eks(device_plugins={"nvidia_chart": str(CHART / "charts" / "training-operators")}),
+        ),
+        [
+            err(
+                "cluster.eks.device_plugins.nvidia_chart",
+                "holds the chart training-operators 0.1.0, not nvidia-device-plugin 0.16.1 (the "
+                "version HyperPod's own chart pins; table checked 2026-11-25)",
+                "fetch it once: helm pull nvidia-device-plugin --repo "
+                "https://nvidia.github.io/k8s-device-plugin --version 0.16.1 --untar",
+            )
+        ],
+        id="files-plugin-folder-with-another-chart",
+    ),
+    pytest.param(
+        "files",
+        merge(eks_network(), eks(device_plugins={"efa_chart": str(Path(__file__).parent)})),
+        [
+            err(
+                "cluster.eks.device_plugins.efa_chart",
+                "has no Chart.yaml",
+                "fetch it once: helm pull aws-efa-k8s-device-plugin --repo "
+                "https://aws.github.io/eks-charts/ --version 0.5.20 --untar",
+            )
+        ],
+        id="files-plugin-folder-without-chart-yaml",
     ),
     # subnet-capacity
     pytest.param(

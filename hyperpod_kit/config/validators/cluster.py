@@ -7,8 +7,16 @@ import difflib
 import re
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
-from hyperpod_kit.config.facts import instance_type, instance_types, instance_types_checked
+from hyperpod_kit.config.derived import device_plugins
+from hyperpod_kit.config.facts import (
+    helm_chart_pins,
+    helm_charts_checked,
+    instance_type,
+    instance_types,
+    instance_types_checked,
+)
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
 from hyperpod_kit.config.validators import validator
@@ -244,6 +252,9 @@ def _files(config: EnvironmentConfig) -> Iterator[tuple[str, str, bool]]:
         yield "cluster.slurm.enroot_pyxis_packages", slurm.enroot_pyxis_packages, True
     if eks.helm_chart is not None and config.orchestrator == "eks":
         yield "cluster.eks.helm_chart", eks.helm_chart, True
+    if config.orchestrator == "eks":
+        for key, value in _plugin_folders(config).items():
+            yield f"cluster.eks.device_plugins.{key}", value, True
     if config.trainer.job.template is not None:
         yield "trainer.job.template", config.trainer.job.template, False
 
@@ -269,6 +280,8 @@ def check_files(config: EnvironmentConfig) -> Iterator[Finding]:
                 f"{value!r} has no Chart.yaml",
                 "give the HyperPodHelmChart folder of sagemaker-hyperpod-cli",
             )
+        elif at.startswith("cluster.eks.device_plugins."):
+            yield from _check_plugin_folder(at, value, path)
         elif at == "cluster.slurm.enroot_pyxis_packages" and not any(path.glob("*.deb")):
             yield Finding(
                 Level.ERROR,
@@ -295,6 +308,102 @@ def check_enroot_pyxis(config: EnvironmentConfig) -> Iterator[Finding]:
             "name a folder of packages in cluster.slurm.enroot_pyxis_packages, or suppress "
             "enroot-pyxis-source if your AMI has them",
         )
+
+
+# cluster.eks.device_plugins.<key> -> the chart it must hold
+PLUGIN_FOLDERS = {"nvidia_chart": "nvidia-device-plugin", "efa_chart": "aws-efa-k8s-device-plugin"}
+
+
+def _plugin_folders(config: EnvironmentConfig) -> dict[str, str]:
+    folders = config.cluster.eks.device_plugins
+    named = {"nvidia_chart": folders.nvidia_chart, "efa_chart": folders.efa_chart}
+    return {key: value for key, value in named.items() if value is not None}
+
+
+def _check_plugin_folder(at: str, value: str, path: Path) -> Iterator[Finding]:
+    """A local copy of a device plugin's chart is that chart, at the version HyperPod pins."""
+    from hyperpod_kit.constructs.eks_chart_folder import chart_identity
+
+    pin = helm_chart_pins()[PLUGIN_FOLDERS[at.rsplit(".", 1)[1]]]
+    fetch = f"helm pull {pin.name} --repo {pin.repository} --version {pin.version} --untar"
+    if not (path / "Chart.yaml").is_file():
+        yield Finding(Level.ERROR, at, f"{value!r} has no Chart.yaml", f"fetch it once: {fetch}")
+        return
+    name, version = chart_identity(path)
+    if (name, version) != (pin.name, pin.version):
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"{value!r} holds the chart {name} {version}, not {pin.name} {pin.version} (the "
+            f"version HyperPod's own chart pins; table checked {helm_charts_checked()})",
+            f"fetch it once: {fetch}",
+        )
+
+
+@validator("eks-device-plugins", area="cluster")
+def check_device_plugins(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The NVIDIA and EFA device plugins: never beside HyperPod's chart (it ships both), each
+    with instance types to run on, and fetchable at deploy (a local chart folder otherwise)."""
+    if config.orchestrator != "eks":
+        return
+    eks = config.cluster.eks
+    at = "cluster.eks.device_plugins"
+    if eks.device_plugins.enabled and eks.helm_chart is not None:
+        yield Finding(
+            Level.ERROR,
+            f"{at}.enabled",
+            "HyperPod's Helm chart (cluster.eks.helm_chart) already ships the NVIDIA and EFA "
+            "device plugins; a second copy conflicts",
+            "leave cluster.eks.device_plugins.enabled out",
+        )
+        return
+    plugins = device_plugins(config)
+    if plugins is None:
+        if eks.device_plugins.enabled:
+            yield Finding(
+                Level.INFO,
+                f"{at}.enabled",
+                "no instance group has a type with NVIDIA GPUs or EFA (instance table checked "
+                f"{instance_types_checked()}): no device plugin is deployed",
+            )
+        for key in _plugin_folders(config):
+            yield Finding(
+                Level.WARNING,
+                f"{at}.{key}",
+                "not used: hyperpod-kit deploys no device plugin in this environment",
+                "remove it, or set cluster.eks.device_plugins.enabled",
+            )
+        return
+    deployed = {"nvidia_chart": plugins.nvidia_types, "efa_chart": plugins.efa_types}
+    for key in _plugin_folders(config):
+        if not deployed[key]:
+            yield Finding(
+                Level.WARNING,
+                f"{at}.{key}",
+                f"not used: no instance group has a type for {PLUGIN_FOLDERS[key]}",
+                "remove it",
+            )
+    if plugins.unknown_types:
+        yield Finding(
+            Level.INFO,
+            at,
+            f"{', '.join(plugins.unknown_types)}: not in the instance table, so neither device "
+            "plugin runs there",
+            "install the plugins for those types yourself, or use cluster.eks.helm_chart",
+        )
+    network = config.network
+    if network.existing_vpc is not None and network.interface_endpoints:
+        pins = helm_chart_pins()
+        for key, types in deployed.items():
+            name = PLUGIN_FOLDERS[key]
+            if types and key not in _plugin_folders(config):
+                yield Finding(
+                    Level.WARNING,
+                    f"{at}.{key}",
+                    f"the kubectl handler fetches {name} from {pins[name].repository} at "
+                    "deploy; a VPC with interface endpoints instead of NAT has no route there",
+                    f"give a local copy of the chart in {at}.{key} (and mirror its image)",
+                )
 
 
 def _version(text: str) -> tuple[int, ...]:
@@ -339,10 +448,37 @@ def check_eks(config: EnvironmentConfig) -> Iterator[Finding]:
                 " (unless it is already installed on the existing cluster)"
                 if eks.existing_cluster_name
                 else ""
-            ),
+            )
+            + "; "
+            + _device_plugins_said(config),
             "give a pinned copy of sagemaker-hyperpod-cli's helm_chart/HyperPodHelmChart in "
             "cluster.eks.helm_chart",
         )
+
+
+def _device_plugins_said(config: EnvironmentConfig) -> str:
+    """What the missing-chart warning says about the device plugins the chart would bring."""
+    plugins = device_plugins(config)
+    if plugins is not None:
+        which = [
+            f"{name} ({', '.join(types)})"
+            for name, types in (("NVIDIA", plugins.nvidia_types), ("EFA", plugins.efa_types))
+            if types
+        ]
+        return (
+            f"hyperpod-kit deploys the {' and '.join(which)} device plugin"
+            f"{'s' if len(which) > 1 else ''} itself (cluster.eks.device_plugins)"
+        )
+    if config.cluster.eks.existing_cluster_name is not None:
+        return (
+            "no NVIDIA or EFA device plugin is deployed on an existing cluster unless "
+            "cluster.eks.device_plugins.enabled is true: without one, GPU jobs stay Pending"
+        )
+    return (
+        "with cluster.eks.device_plugins.enabled false no NVIDIA or EFA device plugin is "
+        "deployed: nothing advertises nvidia.com/gpu or vpc.amazonaws.com/efa, and GPU jobs "
+        "stay Pending"
+    )
 
 
 def group_of(config: EnvironmentConfig, name: str) -> tuple[int, InstanceGroupConfig] | None:
