@@ -165,15 +165,16 @@ def render_markdown() -> str:
         "     `python -m hyperpod_kit.operations.diagnosis > docs/troubleshooting.md`;",
         "     tests/unit/test_diagnosis.py fails when this file is stale. -->",
         "",
-        "`hyperpod-kit status FILE` answers \"is it up, and if not, why\": when a stack, the "
+        '`hyperpod-kit status FILE` answers "is it up, and if not, why": when a stack, the '
         "cluster or a node failed, it matches the cluster's `FailureMessage` and each node's "
         "status message, the reasons of the failed stack events, and the failing node's log "
         "(`hyperpod-kit logs FILE`, the failing node first) against the signatures below, and "
         "prints the likely cause, the evidence (the line that matched) and what to do.",
         "",
         f"Table dated {data['date']}. A signature marked *{UNCHECKED}* matches on the error "
-        "code or on a paraphrase: no public source quoting the message was found. Each has a "
-        "example input (below: a public quote where one exists, else written from the error code) that the tests diagnose.",
+        "code or on a paraphrase: no public source quoting the message was found. Each has an "
+        "example input (below: a public quote where one exists, else written from the error "
+        "code) that the tests diagnose.",
         "",
         "Stack events come from CloudFormation's `DescribeStackEvents` (the failing resource "
         "first), read through the one AWS facade (`hyperpod_kit/config/aws.py`). The pinned "

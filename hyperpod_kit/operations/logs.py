@@ -51,8 +51,9 @@ class Health:
 
 def log_group(deployed: Deployed) -> str | None:
     """The cluster's log group, from the cluster stack's discovery parameter; None before it."""
-    name, cluster_id = deployed.handle("cluster", "cluster_name"), deployed.handle(
-        "cluster", "cluster_id"
+    name, cluster_id = (
+        deployed.handle("cluster", "cluster_name"),
+        deployed.handle("cluster", "cluster_id"),
     )
     return cluster_log_group_name(name, cluster_id) if name and cluster_id else None
 
@@ -74,9 +75,7 @@ def streams(aws: AwsFacade, group: str) -> list[Stream]:
     found = []
     for row in rows:
         s = classify(row["logStreamName"])
-        found.append(
-            Stream(s.name, s.kind, s.instance_id, s.group, row.get("lastEventTimestamp"))
-        )
+        found.append(Stream(s.name, s.kind, s.instance_id, s.group, row.get("lastEventTimestamp")))
     return found
 
 
@@ -94,12 +93,10 @@ def select(
     ]
     if group is not None:  # the shipped streams of the group's nodes, found by instance id
         ids = {s.instance_id for s in chosen if s.instance_id}
-        chosen += [
-            s for s in found if s.group is None and s.instance_id in ids and s not in chosen
-        ]
+        chosen += [s for s in found if s.group is None and s.instance_id in ids and s not in chosen]
     first = list(first)
     order = {iid: i for i, iid in enumerate(first)}
-    kinds = list(LOG_STREAMS) + ["other"]
+    kinds = [*LOG_STREAMS, "other"]
     return sorted(
         chosen,
         key=lambda s: (order.get(s.instance_id or "", len(order)), s.instance_id or "",
