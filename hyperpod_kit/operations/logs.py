@@ -59,13 +59,16 @@ def log_group(deployed: Deployed) -> str | None:
 
 
 def classify(name: str) -> Stream:
+    """A stream's kind, node and instance group, from its name: the per-instance streams end with
+    the instance id; others are the node's when an instance id appears in them."""
     kind = next((k for k, prefix in LOG_STREAMS.items() if name.startswith(prefix)), "other")
+    parts = name.split("/")
     found = INSTANCE_ID.findall(name)
-    group = None
-    if kind == "lifecycle":
-        parts = name.split("/")
-        group = parts[1] if len(parts) >= 3 else None
-    return Stream(name, kind, found[-1] if found else None, group, None)
+    instance_id = found[-1] if found else None
+    if kind in ("lifecycle", "shipped-lifecycle", "health", "jobs") and len(parts) >= 3:
+        instance_id = parts[-1]
+    group = parts[1] if kind == "lifecycle" and len(parts) >= 3 else None
+    return Stream(name, kind, instance_id, group, None)
 
 
 def streams(aws: AwsFacade, group: str) -> list[Stream]:
