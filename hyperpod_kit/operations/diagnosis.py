@@ -163,7 +163,7 @@ def render_markdown() -> str:
         "",
         "<!-- Generated from hyperpod_kit/config/facts/failure_signatures.json by",
         "     `python -m hyperpod_kit.operations.diagnosis > docs/troubleshooting.md`;",
-        "     tests/unit/test_diagnosis.py fails when this file is stale. -->",
+        "     tests/unit/test_status.py fails when this file is stale. -->",
         "",
         '`hyperpod-kit status FILE` answers "is it up, and if not, why": when a stack, the '
         "cluster or a node failed, it matches the cluster's `FailureMessage` and each node's "
@@ -171,17 +171,41 @@ def render_markdown() -> str:
         "(`hyperpod-kit logs FILE`, the failing node first) against the signatures below, and "
         "prints the likely cause, the evidence (the line that matched) and what to do.",
         "",
+        "What `status` reads, all through the one AWS facade (`hyperpod_kit/config/aws.py`: "
+        "boto3's credential chain, the file's region, retries with backoff, every page):",
+        "",
+        "- the stacks tagged `hyperpod-kit:environment=<name>` (CloudFormation), and the handles "
+        "each stack publishes at `/hyperpod-kit/<name>/<area>` (SSM): nothing is guessed;",
+        "- the cluster (`DescribeCluster`, `ListClusterNodes`: status, `FailureMessage`, counts, "
+        "`ImageVersionStatus`); a node's **health** is the health runner's newest verdicts in "
+        "the stream `hyperpod-kit/health/<instance-id>` of the cluster's log group "
+        "`/aws/sagemaker/Clusters/<cluster-name>/<cluster-id>` (the API has no health field; "
+        "HyperPod's node health events go to the alert topic and are not stored, and the EKS "
+        "label needs the cluster's Kubernetes API, which `status` does not call);",
+        "- the file system and its data repository associations (FSx), its free space "
+        "(CloudWatch `FreeDataStorageCapacity`; below 10% is *degraded*);",
+        "- the Studio domain and each Studio person's partition report under "
+        "`/hyperpod-kit/<name>/partitions/` (the partitions gate waits for these);",
+        "- the alarms named `<name>-…` in ALARM.",
+        "",
+        "`hyperpod-kit logs FILE` prints the nodes' streams of that log group (HyperPod's "
+        "`LifecycleConfig/<group>/<instance-id>`, the shipped `hyperpod-kit/lifecycle/…` and "
+        "`hyperpod-kit/health/…`), the failing node first; `--node`, `--group`, `--since 2h`, "
+        "`--grep REGEX`, `--follow`; `--save DIR` exports one file per stream.",
+        "",
         f"Table dated {data['date']}. A signature marked *{UNCHECKED}* matches on the error "
         "code or on a paraphrase: no public source quoting the message was found. Each has an "
         "example input (below: a public quote where one exists, else written from the error "
         "code) that the tests diagnose.",
         "",
         "Stack events come from CloudFormation's `DescribeStackEvents` (the failing resource "
-        "first), read through the one AWS facade (`hyperpod_kit/config/aws.py`). The pinned "
-        "CDK CLI's `cdk diagnose` is not reused: `status` must also work where Node and the "
-        "cloud assembly are absent (a CI job, a laptop with only the environment file), it "
-        "needs the events as data to match against this table, and `cdk diagnose` prints "
-        "text for people only; run `npx cdk diagnose` yourself for its view of the stack.",
+        "first), read through the one AWS facade. The pinned CDK CLI (2.1148.1) has "
+        "`cdk diagnose [STACKS..]`, which finds the root cause of a stack's failure; it is "
+        "not reused: it needs the app or a cloud assembly (a synth, with Node, tens of "
+        "seconds), while `status` works from the environment file alone (a CI job, a laptop "
+        "without the assembly), and it prints text for people, while the diagnosis needs the "
+        "events as data to match against this table. Run `npx cdk diagnose` yourself for its "
+        "view of a stack.",
         "",
         "| cause | matched in | message checked | what to do |",
         "|---|---|---|---|",
