@@ -1,9 +1,14 @@
-"""Checks that need an AWS account: opt-in (`validate --aws`), behind one boto3 facade.
+"""The one AWS facade of the command line (`validate --aws`, `status`, `logs`), and the checks
+that need an AWS account.
 
-Offline validation stays the default; these add what only the account knows: whether the AZ ID
-exists for it, and whether its HyperPod instance quotas cover the instance groups. Missing
-credentials or a denied call never fail validation: they become one warning that says which check
-was skipped and why.
+`AwsFacade` resolves credentials and the region in one place (`resolve_session`: boto3's chain,
+the environment file's region; AWS_ENDPOINT_URL reaches a local moto server in tests), gives every
+client the same retries (botocore's standard mode) and timeouts, reads every page (`pages`), and
+turns a failed call into `AwsUnavailableError` (or None, for the error codes that mean "not
+there"). Offline validation stays the default: the `--aws` checks add what only the account knows
+(whether the AZ ID exists for it, whether its HyperPod instance quotas cover the instance groups),
+and missing credentials or a denied call never fail validation: they become one warning that
+says which check was skipped and why.
 """
 
 from __future__ import annotations

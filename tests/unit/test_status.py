@@ -320,3 +320,30 @@ def test_table_is_dated_and_every_row_has_a_source() -> None:
     for s in signatures():
         assert set(s.where) <= {"failure_message", "stack_event", "node_log"}
         assert s.checked == bool(s.quote), s.id
+
+
+def test_watch_refreshes_until_nothing_is_in_progress(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--watch: one report per refresh, until the state settles; its exit code is the last's."""
+    import argparse
+
+    from hyperpod_kit.cli import status as cli
+    from hyperpod_kit.operations import status as operations
+    from hyperpod_kit.operations.status import HEALTHY, IN_PROGRESS, Status
+
+    loaded = load_environment(REPO / "environments" / "default.yaml")
+    states = iter([IN_PROGRESS, IN_PROGRESS, HEALTHY])
+
+    def fake_collect(config: Any, aws: Any) -> Status:
+        return Status(config.name, config.region, state=next(states))
+
+    monkeypatch.setattr(operations, "collect", fake_collect)
+    monkeypatch.setattr(AwsFacade, "has_credentials", lambda self: True)
+    args = argparse.Namespace(format="text", watch=True, interval=0.01)
+    assert cli.status(loaded, args) == 0
+    reports = capsys.readouterr().out.count("environment hyperpod-dev (us-west-2): ")
+    assert reports == 3
+    args = argparse.Namespace(format="text", watch=False, interval=30.0)
+    states = iter([IN_PROGRESS])
+    assert cli.status(loaded, args) == 1  # without --watch: one report, not yet healthy
