@@ -78,7 +78,9 @@ exit codes:
 
 
 def _facade(loaded: LoadedEnvironment) -> AwsFacade | None:
-    from hyperpod_kit.config.aws import AwsFacade
+    """The facade, or None after one line: no credentials, or those of another account than
+    the file's `account` (where nothing of it could be found)."""
+    from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
 
     aws = AwsFacade(loaded.config.region)
     if not aws.has_credentials():
@@ -86,6 +88,18 @@ def _facade(loaded: LoadedEnvironment) -> AwsFacade | None:
               "AWS_PROFILE, or SSO) for the account the environment is deployed in.",
               file=sys.stderr)  # fmt: skip
         return None
+    wanted = loaded.config.account
+    if wanted:
+        try:
+            actual = aws.account_id()
+        except AwsUnavailableError as e:
+            _unavailable(loaded, e)
+            return None
+        if actual != wanted:
+            print(f"{loaded.file}: the credentials are for account {actual}, the environment "
+                  f"is in {wanted}. Hint: use credentials of account {wanted} (e.g. "
+                  "AWS_PROFILE).", file=sys.stderr)  # fmt: skip
+            return None
     return aws
 
 

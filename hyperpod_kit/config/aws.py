@@ -76,6 +76,11 @@ class AwsFacade:
         except BotoCoreError:
             return False
 
+    def account_id(self) -> str:
+        """The account of the credentials (sts:GetCallerIdentity, which no policy can deny)."""
+        sts = self.client("sts")
+        return str(self.call("sts:GetCallerIdentity", sts.get_caller_identity)["Account"])
+
     def client(self, service: str) -> Any:
         if service not in self._clients:
             self._clients[service] = self._session.client(  # type: ignore[call-overload]

@@ -151,6 +151,13 @@ def test_nothing_deployed(moto: MotoServer, command: str, tmp_path: Path) -> Non
     one_line_error(done, f"nothing of environment {ENV} is deployed in us-west-2")
 
 
+def test_credentials_of_another_account(moto: MotoServer, tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(DEFAULT.read_text() + "account: '210987654321'\n")
+    done = hpk(moto, "status", str(other), "-q", cwd=tmp_path)  # moto's account: 123456789012
+    one_line_error(done, "the credentials are for account 123456789012")
+
+
 def test_bad_flags(moto: MotoServer, tmp_path: Path) -> None:
     one_line_error(hpk(moto, "logs", str(DEFAULT), "-q", "--since", "yesterday", cwd=tmp_path),
                    "--since: 'yesterday'")  # fmt: skip
