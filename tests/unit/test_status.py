@@ -347,3 +347,31 @@ def test_watch_refreshes_until_nothing_is_in_progress(
     args = argparse.Namespace(format="text", watch=False, interval=30.0)
     states = iter([IN_PROGRESS])
     assert cli.status(loaded, args) == 1  # without --watch: one report, not yet healthy
+
+
+def test_follow_prints_each_event_once_until_interrupted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hyperpod_kit.cli import status as cli
+
+    batches = iter([
+        [logs.LogEvent("s", 1, "first")],
+        [logs.LogEvent("s", 1, "first"), logs.LogEvent("s", 2, "second")],
+    ])  # fmt: skip
+    asked: list[int | None] = []
+
+    def fake_events(aws: Any, group: str, names: list[str], **kw: Any) -> list[logs.LogEvent]:
+        asked.append(kw["since_ms"])
+        return next(batches)
+
+    def fake_sleep(_: float) -> None:
+        if len(asked) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(logs, "events", fake_events)
+    monkeypatch.setattr(cli.time, "sleep", fake_sleep)
+    with pytest.raises(KeyboardInterrupt):  # main() turns it into exit 130
+        cli._print(None, "g", [logs.classify("s")], since=None, grep=None, follow=True)  # type: ignore[arg-type]
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split("] ", 1)[1] for line in out] == ["first", "second"]
+    assert asked == [None, 1]  # the next poll starts at the newest event seen
