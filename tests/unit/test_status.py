@@ -369,7 +369,7 @@ def test_follow_prints_each_event_once_until_interrupted(
             raise KeyboardInterrupt
 
     monkeypatch.setattr(logs, "events", fake_events)
-    monkeypatch.setattr(cli.time, "sleep", fake_sleep)
+    monkeypatch.setattr("hyperpod_kit.cli.status.time.sleep", fake_sleep)
     with pytest.raises(KeyboardInterrupt):  # main() turns it into exit 130
         cli._print(None, "g", [logs.classify("s")], since=None, grep=None, follow=True)  # type: ignore[arg-type]
     out = capsys.readouterr().out.splitlines()
