@@ -16,6 +16,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
 from hyperpod_kit.constructs.security import EncryptLogGroups
+from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
 from hyperpod_kit.stacks.cluster import ClusterStack
 from hyperpod_kit.stacks.monitoring import MonitoringStack
 from hyperpod_kit.stacks.network import NetworkStack
@@ -79,7 +80,7 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
 
     def stack_args(area: str, what: str) -> dict[str, Any]:
         return {
-            "stack_name": f"{prefix}-{area}",
+            "stack_name": stack_name(prefix, area),
             "env": env,
             "description": f"hyperpod-kit {prefix}: {what}",
         }
@@ -163,7 +164,7 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
         eks_addons=eks_addons, studio=studio, monitoring=monitoring,
     )  # fmt: skip
     for stack in stacks.all():
-        for key, value in {"hyperpod-kit:environment": config.name, **config.tags}.items():
+        for key, value in {ENVIRONMENT_TAG: config.name, **config.tags}.items():
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=UNTAGGABLE)
         if config.kms_key_arn is not None:  # docs/security.md
             cdk.Aspects.of(stack).add(

@@ -1,11 +1,12 @@
 """`hyperpod-kit`: init, validate, estimate, schema, synth, plan, check (--rehearse), jobs, diff,
-deploy, destroy.
+deploy, destroy, status, logs.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
 ...`` for an output path) with nothing written; `plan` also exits 1 for a dangerous change and
-3 for one AWS or the nodes refuse (see its --help). Every write goes through
-`hyperpod_kit.cli.outputs`: an output replaces only what hyperpod-kit wrote.
+3 for one AWS or the nodes refuse (see its --help); `status` exits 1 for an environment that is
+not healthy, and 2 without credentials or with nothing deployed (cli/status.py). Every write
+goes through `hyperpod_kit.cli.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 
 from __future__ import annotations
@@ -203,6 +204,11 @@ def _parser() -> argparse.ArgumentParser:
 
     add_init_parser(sub)
 
+    from hyperpod_kit.cli import status
+
+    status.add_status_arguments(env_command("status", status.STATUS_HELP))
+    status.add_logs_arguments(env_command("logs", status.LOGS_HELP))
+
     gated = "validate, synthesize and gate, then the pinned CDK CLI's"
     for name, what in (
         ("diff", f"{gated} `cdk diff` of that assembly against the deployed stacks"),
@@ -300,6 +306,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     handlers = {
         "validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan, "check": _rehearse,
+        "status": _status, "logs": _logs,
     }  # fmt: skip
     handler = handlers.get(args.command, _cdk)
     return handler(loaded, args)
@@ -330,6 +337,18 @@ def _rehearse(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import rehearse
 
     return rehearse(loaded, as_json=args.format == "json")
+
+
+def _status(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.status import status
+
+    return status(loaded, args)
+
+
+def _logs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.status import logs
+
+    return logs(loaded, args)
 
 
 def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:

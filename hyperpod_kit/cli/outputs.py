@@ -1,10 +1,11 @@
 """Every write the `hyperpod-kit` command makes: it never destroys what it did not write.
 
-Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `make demo`'s `--out DIR`). A folder
-is ours when it holds the marker file `.hyperpod-kit` (a small JSON: tool, version, kind). An
-output folder is replaced only if it is missing, empty, or ours of the same kind; anything else (a
-file, a symbolic link, a folder of someone else's, the current folder or one that contains it) is
-refused before any work, with one line `PATH: message. Hint: ...` (exit 2), and nothing is touched.
+Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `logs --save DIR`, `make demo`'s
+`--out DIR`). A folder is ours when it holds the marker file `.hyperpod-kit` (a small JSON: tool,
+version, kind). An output folder is replaced only if it is missing, empty, or ours of the same
+kind; anything else (a file, a symbolic link, a folder of someone else's, the current folder or one
+that contains it) is refused before any work, with one line `PATH: message. Hint: ...` (exit 2),
+and nothing is touched.
 
 A new folder is built in a temporary sibling, `.DIR.new.<pid>.<random>` (same parent, so renames
 stay on one file system), and swapped in by renames:
@@ -47,7 +48,11 @@ TOOL = "hyperpod-kit"
 ASSEMBLY = "cloud-assembly"
 JOBS = "jobs"
 DEMO = "demo"  # `make demo` (hyperpod_kit.local.demo): its timeline, plot and logs
-_KIND_NAMES = {ASSEMBLY: "a cloud assembly", JOBS: "job files", DEMO: "a demo's output"}
+LOGS = "logs"  # `logs --save DIR`: a cluster's log streams
+_KIND_NAMES = {
+    ASSEMBLY: "a cloud assembly", JOBS: "job files", DEMO: "a demo's output",
+    LOGS: "exported logs",
+}  # fmt: skip
 
 
 class OutputError(Exception):
@@ -160,7 +165,7 @@ def check_folder(target: Path | str, kind: str, *, shown: str | None = None) -> 
 
 
 def _default_for(kind: str) -> str:
-    return {ASSEMBLY: "cdk.out", DEMO: "demo-out"}.get(kind, "jobs")
+    return {ASSEMBLY: "cdk.out", DEMO: "demo-out", LOGS: "cluster-logs"}.get(kind, "jobs")
 
 
 def _is_empty(folder: Path) -> bool:

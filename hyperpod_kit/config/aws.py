@@ -1,18 +1,24 @@
-"""Checks that need an AWS account: opt-in (`validate --aws`), behind one boto3 facade.
+"""The one AWS facade of the command line (`validate --aws`, `status`, `logs`), and the checks
+that need an AWS account.
 
-Offline validation stays the default; these add what only the account knows: whether the AZ ID
-exists for it, and whether its HyperPod instance quotas cover the instance groups. Missing
-credentials or a denied call never fail validation: they become one warning that says which check
-was skipped and why.
+`AwsFacade` resolves credentials and the region in one place (`resolve_session`: boto3's chain,
+the environment file's region; AWS_ENDPOINT_URL reaches a local moto server in tests), gives every
+client the same retries (botocore's standard mode) and timeouts, reads every page (`pages`), and
+turns a failed call into `AwsUnavailableError` (or None, for the error codes that mean "not
+there"). Offline validation stays the default: the `--aws` checks add what only the account knows
+(whether the AZ ID exists for it, whether its HyperPod instance quotas cover the instance groups),
+and missing credentials or a denied call never fail validation: they become one warning that
+says which check was skipped and why.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import Any
 
 import boto3
+from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
 from hyperpod_kit.config.findings import Finding, Level
@@ -29,36 +35,120 @@ DENIED = {
 }
 
 
+# Every client retries throttling and transient errors the same way (botocore's "standard" mode:
+# exponential backoff with jitter), and no call waits on a dead network for long.
+CLIENT_CONFIG = Config(
+    retries={"max_attempts": 6, "mode": "standard"}, connect_timeout=10, read_timeout=30
+)
+
+
 class AwsUnavailableError(Exception):
-    """The account could not be asked (no credentials, access denied, no network)."""
+    """The account could not be asked (no credentials, access denied, no network); `code` is
+    the service's error code, "NoCredentials", or "" for a network or client-side failure."""
+
+    def __init__(self, message: str, code: str = "") -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def resolve_session(region: str, *, profile: str | None = None) -> boto3.Session:
+    """The one place where credentials and the region are resolved: boto3's own chain (the
+    environment, AWS_PROFILE or `profile`, SSO, the instance role) for credentials; the region is
+    the environment file's, never AWS_REGION's. AWS_ENDPOINT_URL (a local moto server in tests)
+    is honoured by botocore itself."""
+    return boto3.Session(region_name=region, profile_name=profile)
 
 
 class AwsFacade:
-    """The only place that calls AWS for validation; tests give it moto or a stubbed client."""
+    """The only place that calls AWS from the command line (`validate --aws`, `status`, `logs`);
+    tests give it a moto server (AWS_ENDPOINT_URL) or stub its clients (`client()` returns the
+    same client each time, so a botocore Stubber attached to it sees every call)."""
 
     def __init__(self, region: str, *, session: boto3.Session | None = None) -> None:
         self.region = region
-        self._session = session or boto3.Session(region_name=region)
+        self._session = session or resolve_session(region)
+        self._clients: dict[str, Any] = {}
+
+    def has_credentials(self) -> bool:
+        """Whether boto3's chain finds credentials (without calling AWS)."""
+        try:
+            return self._session.get_credentials() is not None
+        except BotoCoreError:
+            return False
+
+    def account_id(self) -> str:
+        """The account of the credentials (sts:GetCallerIdentity, which no policy can deny)."""
+        sts = self.client("sts")
+        return str(self.call("sts:GetCallerIdentity", sts.get_caller_identity)["Account"])
 
     def client(self, service: str) -> Any:
-        return self._session.client(service, region_name=self.region)  # type: ignore[call-overload]
+        if service not in self._clients:
+            self._clients[service] = self._session.client(  # type: ignore[call-overload]
+                service, region_name=self.region, config=CLIENT_CONFIG
+            )
+        return self._clients[service]
 
-    def _call(self, what: str, fn: Callable[[], Any]) -> Any:
+    def call(
+        self,
+        what: str,
+        fn: Callable[..., Any],
+        /,
+        *args: Any,
+        missing: Collection[str] = (),
+        **kwargs: Any,
+    ) -> Any:
+        """`fn(*args, **kwargs)`; None when the error code is one of `missing` (the thing asked
+        for does not exist); any other failure is `AwsUnavailableError` naming `what`."""
         try:
-            return fn()
+            return fn(*args, **kwargs)
         except NoCredentialsError:
-            raise AwsUnavailableError(f"{what}: no AWS credentials") from None
+            raise AwsUnavailableError(f"{what}: no AWS credentials", "NoCredentials") from None
         except ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
+            error = e.response.get("Error", {})
+            code = str(error.get("Code", ""))
+            if code in missing:
+                return None
             if code in DENIED:
-                raise AwsUnavailableError(f"{what}: {code}") from None
-            raise AwsUnavailableError(f"{what}: {code or e}") from None
+                raise AwsUnavailableError(f"{what}: {code}", code) from None
+            detail = f"{code}: {error.get('Message', '')}".strip(": ") if code else str(e)
+            raise AwsUnavailableError(f"{what}: {detail}", code) from None
         except BotoCoreError as e:
             raise AwsUnavailableError(f"{what}: {e}") from None
 
+    def pages(
+        self,
+        service: str,
+        operation: str,
+        key: str,
+        *,
+        limit: int | None = None,
+        missing: Collection[str] = (),
+        **kwargs: Any,
+    ) -> list[Any]:
+        """Every item under `key` of every page of `operation` (botocore's paginator where the
+        service model has one, NextToken otherwise), at most `limit` of them; [] when the error
+        code is one of `missing`."""
+        client = self.client(service)
+        what = f"{service}:{''.join(w.capitalize() for w in operation.split('_'))}"
+
+        def fetch() -> list[Any]:
+            items: list[Any] = []
+            if client.can_paginate(operation):
+                pages = client.get_paginator(operation).paginate(**kwargs)
+            else:
+                pages = _next_token_pages(getattr(client, operation), kwargs)
+            for page in pages:
+                items += page.get(key, [])
+                if limit is not None and len(items) >= limit:
+                    return items[:limit]
+            return items
+
+        result: list[Any] | None = self.call(what, fetch, missing=missing)
+        return [] if result is None else result
+
     def availability_zone_ids(self) -> set[str]:
         ec2 = self.client("ec2")
-        zones = self._call("ec2:DescribeAvailabilityZones", ec2.describe_availability_zones)
+        zones = self.call("ec2:DescribeAvailabilityZones", ec2.describe_availability_zones)
         return {z["ZoneId"] for z in zones["AvailabilityZones"]}
 
     def cluster_instance_quotas(self) -> dict[str, float]:
@@ -76,8 +166,18 @@ class AwsFacade:
                         found[name.removesuffix(" for cluster usage")] = float(q["Value"])
             return found
 
-        result: dict[str, float] = self._call("service-quotas:ListServiceQuotas", fetch)
+        result: dict[str, float] = self.call("service-quotas:ListServiceQuotas", fetch)
         return result
+
+
+def _next_token_pages(operation: Callable[..., Any], kwargs: dict[str, Any]) -> Iterator[Any]:
+    token: str | None = None
+    while True:
+        page = operation(**kwargs, **({"NextToken": token} if token else {}))
+        yield page
+        token = page.get("NextToken")
+        if not token:
+            return
 
 
 AwsCheck = Callable[[EnvironmentConfig, AwsFacade], Iterator[Finding]]

@@ -46,6 +46,7 @@ from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators.monitoring import effective_remediation
 from hyperpod_kit.constructs.functions import function_logs_and_role
+from hyperpod_kit.naming import cluster_log_group_name
 from hyperpod_kit.paths import ASSETS
 
 REMEDIATION_CODE = ASSETS / "functions" / "remediation"
@@ -85,12 +86,6 @@ class MonitoredCluster(Protocol):
 
     @property
     def cluster_id(self) -> str: ...
-
-
-def cluster_log_group_name(cluster_name: str, cluster_id: str) -> str:
-    """HyperPod's log group for a cluster: lifecycle scripts, its health-monitoring agent, and
-    (shipped by the nodes' hyperpod-kit-ship-logs) the node-side runner and the lifecycle log."""
-    return f"/aws/sagemaker/Clusters/{cluster_name}/{cluster_id}"
 
 
 def console_url(region: str, cluster_name: str) -> str:

@@ -1,0 +1,321 @@
+"""`hyperpod-kit status FILE` and `hyperpod-kit logs FILE`: after a deploy, "is it up, and if not,
+why", and the nodes' logs, through the one AWS facade (`hyperpod_kit.config.aws`).
+
+status exit codes: 0 healthy; 1 in progress, degraded or failed (with the diagnosis when
+something failed); 2 bad input, no credentials, the account cannot be asked, or nothing of the
+environment is deployed (one line that says which). logs: 0, or 2 for the same reasons.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import re
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from hyperpod_kit.cli.outputs import LOGS, FolderOutput, write_error
+from hyperpod_kit.config import LoadedEnvironment
+
+if TYPE_CHECKING:  # boto3 is imported when status or logs runs, not for every command's parser
+    from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
+    from hyperpod_kit.operations import logs as node_logs
+    from hyperpod_kit.operations.status import Status
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+WATCH_LIMIT_S = 2 * 3600  # --watch gives up after this long, even if something is still moving
+FOLLOW_EVERY_S = 5.0
+_SINCE = re.compile(r"^(\d+)([smhd])$")
+
+
+STATUS_HELP = (
+    "is the deployed environment up, and if not, why (stacks, cluster, nodes, storage, Studio, "
+    "alarms, and a diagnosis of a failure)"
+)
+LOGS_HELP = (
+    "the nodes' logs (lifecycle scripts, health verdicts, shipper) from the cluster's CloudWatch "
+    "log group, the failing node first"
+)
+
+
+def add_status_arguments(st: argparse.ArgumentParser) -> None:
+    st.epilog = _STATUS_EPILOG
+    st.formatter_class = argparse.RawDescriptionHelpFormatter
+    st.add_argument("--format", choices=["text", "json"], default="text",
+                    help="text or JSON, on stdout (text)")  # fmt: skip
+    st.add_argument("--watch", action="store_true",
+                    help="refresh until nothing is in progress (at most 2 hours)")  # fmt: skip
+    st.add_argument("--interval", type=float, default=30.0, metavar="SECONDS",
+                    help="with --watch: seconds between refreshes (30)")  # fmt: skip
+
+
+def add_logs_arguments(lg: argparse.ArgumentParser) -> None:
+    which = lg.add_mutually_exclusive_group()
+    which.add_argument("--node", metavar="ID", help="one node: its instance id (i-...)")
+    which.add_argument("--group", metavar="NAME", help="the nodes of one instance group")
+    lg.add_argument("--since", metavar="AGE",
+                    help="only events newer than this: 30m, 2h, 1d, or an ISO time")  # fmt: skip
+    lg.add_argument("--grep", metavar="REGEX", help="only lines that match (Python regex)")
+    lg.add_argument("--follow", action="store_true", help="keep printing new events (Ctrl-C)")
+    lg.add_argument("--save", metavar="DIR",
+                    help="export every stream (one file each) to DIR: new, empty, or an export "
+                    "hyperpod-kit wrote")  # fmt: skip
+
+
+_STATUS_EPILOG = """\
+Node health is the health runner's newest verdicts in the cluster's log group (the API has no
+health field). Stacks are found by their hyperpod-kit:environment tag, the rest through the
+discovery parameters /hyperpod-kit/<env>/<area>.
+
+exit codes:
+  0  healthy
+  1  in progress, degraded (an unhealthy node, a missing node, an alarm in ALARM, a partition
+     not ready, little free space) or failed (with the likely cause)
+  2  bad input: the file, no credentials, the account cannot be asked, or nothing deployed"""
+
+
+def _facade(loaded: LoadedEnvironment) -> AwsFacade | None:
+    """The facade, or None after one line: no credentials, or those of another account than
+    the file's `account` (where nothing of it could be found)."""
+    from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
+
+    aws = AwsFacade(loaded.config.region)
+    if not aws.has_credentials():
+        print(f"{loaded.file}: no AWS credentials found. Hint: configure them (aws configure, "
+              "AWS_PROFILE, or SSO) for the account the environment is deployed in.",
+              file=sys.stderr)  # fmt: skip
+        return None
+    wanted = loaded.config.account
+    if wanted:
+        try:
+            actual = aws.account_id()
+        except AwsUnavailableError as e:
+            _unavailable(loaded, e)
+            return None
+        if actual != wanted:
+            print(f"{loaded.file}: the credentials are for account {actual}, the environment "
+                  f"is in {wanted}. Hint: use credentials of account {wanted} (e.g. "
+                  "AWS_PROFILE).", file=sys.stderr)  # fmt: skip
+            return None
+    return aws
+
+
+def _unavailable(loaded: LoadedEnvironment, e: AwsUnavailableError) -> int:
+    print(f"{loaded.file}: cannot ask AWS ({e}). Hint: check the credentials' permissions, the "
+          "network, and the region in the file.", file=sys.stderr)  # fmt: skip
+    return EXIT_BAD_INPUT
+
+
+def _nothing(loaded: LoadedEnvironment) -> int:
+    c = loaded.config
+    print(f"{loaded.file}: nothing of environment {c.name} is deployed in {c.region} (no stack "
+          f"tagged hyperpod-kit:environment={c.name}, no /hyperpod-kit/{c.name}/* parameter). "
+          f"Hint: deploy it first (hyperpod-kit deploy {loaded.file}), or use the credentials "
+          "of the account it is in.", file=sys.stderr)  # fmt: skip
+    return EXIT_BAD_INPUT
+
+
+def status(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.config.aws import AwsUnavailableError
+    from hyperpod_kit.operations.status import NothingDeployedError, collect
+
+    if args.interval <= 0:
+        print(f"--interval: {args.interval:g} is not a positive number of seconds. Hint: "
+              "e.g. --interval 30.", file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
+    aws = _facade(loaded)
+    if aws is None:
+        return EXIT_BAD_INPUT
+    deadline = time.monotonic() + WATCH_LIMIT_S
+    while True:
+        try:
+            result = collect(loaded.config, aws)
+        except NothingDeployedError:
+            return _nothing(loaded)
+        except AwsUnavailableError as e:
+            return _unavailable(loaded, e)
+        if args.format == "json":
+            print(json.dumps(result.as_json(), indent=2, default=str), flush=True)
+        else:
+            sys.stdout.write(render(result))
+            sys.stdout.flush()
+        if not args.watch or result.stable or time.monotonic() >= deadline:
+            return result.exit_code
+        time.sleep(args.interval)
+
+
+def render(s: Status) -> str:
+    out = [f"environment {s.environment} ({s.region}): {s.state.upper()}"]
+    out.append("stacks:")
+    for stack in s.stacks:
+        reason = f" ({stack.reason})" if stack.reason else ""
+        out.append(f"  {stack.name:<32} {stack.status}{reason}")
+        for e in stack.events:
+            why = f": {e.reason}" if e.reason else ""
+            out.append(f"    {e.time} {e.resource} ({e.type}) {e.status}{why}")
+    c = s.cluster
+    if c is not None:
+        failure = f": {c.failure_message}" if c.failure_message else ""
+        out.append(f"cluster {c.name}: {c.status}{failure}")
+        for g in c.groups:
+            out.append(f"  group {g.name:<16} {g.instance_type:<18} {g.current}/{g.target} "
+                       f"nodes {g.status}".rstrip())  # fmt: skip
+        for n in c.nodes:
+            image = f" image {n.image_version_status}" if n.image_version_status else ""
+            message = f" ({n.message})" if n.message else ""
+            out.append(f"  node {n.instance_id} {n.group:<16} {n.status}{message} health "
+                       f"{n.health}: {n.health_reason}{image}")  # fmt: skip
+        if c.log_group:
+            out.append(f"  logs: {c.log_group} (hyperpod-kit logs FILE)")
+    fs = s.file_system
+    if fs is not None:
+        free = "free space unknown" if fs.free_gib is None else f"{fs.free_gib:g} GiB free"
+        out.append(f"file system {fs.id}: {fs.lifecycle}, {fs.capacity_gib} GiB, {free}"
+                   + (f" ({fs.failure})" if fs.failure else ""))  # fmt: skip
+        for a in fs.associations:
+            out.append(f"  association {a.file_system_path} -> {a.data_repository_path}: "
+                       f"{a.lifecycle}" + (f" ({a.failure})" if a.failure else ""))  # fmt: skip
+    st = s.studio
+    if st is not None:
+        out.append(f"Studio domain {st.domain_id}: {st.status}"
+                   + (f" ({st.failure})" if st.failure else ""))  # fmt: skip
+        out.append(f"  partitions ready: {', '.join(st.partitions_ready) or 'none'}")
+        for name, why in st.partitions_waiting.items():
+            out.append(f"  partition {name}: {why}")
+    out.append("alarms in ALARM: " + (", ".join(a.name for a in s.alarms) or "none"))
+    if s.problems:
+        out.append("problems:")
+        out += [f"  {p}" for p in s.problems]
+    for d in s.diagnoses:
+        out.append(d.render())
+    return "\n".join(out) + "\n"
+
+
+def since_ms(text: str | None, now: datetime.datetime | None = None) -> int | None:
+    """`--since`: 30m, 2h, 1d, 45s, or an ISO 8601 time; ValueError with the reason."""
+    if text is None:
+        return None
+    now = now or datetime.datetime.now(datetime.UTC)
+    m = _SINCE.match(text.strip())
+    if m:
+        seconds = int(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
+        return int((now - datetime.timedelta(seconds=seconds)).timestamp() * 1000)
+    try:
+        when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError("is neither an age (30m, 2h, 1d) nor an ISO time") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.UTC)
+    return int(when.timestamp() * 1000)
+
+
+def logs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.config.aws import AwsUnavailableError
+
+    try:
+        start = since_ms(args.since)
+    except ValueError as e:
+        print(f"--since: {args.since!r} {e}. Hint: e.g. --since 2h.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        grep = re.compile(args.grep) if args.grep is not None else None
+    except re.error as e:
+        print(f"--grep: {args.grep!r} is not a regular expression ({e}). Hint: escape special "
+              "characters, e.g. --grep 'FAILED in'.", file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
+    # a folder we may not replace is refused before AWS is asked (OutputError: exit 2)
+    output = None if args.save is None else FolderOutput.checked(args.save, LOGS)
+    aws = _facade(loaded)
+    if aws is None:
+        return EXIT_BAD_INPUT
+    try:
+        return _logs(loaded, args, aws, output, start=start, grep=grep)
+    except AwsUnavailableError as e:
+        return _unavailable(loaded, e)
+
+
+def _logs(
+    loaded: LoadedEnvironment, args: argparse.Namespace, aws: AwsFacade,
+    output: FolderOutput | None, *, start: int | None, grep: re.Pattern[str] | None,
+) -> int:  # fmt: skip
+    from hyperpod_kit.operations import logs as node_logs
+    from hyperpod_kit.operations.discovery import discover
+    from hyperpod_kit.operations.status import failing_nodes
+
+    deployed = discover(loaded.config.name, aws)
+    if deployed.nothing:
+        return _nothing(loaded)
+    group = node_logs.log_group(deployed)
+    if group is None:
+        print(f"{loaded.file}: the cluster of environment {loaded.config.name} has not "
+              "published its name and id yet (no /hyperpod-kit/"
+              f"{loaded.config.name}/cluster parameter). Hint: `hyperpod-kit status "
+              f"{loaded.file}` shows how far the deploy got.", file=sys.stderr)  # fmt: skip
+        return EXIT_BAD_INPUT
+    first = failing_nodes(aws, deployed)
+    streams = node_logs.select(node_logs.streams(aws, group), node=args.node,
+                               group=args.group, first=first)  # fmt: skip
+    if not streams:
+        which = args.node or args.group or "any node"
+        print(f"{group}: no log stream of {which} yet (a node that failed before its "
+              "scripts ran has none; `hyperpod-kit status` shows the failure message)",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_OK
+    if output is not None:
+        return _save(aws, group, streams, output, since=start, grep=grep)
+    return _print(aws, group, streams, since=start, grep=grep, follow=args.follow)
+
+
+def _print(
+    aws: AwsFacade, group: str, streams: list[node_logs.Stream], *, since: int | None,
+    grep: re.Pattern[str] | None, follow: bool,
+) -> int:  # fmt: skip
+    from hyperpod_kit.operations import logs as node_logs
+
+    names = [s.name for s in streams]
+    shown = set[tuple[str, int, str]]()
+    while True:
+        events = node_logs.events(aws, group, names, since_ms=since, grep=grep)
+        if not follow:  # stream by stream, the failing node's first
+            for stream in names:
+                rows = [e for e in events if e.stream == stream]
+                if rows:
+                    print(f"==> {stream} <==")
+                    for e in rows:
+                        print(f"{_stamp(e.timestamp_ms)} {e.message}")
+            return EXIT_OK
+        for e in events:  # interleaved by time, each event once
+            key = (e.stream, e.timestamp_ms, e.message)
+            if key not in shown:
+                shown.add(key)
+                print(f"{_stamp(e.timestamp_ms)} [{e.stream}] {e.message}", flush=True)
+        if events:
+            since = max(e.timestamp_ms for e in events)
+        time.sleep(FOLLOW_EVERY_S)
+
+
+def _stamp(ms: int) -> str:
+    return datetime.datetime.fromtimestamp(ms / 1000, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _save(
+    aws: AwsFacade, group: str, streams: list[node_logs.Stream], output: FolderOutput, *,
+    since: int | None, grep: re.Pattern[str] | None,
+) -> int:  # fmt: skip
+    from hyperpod_kit.operations import logs as node_logs
+
+    try:
+        with output.staging() as folder:
+            for stream in streams:
+                events = node_logs.events(aws, group, [stream.name], since_ms=since, grep=grep)
+                text = "".join(f"{_stamp(e.timestamp_ms)} {e.message}\n" for e in events)
+                (Path(folder) / node_logs.file_name(stream.name)).write_text(text, "utf-8")
+            output.commit(folder, log_group=group, streams=[s.name for s in streams])
+    except OSError as e:
+        print(write_error(e, output.target), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(f"saved {len(streams)} streams of {group} to {output.target}", file=sys.stderr)
+    return EXIT_OK

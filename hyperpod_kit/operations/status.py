@@ -1,0 +1,435 @@
+"""`status`: what an environment has deployed and whether it is healthy, as data.
+
+Found from CloudFormation (every stack tagged with the environment's name) and the discovery
+parameters the stacks publish (`/hyperpod-kit/<env>/<area>`), never from guesses: the cluster,
+its instance groups and nodes (SageMaker), node health (the health runner's newest verdicts in
+the cluster's log group: the API has no health field), the file system and its data repository
+associations (FSx; free space from CloudWatch), the Studio domain and the partitions gate (the
+nodes' reports under `/hyperpod-kit/<env>/partitions/`), the environment's alarms in ALARM. When
+something failed, the diagnosis (`hyperpod_kit.operations.diagnosis`) is attached.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from hyperpod_kit.config.aws import AwsFacade
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.operations import logs
+from hyperpod_kit.operations.diagnosis import Diagnosis, Evidence, diagnose
+from hyperpod_kit.operations.discovery import Deployed, discover
+
+HEALTHY, IN_PROGRESS, DEGRADED, FAILED = "healthy", "in progress", "degraded", "failed"
+EVENTS_SHOWN = 10
+CLUSTER_BUSY = {"Creating", "Updating", "SystemUpdating", "Deleting", "RollingBack"}
+NODE_BUSY = {"Pending", "SystemUpdating", "DeepHealthCheckInProgress", "ShuttingDown"}
+IMAGE_STALE = {"SecurityUpdateRequired", "EndOfLife"}
+FSX_BAD = {"FAILED", "MISCONFIGURED", "MISCONFIGURED_UNAVAILABLE"}
+FSX_BUSY = {"CREATING", "UPDATING", "DELETING"}
+FREE_SPACE_LOW = 0.10  # a file system with less free space than this share is degraded
+
+
+class NothingDeployedError(Exception):
+    """No stack and no discovery parameter of the environment in its account and region."""
+
+
+@dataclass(frozen=True)
+class StackEvent:
+    time: str
+    resource: str
+    type: str
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class StackState:
+    name: str
+    status: str
+    reason: str
+    events: list[StackEvent] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class GroupState:
+    name: str
+    instance_type: str
+    target: int
+    current: int
+    status: str
+
+
+@dataclass(frozen=True)
+class NodeState:
+    instance_id: str
+    group: str
+    instance_type: str
+    status: str
+    message: str
+    health: str
+    health_reason: str
+    image_version_status: str | None
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    name: str
+    status: str
+    failure_message: str
+    groups: list[GroupState]
+    nodes: list[NodeState]
+    log_group: str | None
+
+
+@dataclass(frozen=True)
+class AssociationState:
+    file_system_path: str
+    data_repository_path: str
+    lifecycle: str
+    failure: str
+
+
+@dataclass(frozen=True)
+class FileSystemState:
+    id: str
+    lifecycle: str
+    capacity_gib: int | None
+    free_gib: float | None
+    failure: str
+    associations: list[AssociationState]
+
+
+@dataclass(frozen=True)
+class StudioState:
+    domain_id: str
+    status: str
+    failure: str
+    partitions_ready: list[str]
+    partitions_waiting: dict[str, str]  # person (or "_shared") -> why not ready
+
+
+@dataclass(frozen=True)
+class AlarmState:
+    name: str
+    reason: str
+
+
+@dataclass
+class Status:
+    environment: str
+    region: str
+    stacks: list[StackState] = field(default_factory=list)
+    cluster: ClusterState | None = None
+    file_system: FileSystemState | None = None
+    studio: StudioState | None = None
+    alarms: list[AlarmState] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    state: str = HEALTHY
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.state == HEALTHY else 1
+
+    @property
+    def stable(self) -> bool:
+        return self.state != IN_PROGRESS
+
+    def as_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["diagnoses"] = [d.as_json() for d in self.diagnoses]
+        return data
+
+
+def _time(value: Any) -> str:
+    if isinstance(value, datetime.datetime):
+        return value.astimezone(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return str(value or "")
+
+
+def collect(config: EnvironmentConfig, aws: AwsFacade, *, read_logs: bool = True) -> Status:
+    """Everything `status` shows. Raises `NothingDeployedError` when nothing is deployed and
+    `AwsUnavailableError` when the account cannot be asked."""
+    deployed = discover(config.name, aws)
+    if deployed.nothing:
+        raise NothingDeployedError(config.name)
+    status = Status(config.name, config.region)
+    status.stacks = [_stack(aws, s) for s in deployed.stacks]
+    status.stacks += [_stack(aws, s) for s in deployed.nested if _unsettled(s["StackStatus"])]
+    status.cluster = _cluster(aws, deployed, read_logs=read_logs)
+    status.file_system = _file_system(aws, deployed)
+    status.studio = _studio(aws, deployed, config)
+    status.alarms = [
+        AlarmState(a["AlarmName"], a.get("StateReason", ""))
+        for a in aws.pages("cloudwatch", "describe_alarms", "MetricAlarms",
+                           AlarmNamePrefix=f"{config.name}-", StateValue="ALARM")
+    ]  # fmt: skip
+    _judge(status)
+    if status.state in (FAILED, DEGRADED):
+        status.diagnoses = diagnose(_evidence(aws, status, read_logs=read_logs))
+    return status
+
+
+def _unsettled(stack_status: str) -> bool:
+    return (
+        stack_status.endswith("_IN_PROGRESS")
+        or "FAILED" in stack_status
+        or ("ROLLBACK" in stack_status)
+    )
+
+
+def _stack(aws: AwsFacade, row: dict[str, Any]) -> StackState:
+    name, stack_status = row["StackName"], row["StackStatus"]
+    events: list[StackEvent] = []
+    if _unsettled(stack_status):
+        raw = aws.pages("cloudformation", "describe_stack_events", "StackEvents", limit=200,
+                        StackName=row.get("StackId", name))  # fmt: skip
+        events = _latest_operation(name, raw)
+    return StackState(name, stack_status, row.get("StackStatusReason", ""), events)
+
+
+def _latest_operation(stack: str, raw: list[dict[str, Any]]) -> list[StackEvent]:
+    """The events of the newest operation (newest first, as CloudFormation lists them, back to
+    the stack's own *_IN_PROGRESS "User Initiated" event), the failing resource first: the
+    oldest failure is the cause, the later ones ("Resource creation cancelled") its echo."""
+    current: list[dict[str, Any]] = []
+    for e in raw:
+        current.append(e)
+        if (e.get("ResourceType") == "AWS::CloudFormation::Stack"
+                and e.get("LogicalResourceId") == stack
+                and str(e.get("ResourceStatus", "")).endswith("_IN_PROGRESS")
+                and e.get("ResourceStatusReason") == "User Initiated"):  # fmt: skip
+            break
+    failed = [e for e in current if str(e.get("ResourceStatus", "")).endswith("_FAILED")]
+    failed.reverse()  # oldest failure first
+    rest = [e for e in current if e not in failed]
+    return [
+        StackEvent(_time(e.get("Timestamp")), e.get("LogicalResourceId", ""),
+                   e.get("ResourceType", ""), e.get("ResourceStatus", ""),
+                   e.get("ResourceStatusReason", ""))
+        for e in (failed + rest)[:EVENTS_SHOWN]
+    ]  # fmt: skip
+
+
+def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterState | None:
+    name = deployed.handle("cluster", "cluster_name")
+    if not name:
+        return None
+    sagemaker = aws.client("sagemaker")
+    found = aws.call("sagemaker:DescribeCluster", sagemaker.describe_cluster, ClusterName=name,
+                     missing=("ResourceNotFound", "ValidationException"))  # fmt: skip
+    if found is None:
+        return ClusterState(name, "NotFound", "", [], [], logs.log_group(deployed))
+    groups = [
+        GroupState(g.get("InstanceGroupName", ""), g.get("InstanceType", ""),
+                   int(g.get("TargetCount", 0)), int(g.get("CurrentCount", 0)),
+                   g.get("Status", ""))
+        for g in found.get("InstanceGroups", [])
+    ]  # fmt: skip
+    group = logs.log_group(deployed)
+    nodes = []
+    for n in aws.pages("sagemaker", "list_cluster_nodes", "ClusterNodeSummaries",
+                       ClusterName=name):  # fmt: skip
+        instance_status = n.get("InstanceStatus", {})
+        health = logs.Health("unknown", "no log group")
+        if group and read_logs:
+            health = logs.health(aws, group, n["InstanceId"])
+        nodes.append(
+            NodeState(n["InstanceId"], n.get("InstanceGroupName", ""), n.get("InstanceType", ""),
+                      instance_status.get("Status", ""), instance_status.get("Message", ""),
+                      health.state, health.reason, n.get("ImageVersionStatus"))
+        )  # fmt: skip
+    return ClusterState(name, found.get("ClusterStatus", ""), found.get("FailureMessage", ""),
+                        groups, nodes, group)  # fmt: skip
+
+
+def _file_system(aws: AwsFacade, deployed: Deployed) -> FileSystemState | None:
+    fs_id = deployed.handle("storage", "file_system_id")
+    if not fs_id:
+        return None
+    fsx = aws.client("fsx")
+    found = aws.call("fsx:DescribeFileSystems", fsx.describe_file_systems, FileSystemIds=[fs_id],
+                     missing=("FileSystemNotFound",))  # fmt: skip
+    rows = (found or {}).get("FileSystems", [])
+    if not rows:
+        return FileSystemState(fs_id, "NOT_FOUND", None, None, "", [])
+    fs = rows[0]
+    associations = [
+        AssociationState(a.get("FileSystemPath", ""), a.get("DataRepositoryPath", ""),
+                         a.get("Lifecycle", ""), a.get("FailureDetails", {}).get("Message", ""))
+        for a in aws.pages("fsx", "describe_data_repository_associations", "Associations",
+                           Filters=[{"Name": "file-system-id", "Values": [fs_id]}])
+    ]  # fmt: skip
+    return FileSystemState(fs_id, fs.get("Lifecycle", ""), fs.get("StorageCapacity"),
+                           _free_gib(aws, fs_id), fs.get("FailureDetails", {}).get("Message", ""),
+                           associations)  # fmt: skip
+
+
+def _free_gib(aws: AwsFacade, fs_id: str) -> float | None:
+    """FSx's FreeDataStorageCapacity (bytes, summed over the file system's servers), newest
+    five-minute point of the last hour; None when CloudWatch has none yet."""
+    now = datetime.datetime.now(datetime.UTC)
+    cloudwatch = aws.client("cloudwatch")
+    found = aws.call(
+        "cloudwatch:GetMetricStatistics", cloudwatch.get_metric_statistics,
+        Namespace="AWS/FSx", MetricName="FreeDataStorageCapacity",
+        Dimensions=[{"Name": "FileSystemId", "Value": fs_id}],
+        StartTime=now - datetime.timedelta(hours=1), EndTime=now, Period=300,
+        Statistics=["Sum"],
+    )  # fmt: skip
+    points = sorted(found.get("Datapoints", []), key=lambda p: p["Timestamp"])
+    return round(float(points[-1]["Sum"]) / 2**30, 1) if points else None
+
+
+def _studio(aws: AwsFacade, deployed: Deployed, config: EnvironmentConfig) -> StudioState | None:
+    domain_id = deployed.handle("studio", "domain_id")
+    if not domain_id:
+        return None
+    sagemaker = aws.client("sagemaker")
+    found = aws.call("sagemaker:DescribeDomain", sagemaker.describe_domain, DomainId=domain_id,
+                     missing=("ResourceNotFound",))  # fmt: skip
+    status = (found or {}).get("Status", "NotFound")
+    failure = (found or {}).get("FailureReason", "")
+    prefix = parameter_name(config.name, "partitions")
+    reports: dict[str, dict[str, Any]] = {}
+    for p in aws.pages("ssm", "get_parameters_by_path", "Parameters", Path=prefix):
+        try:
+            value = json.loads(p["Value"])
+        except ValueError:
+            value = {}
+        reports[p["Name"].rsplit("/", 1)[-1]] = value if isinstance(value, dict) else {}
+    wanted = (
+        [u.name for u in config.studio.selected(config.users)]
+        if config.studio.partitions == "per_user"
+        else ["_shared"]
+    )
+    ready, waiting = [], {}
+    for name in wanted:
+        report = reports.get(name)
+        if report is None:
+            waiting[name] = f"no report at {prefix}/{name} from the nodes' user sync"
+        elif report.get("ready") is True:
+            ready.append(name)
+        else:
+            waiting[name] = f"reported not ready: {json.dumps(report, sort_keys=True)}"
+    return StudioState(domain_id, status, failure, ready, waiting)
+
+
+@dataclass
+class _Verdicts:
+    failed: list[str] = field(default_factory=list)
+    busy: list[str] = field(default_factory=list)
+    degraded: list[str] = field(default_factory=list)
+
+
+def _judge(status: Status) -> None:
+    v = _Verdicts()
+    for s in status.stacks:
+        if s.status.endswith("_IN_PROGRESS"):
+            v.busy.append(f"stack {s.name}: {s.status}")
+        elif "FAILED" in s.status or "ROLLBACK" in s.status:
+            v.failed.append(f"stack {s.name}: {s.status}")
+    if status.cluster is not None:
+        _judge_cluster(status.cluster, v)
+    if status.file_system is not None:
+        _judge_file_system(status.file_system, v)
+    st = status.studio
+    if st is not None:
+        if st.status in ("Failed", "Delete_Failed", "Update_Failed", "NotFound"):
+            v.failed.append(f"Studio domain {st.domain_id}: {st.status}")
+        elif st.status in ("Pending", "Updating", "Deleting"):
+            v.busy.append(f"Studio domain {st.domain_id}: {st.status}")
+        v.degraded += [f"partition of {name}: {why}" for name, why in st.partitions_waiting.items()]
+    v.degraded += [f"alarm {a.name}" for a in status.alarms]
+    status.problems = v.failed + v.busy + v.degraded
+    status.state = (
+        FAILED if v.failed else IN_PROGRESS if v.busy else DEGRADED if v.degraded else HEALTHY
+    )
+
+
+def _judge_cluster(c: ClusterState, v: _Verdicts) -> None:
+    if c.status in ("Failed", "NotFound"):
+        v.failed.append(f"cluster {c.name}: {c.status}")
+    elif c.status in CLUSTER_BUSY:
+        v.busy.append(f"cluster {c.name}: {c.status}")
+    for g in c.groups:
+        if g.current < g.target and c.status not in CLUSTER_BUSY:
+            v.degraded.append(f"group {g.name}: {g.current} of {g.target} nodes")
+    for n in c.nodes:
+        node = f"node {n.instance_id} ({n.group})"
+        if n.status in ("Failure", "NotFound"):
+            v.failed.append(f"{node}: {n.status}")
+        elif n.status in NODE_BUSY:
+            v.busy.append(f"{node}: {n.status}")
+        if n.health == "unhealthy":
+            v.degraded.append(f"{node}: unhealthy: {n.health_reason}")
+        if n.image_version_status in IMAGE_STALE:
+            v.degraded.append(f"{node}: image {n.image_version_status}")
+
+
+def _judge_file_system(fs: FileSystemState, v: _Verdicts) -> None:
+    if fs.lifecycle in FSX_BAD or fs.lifecycle == "NOT_FOUND":
+        v.failed.append(f"file system {fs.id}: {fs.lifecycle}")
+    elif fs.lifecycle in FSX_BUSY:
+        v.busy.append(f"file system {fs.id}: {fs.lifecycle}")
+    if (
+        fs.capacity_gib
+        and fs.free_gib is not None
+        and (fs.free_gib < FREE_SPACE_LOW * fs.capacity_gib)
+    ):
+        v.degraded.append(f"file system {fs.id}: {fs.free_gib:g} GiB free of {fs.capacity_gib}")
+    for a in fs.associations:
+        if a.lifecycle in FSX_BAD:
+            v.failed.append(f"association {a.file_system_path}: {a.lifecycle}")
+        elif a.lifecycle in FSX_BUSY:
+            v.busy.append(f"association {a.file_system_path}: {a.lifecycle}")
+
+
+def _evidence(aws: AwsFacade, status: Status, *, read_logs: bool) -> list[Evidence]:
+    """What the diagnosis reads: failure messages, failed stack events, the failing nodes' logs."""
+    lines: list[Evidence] = []
+    c = status.cluster
+    if c is not None and c.failure_message:
+        lines.append(Evidence("failure_message", c.failure_message, f"cluster {c.name}"))
+    failing: list[str] = []
+    if c is not None:
+        for n in c.nodes:
+            if n.message:
+                lines.append(Evidence("failure_message", n.message, n.instance_id))
+            if n.status == "Failure" or n.health == "unhealthy":
+                failing.append(n.instance_id)
+        failing += logs.INSTANCE_ID.findall(c.failure_message)
+    for s in status.stacks:
+        for e in s.events:
+            if e.status.endswith("_FAILED") and e.reason:
+                lines.append(Evidence("stack_event", e.reason, f"{s.name} {e.resource}"))
+    if c is not None and c.log_group and read_logs and failing:
+        streams = logs.select(logs.streams(aws, c.log_group), first=failing)
+        for stream in streams:
+            if stream.instance_id not in failing or stream.kind in ("jobs", "health"):
+                continue
+            for line in logs.tail(aws, c.log_group, stream.name):
+                lines.append(Evidence("node_log", line, stream.name))
+    return lines
+
+
+def failing_nodes(aws: AwsFacade, deployed: Deployed) -> list[str]:
+    """Instance ids of failed nodes: named in the cluster's FailureMessage, or in Failure."""
+    name = deployed.handle("cluster", "cluster_name")
+    if not name:
+        return []
+    sagemaker = aws.client("sagemaker")
+    found = aws.call("sagemaker:DescribeCluster", sagemaker.describe_cluster, ClusterName=name,
+                     missing=("ResourceNotFound", "ValidationException"))  # fmt: skip
+    if found is None:
+        return []
+    ids = logs.INSTANCE_ID.findall(found.get("FailureMessage", ""))
+    for n in aws.pages("sagemaker", "list_cluster_nodes", "ClusterNodeSummaries",
+                       ClusterName=name):  # fmt: skip
+        if n.get("InstanceStatus", {}).get("Status") == "Failure" and n["InstanceId"] not in ids:
+            ids.append(n["InstanceId"])
+    return ids

@@ -1,0 +1,285 @@
+"""`status` and `logs` as the real command in a fresh process, against a real moto server on
+loopback (AWS_ENDPOINT_URL) for what moto models: nothing deployed, stack states and events, a
+healthy cluster (moto's clusters are InService with Running nodes), the nodes' log streams.
+What moto cannot produce (a failed creation, a degraded node, image versions, the DRA's state)
+is tested in-process with botocore's Stubber: tests/unit/test_status.py."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from hyperpod_kit.cli.outputs import LOGS, MARKER, read_marker
+from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
+from tests.conftest import REPO, run_cli
+from tests.moto_server import MotoServer, moto_server
+
+DEFAULT = REPO / "environments" / "default.yaml"
+BAD = REPO / "tests" / "data" / "bad"
+ENV = "hyperpod-dev"  # environments/default.yaml's name
+TEMPLATE = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[MotoServer]:
+    with moto_server() as m:
+        yield m
+
+
+@pytest.fixture
+def moto(server: MotoServer) -> MotoServer:
+    server.reset()
+    return server
+
+
+def hpk(moto: MotoServer | None, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    if moto is None:
+        return run_cli(*args, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "hyperpod_kit.cli.main", *args], cwd=cwd, env=moto.env(),
+        stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+
+
+def deploy_stacks(moto: MotoServer, *areas: str, environment: str = ENV) -> None:
+    cfn = moto.client("cloudformation")
+    for area in areas:
+        cfn.create_stack(StackName=f"{environment}-{area}", TemplateBody=TEMPLATE,
+                         Tags=[{"Key": ENVIRONMENT_TAG, "Value": environment}])  # fmt: skip
+
+
+def deploy_cluster(moto: MotoServer) -> tuple[str, list[str]]:
+    """A cluster as the cluster stack leaves it: the cluster, and its discovery parameter."""
+    deploy_stacks(moto, "network", "cluster")
+    sm = moto.client("sagemaker")
+    group = {"LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-hyperpod-dev/lifecycle",
+                                 "OnCreate": "on_create.sh"},
+             "ExecutionRole": "arn:aws:iam::123456789012:role/exec",
+             "ThreadsPerCore": 1}  # fmt: skip
+    arn = sm.create_cluster(ClusterName=ENV, InstanceGroups=[
+        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
+         **group},
+        {"InstanceGroupName": "compute", "InstanceType": "ml.g5.8xlarge", "InstanceCount": 2,
+         **group},
+    ])["ClusterArn"]  # fmt: skip
+    cluster_id = arn.rsplit("/", 1)[-1]
+    moto.client("ssm").put_parameter(
+        Name=parameter_name(ENV, "cluster"), Type="String",
+        Value=json.dumps({"cluster_name": ENV, "cluster_arn": arn, "cluster_id": cluster_id}),
+    )  # fmt: skip
+    nodes = [
+        n["InstanceId"] for n in sm.list_cluster_nodes(ClusterName=ENV)["ClusterNodeSummaries"]
+    ]
+    return cluster_log_group_name(ENV, cluster_id), nodes
+
+
+def ship(moto: MotoServer, group: str, stream: str, lines: list[str], *, at_ms: int) -> None:
+    logs = moto.client("logs")
+    with contextlib.suppress(logs.exceptions.ResourceAlreadyExistsException):
+        logs.create_log_group(logGroupName=group)
+    logs.create_log_stream(logGroupName=group, logStreamName=stream)
+    events = [{"timestamp": at_ms + i, "message": line} for i, line in enumerate(lines)]
+    logs.put_log_events(logGroupName=group, logStreamName=stream, logEvents=events)
+
+
+def verdict(
+    node: str, status: str, *, check: str = "efa", time_: str = "2026-11-25T01:00:00Z"
+) -> str:
+    return json.dumps({"time": time_, "source": "hyperpod-kit-health", "event": "verdict",
+                       "instance_id": node, "check": check, "status": status,
+                       "reason": "3 of 4 EFA devices" if status == "fail" else "ok"})  # fmt: skip
+
+
+def one_line_error(done: subprocess.CompletedProcess[str], expected: str) -> None:
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if expected in line]
+    assert len(errors) == 1, done.stderr
+    assert all(" warning: " in line or " info: " in line or ": valid (" in line
+               for line in lines if line not in errors), done.stderr  # fmt: skip
+
+
+# --- help and bad input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("command", ["status", "logs"])
+def test_help(command: str, tmp_path: Path) -> None:
+    done = run_cli(command, "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith(f"usage: hyperpod-kit {command}")
+    flags = ["--format", "--watch", "exit codes"] if command == "status" else [
+        "--node", "--group", "--since", "--follow", "--grep", "--save"]  # fmt: skip
+    for flag in flags:
+        assert flag in done.stdout
+
+
+@pytest.mark.parametrize("command", ["status", "logs"])
+@pytest.mark.parametrize(
+    ("file", "expected"),
+    [
+        ("missing.yaml", "missing.yaml (file): no such file"),
+        (str(BAD / "yaml-tab.yaml"), "yaml-tab.yaml:"),
+        (str(BAD / "unknown-nested-key.yaml"), "unknown-nested-key.yaml:"),
+    ],
+    ids=["missing-file", "bad-yaml", "unknown-key"],
+)
+def test_bad_file(command: str, file: str, expected: str, tmp_path: Path) -> None:
+    done = run_cli(command, file, cwd=tmp_path)
+    one_line_error(done, expected)
+    assert "Hint:" in done.stderr
+
+
+@pytest.mark.parametrize("command", ["status", "logs"])
+def test_no_credentials(command: str, tmp_path: Path) -> None:
+    done = run_cli(command, str(DEFAULT), "-q", cwd=tmp_path)
+    one_line_error(done, "no AWS credentials found")
+
+
+@pytest.mark.parametrize("command", ["status", "logs"])
+def test_nothing_deployed(moto: MotoServer, command: str, tmp_path: Path) -> None:
+    deploy_stacks(moto, "network", environment="someone-else")  # not ours: another environment
+    done = hpk(moto, command, str(DEFAULT), "-q", cwd=tmp_path)
+    one_line_error(done, f"nothing of environment {ENV} is deployed in us-west-2")
+
+
+def test_credentials_of_another_account(moto: MotoServer, tmp_path: Path) -> None:
+    other = tmp_path / "other.yaml"
+    other.write_text(DEFAULT.read_text() + "account: '210987654321'\n")
+    done = hpk(moto, "status", str(other), "-q", cwd=tmp_path)  # moto's account: 123456789012
+    one_line_error(done, "the credentials are for account 123456789012")
+
+
+def test_bad_flags(moto: MotoServer, tmp_path: Path) -> None:
+    one_line_error(hpk(moto, "logs", str(DEFAULT), "-q", "--since", "yesterday", cwd=tmp_path),
+                   "--since: 'yesterday'")  # fmt: skip
+    one_line_error(hpk(moto, "logs", str(DEFAULT), "-q", "--grep", "(", cwd=tmp_path),
+                   "--grep: '('")  # fmt: skip
+    one_line_error(hpk(moto, "status", str(DEFAULT), "-q", "--interval", "0", cwd=tmp_path),
+                   "--interval: 0")  # fmt: skip
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def test_stacks_only(moto: MotoServer, tmp_path: Path) -> None:
+    """Stacks deployed, no cluster yet: their states, found by the environment tag."""
+    deploy_stacks(moto, "network", "storage")
+    done = hpk(moto, "status", str(DEFAULT), "-q", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    data = json.loads(done.stdout)
+    assert [(s["name"], s["status"]) for s in data["stacks"]] == [
+        (f"{ENV}-network", "CREATE_COMPLETE"), (f"{ENV}-storage", "CREATE_COMPLETE")]  # fmt: skip
+    assert data["cluster"] is None and data["state"] == "healthy"
+
+
+def test_healthy_cluster(moto: MotoServer, tmp_path: Path) -> None:
+    group, nodes = deploy_cluster(moto)
+    now = int(time.time() * 1000)
+    for node in nodes:
+        ship(moto, group, f"hyperpod-kit/health/{node}",
+             [verdict(node, "ok", check="efa"), verdict(node, "ok", check="fsx")],
+             at_ms=now)  # fmt: skip
+    done = hpk(moto, "status", str(DEFAULT), "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.startswith(f"environment {ENV} (us-west-2): HEALTHY")
+    assert f"cluster {ENV}: InService" in done.stdout
+    assert "group compute          ml.g5.8xlarge      2/2 nodes" in done.stdout
+    for node in nodes:
+        assert f"node {node} " in done.stdout
+    assert done.stdout.count("health healthy: 2 checks passed") == len(nodes)
+    assert f"logs: {group}" in done.stdout
+    data = json.loads(hpk(moto, "status", str(DEFAULT), "-q", "--format", "json",
+                          cwd=tmp_path).stdout)  # fmt: skip
+    assert {n["instance_id"]: n["health"] for n in data["cluster"]["nodes"]} == dict.fromkeys(
+        nodes, "healthy"
+    )
+    assert [(g["name"], g["target"], g["current"]) for g in data["cluster"]["groups"]] == [
+        ("controller", 1, 1), ("compute", 2, 2)]  # fmt: skip
+
+
+def test_unhealthy_node_and_an_alarm_are_degraded(moto: MotoServer, tmp_path: Path) -> None:
+    group, nodes = deploy_cluster(moto)
+    now = int(time.time() * 1000)
+    ship(moto, group, f"hyperpod-kit/health/{nodes[-1]}",
+         [verdict(nodes[-1], "ok", time_="2026-11-25T00:00Z"),
+          verdict(nodes[-1], "fail", time_="2026-11-25T01:00Z")], at_ms=now)  # fmt: skip
+    moto.client("cloudwatch").put_metric_alarm(
+        AlarmName=f"{ENV}-node-check-failures", MetricName="NodeCheckFailures",
+        Namespace=f"HyperPodKit/{ENV}", Statistic="Sum", Period=300, EvaluationPeriods=1,
+        Threshold=1, ComparisonOperator="GreaterThanOrEqualToThreshold",
+    )  # fmt: skip
+    moto.client("cloudwatch").set_alarm_state(
+        AlarmName=f"{ENV}-node-check-failures", StateValue="ALARM", StateReason="1 failure"
+    )
+    done = hpk(moto, "status", str(DEFAULT), "-q", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "DEGRADED" in done.stdout.splitlines()[0]
+    assert f"node {nodes[-1]} (compute): unhealthy: efa: 3 of 4 EFA devices" in done.stdout
+    assert f"alarms in ALARM: {ENV}-node-check-failures" in done.stdout
+
+
+# --- logs ----------------------------------------------------------------------------------------
+
+
+def test_logs_of_the_nodes(moto: MotoServer, tmp_path: Path) -> None:
+    group, nodes = deploy_cluster(moto)
+    now = int(time.time() * 1000)
+    for node in nodes:
+        ship(moto, group, f"LifecycleConfig/{node.rsplit('-', 1)[0]}/{node}",
+             [f"step: 10-base on {node}", "lifecycle complete"], at_ms=now)  # fmt: skip
+        ship(moto, group, f"hyperpod-kit/health/{node}", [verdict(node, "ok")], at_ms=now + 10)
+    ship(moto, group, "hyperpod-kit/lifecycle/" + nodes[0], ["old line"], at_ms=now - 3 * 3600_000)
+    done = hpk(moto, "logs", str(DEFAULT), "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for node in nodes:
+        assert f"==> LifecycleConfig/{node.rsplit('-', 1)[0]}/{node} <==" in done.stdout
+        assert f"step: 10-base on {node}" in done.stdout
+    one = hpk(moto, "logs", str(DEFAULT), "-q", "--node", nodes[1], cwd=tmp_path).stdout
+    assert f"on {nodes[1]}" in one and f"on {nodes[0]}" not in one
+    recent = hpk(moto, "logs", str(DEFAULT), "-q", "--since", "1h", cwd=tmp_path).stdout
+    assert "old line" in done.stdout and "old line" not in recent
+    grep = hpk(moto, "logs", str(DEFAULT), "-q", "--grep", "complete$", cwd=tmp_path).stdout
+    assert grep.count("lifecycle complete") == len(nodes) and "step:" not in grep
+    by_group = hpk(moto, "logs", str(DEFAULT), "-q", "--group", "compute", cwd=tmp_path).stdout
+    assert "hyperpod-kit/health/compute-" in by_group and "LifecycleConfig/compute/" in by_group
+    assert "controller-0" not in by_group
+
+
+def test_logs_save_and_never_destroy(moto: MotoServer, tmp_path: Path) -> None:
+    group, nodes = deploy_cluster(moto)
+    now = int(time.time() * 1000)
+    for node in nodes:
+        ship(
+            moto,
+            group,
+            f"LifecycleConfig/{node.rsplit('-', 1)[0]}/{node}",
+            [f"hello from {node}"],
+            at_ms=now,
+        )
+    out = tmp_path / "exported"
+    done = hpk(moto, "logs", str(DEFAULT), "-q", "--save", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    marker = read_marker(out)
+    assert marker is not None and marker["kind"] == LOGS and marker["log_group"] == group
+    files = sorted(p.name for p in out.iterdir() if p.name != MARKER)
+    assert files == sorted(f"LifecycleConfig__{n.rsplit('-', 1)[0]}__{n}.log" for n in nodes)
+    for node in nodes:
+        saved = out / f"LifecycleConfig__{node.rsplit('-', 1)[0]}__{node}.log"
+        assert f"hello from {node}" in saved.read_text()
+    again = hpk(moto, "logs", str(DEFAULT), "-q", "--save", str(out), cwd=tmp_path)
+    assert again.returncode == 0, again.stderr  # our own export is replaced
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    refused = hpk(moto, "logs", str(DEFAULT), "-q", "--save", str(mine), cwd=tmp_path)
+    one_line_error(refused, "did not write")
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]

@@ -1,0 +1,377 @@
+"""`status`'s collection and judgement, the diagnosis table, and the facade's pagination, with
+botocore's Stubber (responses checked against the API models) for what moto cannot produce: a
+failed creation, a degraded node, image version status, the DRA's state, Studio's partitions."""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import boto3
+import pytest
+from botocore.stub import Stubber
+
+from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.aws import AwsFacade
+from hyperpod_kit.naming import ENVIRONMENT_TAG, LOG_STREAMS, parameter_name
+from hyperpod_kit.operations import logs
+from hyperpod_kit.operations.diagnosis import Evidence, diagnose, render_markdown, signatures
+from hyperpod_kit.operations.discovery import PUBLISHED
+from hyperpod_kit.operations.status import DEGRADED, FAILED, collect
+from tests.conftest import REPO
+
+T0 = datetime.datetime(2026, 11, 25, 1, 0, tzinfo=datetime.UTC)
+NODE = "i-0b66516c4a8bfcea4"
+OTHER = "i-0a1b2c3d4e5f60718"
+GENERIC = (
+    f'Instance {NODE} failed to provision with the following error: "Lifecycle scripts did not '
+    "run successfully. Ensure the scripts exist in provided S3 path, are accessible, and run "
+    'without errors. Please see CloudWatch logs for lifecycle script execution details." Note '
+    "that multiple instances may be impacted."
+)  # awslabs/awsome-distributed-ai#632, verbatim
+
+
+class Stubs:
+    """One Stubber per service on the facade's own clients; each call answered in order."""
+
+    def __init__(self, facade: AwsFacade) -> None:
+        session = boto3.Session(aws_access_key_id="x", aws_secret_access_key="x",
+                                region_name="us-west-2")  # fmt: skip
+        self.facade = AwsFacade("us-west-2", session=session)
+        self.stubbers: dict[str, Stubber] = {}
+
+    def on(self, service: str, operation: str, response: dict[str, Any] | str) -> Stubs:
+        if service not in self.stubbers:
+            self.stubbers[service] = Stubber(self.facade.client(service))
+            self.stubbers[service].activate()
+        if isinstance(response, str):
+            self.stubbers[service].add_client_error(operation, service_error_code=response)
+        else:
+            self.stubbers[service].add_response(operation, response)
+        return self
+
+    def done(self) -> None:
+        for stub in self.stubbers.values():
+            stub.assert_no_pending_responses()
+
+
+@pytest.fixture
+def stubs() -> Iterator[Stubs]:
+    s = Stubs(AwsFacade("us-west-2"))
+    yield s
+    s.done()
+
+
+def stack(name: str, status: str, environment: str) -> dict[str, Any]:
+    return {"StackName": name, "StackId": f"arn:aws:cloudformation:us-west-2:1:stack/{name}/x",
+            "StackStatus": status, "CreationTime": T0,
+            "Tags": [{"Key": ENVIRONMENT_TAG, "Value": environment}]}  # fmt: skip
+
+
+def event(stack_name: str, resource: str, kind: str, status: str, minute: int, *,
+          reason: str = "") -> dict[str, Any]:  # fmt: skip
+    row = {"StackId": "x", "EventId": f"{resource}-{minute}", "StackName": stack_name,
+           "LogicalResourceId": resource, "ResourceType": kind, "ResourceStatus": status,
+           "Timestamp": T0 + datetime.timedelta(minutes=minute)}  # fmt: skip
+    if reason:
+        row["ResourceStatusReason"] = reason
+    return row
+
+
+def parameters(stubs: Stubs, environment: str, handles: dict[str, dict[str, str]]) -> None:
+    for area in PUBLISHED:
+        if area in handles:
+            value = json.dumps(handles[area])
+            name = parameter_name(environment, area)
+            stubs.on("ssm", "get_parameter",
+                     {"Parameter": {"Name": name, "Type": "String", "Value": value}})  # fmt: skip
+        else:
+            stubs.on("ssm", "get_parameter", "ParameterNotFound")
+
+
+def log_events(*lines: str) -> dict[str, Any]:
+    t = 1_700_000_000_000
+    return {"events": [{"timestamp": t + i, "message": line, "ingestionTime": t}
+                       for i, line in enumerate(lines)]}  # fmt: skip
+
+
+def verdict(node: str, status: str, check: str = "efa") -> str:
+    return json.dumps({"time": "2026-11-25T01:00:00Z", "event": "verdict", "instance_id": node,
+                       "check": check, "status": status,
+                       "reason": "3 of 4 EFA devices" if status == "fail" else "ok"})  # fmt: skip
+
+
+CLUSTER = {"cluster_name": "hyperpod-dev", "cluster_id": "abc123def456",
+           "cluster_arn": "arn:aws:sagemaker:us-west-2:1:cluster/abc123def456"}  # fmt: skip
+
+
+def test_a_failed_creation_is_diagnosed_from_the_failing_nodes_log(stubs: Stubs) -> None:
+    config = load_environment(REPO / "environments" / "default.yaml").config
+    env = config.name
+    stubs.on("cloudformation", "describe_stacks", {"Stacks": [
+        stack(f"{env}-network", "CREATE_COMPLETE", env),
+        stack(f"{env}-cluster", "ROLLBACK_COMPLETE", env),
+        stack("someone-else-network", "CREATE_FAILED", "someone-else"),
+    ]})  # fmt: skip
+    cluster_stack, cfn = f"{env}-cluster", "AWS::CloudFormation::Stack"
+    stubs.on("cloudformation", "describe_stack_events", {"StackEvents": [  # newest first
+        event(cluster_stack, cluster_stack, cfn, "ROLLBACK_COMPLETE", 9),
+        event(cluster_stack, "Topic", "AWS::SNS::Topic", "CREATE_FAILED", 6,
+              reason="Resource creation cancelled"),
+        event(cluster_stack, "Cluster", "AWS::SageMaker::Cluster", "CREATE_FAILED", 5,
+              reason=f"Resource handler returned message: \"{GENERIC}\""),
+        event(cluster_stack, "Cluster", "AWS::SageMaker::Cluster", "CREATE_IN_PROGRESS", 2),
+        event(cluster_stack, cluster_stack, cfn, "CREATE_IN_PROGRESS", 1, reason="User Initiated"),
+        event(cluster_stack, "Old", "AWS::SNS::Topic", "DELETE_FAILED", 0, reason="earlier"),
+    ]})  # fmt: skip
+    parameters(stubs, env, {"cluster": CLUSTER})
+    stubs.on("sagemaker", "describe_cluster", {
+        "ClusterArn": CLUSTER["cluster_arn"], "ClusterName": CLUSTER["cluster_name"],
+        "ClusterStatus": "Failed", "FailureMessage": GENERIC, "InstanceGroups": [
+            {"InstanceGroupName": "compute", "InstanceType": "ml.g5.8xlarge", "TargetCount": 2,
+             "CurrentCount": 0, "Status": "Failed"}]})  # fmt: skip
+    stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": [
+        {"InstanceGroupName": "compute", "InstanceId": NODE, "InstanceType": "ml.g5.8xlarge",
+         "LaunchTime": T0, "InstanceStatus": {"Status": "Failure", "Message": "Lifecycle "
+                                              "scripts did not run successfully."}}]})  # fmt: skip
+    group = "/aws/sagemaker/Clusters/hyperpod-dev/abc123def456"
+    stubs.on("logs", "get_log_events", log_events())  # the runner never ran on it
+    stubs.on("logs", "describe_log_streams", {"logStreams": [
+        {"logStreamName": f"LifecycleConfig/compute/{NODE}"},
+        {"logStreamName": f"hyperpod-kit/health/{NODE}"},
+        {"logStreamName": f"LifecycleConfig/compute/{OTHER}"},
+    ]})  # fmt: skip
+    stubs.on("logs", "get_log_events", log_events(
+        "2026-11-25T01:01:00Z hyperpod-kit lifecycle: step: 30-fsx",
+        "mkdir: cannot create directory '/fsx/ubuntu': Read-only file system",
+        "2026-11-25T01:01:02Z hyperpod-kit lifecycle: FAILED in 30-fsx (exit 1); node log: "
+        "/var/log/hyperpod-kit/lifecycle.log",
+    ))  # fmt: skip
+    stubs.on("cloudwatch", "describe_alarms", {"MetricAlarms": []})
+
+    status = collect(config, stubs.facade)
+
+    assert status.state == FAILED and status.exit_code == 1
+    assert [s.name for s in status.stacks] == [f"{env}-network", f"{env}-cluster"]
+    events = status.stacks[1].events
+    assert events[0].resource == "Cluster" and events[0].status == "CREATE_FAILED"  # cause first
+    assert "Old" not in [e.resource for e in events]  # only the newest operation
+    assert status.cluster is not None and status.cluster.log_group == group
+    assert f"node {NODE} (compute): Failure" in status.problems
+    causes = [d.signature.id for d in status.diagnoses]
+    assert causes == ["fsx-not-writable", "lifecycle-step"]  # the generic message dropped
+    step = status.diagnoses[1]
+    assert step.detail == ("step 30-fsx, exit 1; the line it failed on: mkdir: cannot create "
+                           "directory '/fsx/ubuntu': Read-only file system")  # fmt: skip
+    assert step.evidence.origin == f"LifecycleConfig/compute/{NODE}"
+    assert json.loads(json.dumps(status.as_json(), default=str))["state"] == "failed"
+
+
+@pytest.mark.parametrize(("dra", "state"), [("AVAILABLE", DEGRADED), ("FAILED", FAILED)])
+def test_degraded_node_image_versions_file_system_and_partitions(
+    stubs: Stubs, dra: str, state: str
+) -> None:
+    config = load_environment(REPO / "environments" / "studio-slurm.yaml").config
+    env = config.name
+    stubs.on("cloudformation", "describe_stacks", {"Stacks": [
+        stack(f"{env}-{a}", "CREATE_COMPLETE", env) for a in ("network", "storage", "cluster",
+                                                               "studio")]})  # fmt: skip
+    fs_id = "fs-0123456789abcdef0"
+    parameters(stubs, env, {"storage": {"file_system_id": fs_id}, "cluster": CLUSTER,
+                            "studio": {"domain_id": "d-abcdef123456"}})  # fmt: skip
+    stubs.on("sagemaker", "describe_cluster", {
+        "ClusterArn": CLUSTER["cluster_arn"], "ClusterName": CLUSTER["cluster_name"],
+        "ClusterStatus": "InService", "InstanceGroups": [
+            {"InstanceGroupName": "compute", "InstanceType": "ml.g5.8xlarge", "TargetCount": 2,
+             "CurrentCount": 2, "Status": "InService"}]})  # fmt: skip
+    stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": [
+        {"InstanceGroupName": "compute", "InstanceId": n, "InstanceType": "ml.g5.8xlarge",
+         "LaunchTime": T0, "InstanceStatus": {"Status": "Running"}, "ImageVersionStatus": image}
+        for n, image in ((OTHER, "UpToDate"), (NODE, "SecurityUpdateRequired"))]})  # fmt: skip
+    stubs.on("logs", "get_log_events", log_events(verdict(OTHER, "ok")))
+    stubs.on(
+        "logs", "get_log_events", log_events(verdict(NODE, "ok", "fsx"), verdict(NODE, "fail"))
+    )
+    stubs.on("sagemaker", "describe_domain", {"DomainId": "d-abcdef123456", "Status": "InService"})
+    stubs.on("fsx", "describe_file_systems", {"FileSystems": [
+        {"FileSystemId": fs_id, "FileSystemType": "LUSTRE", "Lifecycle": "AVAILABLE",
+         "StorageCapacity": 1200}]})  # fmt: skip
+    stubs.on("fsx", "describe_data_repository_associations", {"Associations": [
+        {"FileSystemId": fs_id, "FileSystemPath": "/data", "DataRepositoryPath": "s3://b/data/",
+         "Lifecycle": dra, **({"FailureDetails": {"Message": "Access denied to s3://b"}}
+                              if dra == "FAILED" else {})}]})  # fmt: skip
+    stubs.on("cloudwatch", "get_metric_statistics", {"Datapoints": [
+        {"Timestamp": T0, "Sum": 60 * 2**30}, {"Timestamp": T0 - datetime.timedelta(minutes=5),
+                                               "Sum": 500 * 2**30}]})  # fmt: skip
+    ready = {"user": "alice", "ready": True}
+    stubs.on("ssm", "get_parameters_by_path", {"Parameters": [
+        {"Name": f"{parameter_name(env, 'partitions')}/alice", "Type": "String",
+         "Value": json.dumps(ready)}]})  # fmt: skip
+    stubs.on("cloudwatch", "describe_alarms", {"MetricAlarms": []})
+    stubs.on("logs", "describe_log_streams", {"logStreams": [
+        {"logStreamName": f"hyperpod-kit/health/{NODE}"}]})  # fmt: skip
+
+    status = collect(config, stubs.facade)
+
+    assert status.state == state and status.exit_code == 1
+    assert status.cluster is not None
+    nodes = {n.instance_id: n for n in status.cluster.nodes}
+    assert nodes[OTHER].health == "healthy" and nodes[OTHER].image_version_status == "UpToDate"
+    assert (
+        nodes[NODE].health == "unhealthy" and nodes[NODE].health_reason == "efa: 3 of 4 EFA devices"
+    )
+    assert f"node {NODE} (compute): image SecurityUpdateRequired" in status.problems
+    assert status.file_system is not None and status.file_system.free_gib == 60
+    assert f"file system {fs_id}: 60 GiB free of 1200" in status.problems
+    assert [a.lifecycle for a in status.file_system.associations] == [dra]
+    assert status.studio is not None and status.studio.partitions_ready == ["alice"]
+    assert list(status.studio.partitions_waiting) == ["bob"]  # carol is excluded from Studio
+    if dra == "FAILED":
+        assert "association /data: FAILED" in status.problems
+        assert status.file_system.associations[0].failure == "Access denied to s3://b"
+
+
+def test_pages_follow_the_next_token(stubs: Stubs) -> None:
+    stubs.on("logs", "describe_log_streams", {"logStreams": [{"logStreamName": "a"}],
+                                              "nextToken": "t1"})  # fmt: skip
+    stubs.on("logs", "describe_log_streams", {"logStreams": [{"logStreamName": "b"}]})
+    found = stubs.facade.pages("logs", "describe_log_streams", "logStreams", logGroupName="g")
+    assert [s["logStreamName"] for s in found] == ["a", "b"]
+
+
+def test_a_missing_log_group_has_no_streams(stubs: Stubs) -> None:
+    stubs.on("logs", "describe_log_streams", "ResourceNotFoundException")
+    assert logs.streams(stubs.facade, "/aws/sagemaker/Clusters/x/y") == []
+
+
+def test_streams_by_node_and_group_failing_node_first() -> None:
+    names = [f"LifecycleConfig/compute/{OTHER}", f"hyperpod-kit/health/{NODE}",
+             f"LifecycleConfig/compute/{NODE}", f"hyperpod-kit/lifecycle/{OTHER}",
+             "SagemakerHealthMonitoringAgent"]  # fmt: skip
+    found = [logs.classify(n) for n in names]
+    ordered = [s.name for s in logs.select(found, first=[NODE])]
+    assert ordered[:2] == [f"LifecycleConfig/compute/{NODE}", f"hyperpod-kit/health/{NODE}"]
+    assert [s.name for s in logs.select(found, node=OTHER)] == [
+        f"LifecycleConfig/compute/{OTHER}", f"hyperpod-kit/lifecycle/{OTHER}"]  # fmt: skip
+    assert {s.instance_id for s in logs.select(found, group="compute")} == {NODE, OTHER}
+
+
+def test_stream_names_are_the_ones_the_nodes_ship() -> None:
+    unit = (REPO / "lifecycle" / "systemd" / "hyperpod-kit-ship-logs.service.j2").read_text()
+    for kind in ("health", "shipped-lifecycle", "jobs"):
+        assert f"={LOG_STREAMS[kind]}" in unit, kind
+
+
+# --- the diagnosis table -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("signature", signatures(), ids=lambda s: s.id)
+def test_each_signature_diagnoses_its_example(signature: Any) -> None:
+    ((where, text),) = signature.example.items()
+    found = diagnose([Evidence(where, text, "recorded")])
+    assert [d.signature.id for d in found] == [signature.id]
+    assert found[0].evidence.text == text
+    rendered = found[0].render()
+    assert rendered.startswith(f"likely cause: {signature.cause}")
+    assert ("not checked against a real message" in rendered) is not signature.checked
+    if signature.checked:
+        assert signature.quote and signature.quote.split("<")[0].strip() in (
+            text + " " + signature.quote
+        )
+    assert signature.source and signature.what_to_do
+
+
+def test_a_checked_signature_matches_its_quote() -> None:
+    for s in signatures():
+        if s.checked and s.quote and "<" not in s.quote:
+            where = s.where[0]
+            assert [d.signature.id for d in diagnose([Evidence(where, s.quote)])] == [s.id], s.id
+
+
+def test_the_lifecycle_step_matches_what_on_create_prints() -> None:
+    template = (REPO / "lifecycle" / "on_create.sh.j2").read_text()
+    assert 'log "FAILED in $STEP (exit $rc); node log:' in template
+    line = "2026-11-25T01:02:03Z hyperpod-kit lifecycle: FAILED in 20-users (exit 3); node log: x"
+    (found,) = diagnose([Evidence("node_log", "useradd: group 'x' does not exist", "s"),
+                         Evidence("node_log", line, "s")])  # fmt: skip
+    assert found.signature.id == "lifecycle-step"
+    assert found.detail.endswith("the line it failed on: useradd: group 'x' does not exist")
+
+
+def test_nothing_known_is_no_diagnosis() -> None:
+    assert diagnose([Evidence("node_log", "all good"), Evidence("stack_event", "")]) == []
+
+
+def test_troubleshooting_page_is_generated_from_the_table() -> None:
+    committed = (REPO / "docs" / "troubleshooting.md").read_text()
+    assert committed == render_markdown(), (
+        "docs/troubleshooting.md is stale: run "
+        "`python -m hyperpod_kit.operations.diagnosis > docs/troubleshooting.md`"
+    )
+
+
+def test_table_is_dated_and_every_row_has_a_source() -> None:
+    data = json.loads((REPO / "hyperpod_kit/config/facts/failure_signatures.json").read_text())
+    datetime.date.fromisoformat(data["date"])
+    ids = [s.id for s in signatures()]
+    assert len(ids) == len(set(ids))
+    for s in signatures():
+        assert set(s.where) <= {"failure_message", "stack_event", "node_log"}
+        assert s.checked == bool(s.quote), s.id
+
+
+def test_watch_refreshes_until_nothing_is_in_progress(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--watch: one report per refresh, until the state settles; its exit code is the last's."""
+    import argparse
+
+    from hyperpod_kit.cli import status as cli
+    from hyperpod_kit.operations import status as operations
+    from hyperpod_kit.operations.status import HEALTHY, IN_PROGRESS, Status
+
+    loaded = load_environment(REPO / "environments" / "default.yaml")
+    states = iter([IN_PROGRESS, IN_PROGRESS, HEALTHY])
+
+    def fake_collect(config: Any, aws: Any) -> Status:
+        return Status(config.name, config.region, state=next(states))
+
+    monkeypatch.setattr(operations, "collect", fake_collect)
+    monkeypatch.setattr(AwsFacade, "has_credentials", lambda self: True)
+    args = argparse.Namespace(format="text", watch=True, interval=0.01)
+    assert cli.status(loaded, args) == 0
+    reports = capsys.readouterr().out.count("environment hyperpod-dev (us-west-2): ")
+    assert reports == 3
+    args = argparse.Namespace(format="text", watch=False, interval=30.0)
+    states = iter([IN_PROGRESS])
+    assert cli.status(loaded, args) == 1  # without --watch: one report, not yet healthy
+
+
+def test_follow_prints_each_event_once_until_interrupted(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hyperpod_kit.cli import status as cli
+
+    batches = iter([
+        [logs.LogEvent("s", 1, "first")],
+        [logs.LogEvent("s", 1, "first"), logs.LogEvent("s", 2, "second")],
+    ])  # fmt: skip
+    asked: list[int | None] = []
+
+    def fake_events(aws: Any, group: str, names: list[str], **kw: Any) -> list[logs.LogEvent]:
+        asked.append(kw["since_ms"])
+        return next(batches)
+
+    def fake_sleep(_: float) -> None:
+        if len(asked) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(logs, "events", fake_events)
+    monkeypatch.setattr("hyperpod_kit.cli.status.time.sleep", fake_sleep)
+    with pytest.raises(KeyboardInterrupt):  # main() turns it into exit 130
+        cli._print(None, "g", [logs.classify("s")], since=None, grep=None, follow=True)  # type: ignore[arg-type]
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split("] ", 1)[1] for line in out] == ["first", "second"]
+    assert asked == [None, 1]  # the next poll starts at the newest event seen
