@@ -327,6 +327,16 @@ GOOD: list[Any] = [
         id="tags-allowed-characters",
     ),
     pytest.param("tags", {"tags": {f"k{i}": "v" for i in range(49)}}, id="tags-49"),
+    # control-characters
+    pytest.param("control-characters", {}, id="control-default"),
+    pytest.param(
+        "control-characters",
+        {
+            "tags": {"team": "ml platform", "note": "\u00e9t\u00e9 \u6f22\u5b57"},
+            "trainer": {"job": {"checkpoint_dir": "/fsx/my ckpt/$(id)'\"#%;&|*"}},
+        },
+        id="control-printable-text-of-any-kind",
+    ),
     # instance-group-names
     pytest.param("instance-group-names", {}, id="names-default"),
     # instance-group-roles
@@ -646,6 +656,10 @@ GOOD: list[Any] = [
     ),
 ]
 
+CONTROL_HINT = (
+    "a value is one line of printable text: remove the character; in a double-quoted YAML value, "
+    "\\n \\r \\t \\0 \\e \\L \\P write control characters"
+)
 BAD: list[Any] = [
     # lustre-capacity: 1200, or a multiple of 2400; the hint rounds up to the next legal size.
     *[
@@ -1115,6 +1129,48 @@ BAD: list[Any] = [
             )
         ],
         id="tags-bad-character",
+    ),
+    # control-characters
+    pytest.param(
+        "control-characters",
+        {"trainer": {"job": {"checkpoint_dir": "/fsx/checkpoints\nrm -rf /fsx"}}},
+        [
+            err(
+                "trainer.job.checkpoint_dir",
+                "'/fsx/checkpoints\\nrm -rf /fsx' holds a line break",
+                CONTROL_HINT,
+            )
+        ],
+        id="control-line-break-issue-14",
+    ),
+    pytest.param(
+        "control-characters",
+        {"trainer": {"job": {"data_path": "/fsx/data/tokens\n"}}},
+        [
+            err(
+                "trainer.job.data_path",
+                "holds a line break",
+                "a value is one line of printable "
+                "text: remove the character; a YAML block scalar (| or >) keeps its last line "
+                "break: write |- or >-",
+            )
+        ],
+        id="control-block-scalar-line-break",
+    ),
+    pytest.param(
+        "control-characters",
+        {"tags": {"team\r": "ml", "owner": "a\u2028b"}},
+        [
+            err("tags", "the key 'team\\r' holds a carriage return", CONTROL_HINT),
+            err("tags.owner", "holds a line separator (U+2028)", CONTROL_HINT),
+        ],
+        id="control-tag-key-and-value",
+    ),
+    pytest.param(
+        "control-characters",
+        {"monitoring": {"node_checks": {"volumes": ["/", "/opt/x\x00"]}}},
+        [err("monitoring.node_checks.volumes[1]", "holds a NUL byte", CONTROL_HINT)],
+        id="control-nul-in-a-list",
     ),
     # instance-group-names
     pytest.param(
