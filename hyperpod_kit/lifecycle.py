@@ -1,7 +1,8 @@
 """The node scripts HyperPod runs when it provisions a node, rendered from the environment file.
 
-`lifecycle/` holds jinja2 templates (``*.j2``: rendered with validated values only, StrictUndefined,
-``| q`` shell-quotes) and static files (copied as they are). `build_bundle` adds what the
+`lifecycle/` holds jinja2 templates (``*.j2``: rendered with validated values only, through
+`hyperpod_kit.templating`: every value passes the filter of its context, ``| q`` for a shell word,
+``| systemd`` in a unit) and static files (copied as they are). `build_bundle` adds what the
 environment file names (each group's own scripts, the enroot/pyxis packages) and the users file,
 and hashes everything: the upload goes to ``lifecycle/<hash>/``, so its S3 prefix changes exactly
 when a byte of it changes, and a node still provisioning from the previous prefix keeps it.
@@ -17,20 +18,18 @@ import hashlib
 import json
 import os
 import re
-import shlex
 import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
-import jinja2
-
 from hyperpod_kit.config.derived import FSX_MOUNT, IMAGES_DIR
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import LIFECYCLE_DIR
+from hyperpod_kit.templating import RenderError, environment, render
 
 ON_CREATE = "on_create.sh"
 USERS_FILE = "users.json"
@@ -79,7 +78,7 @@ class LifecycleError(Exception):
 
 
 def _checked(pattern: re.Pattern[str], value: str, what: str) -> str:
-    if not pattern.match(value):
+    if not pattern.fullmatch(value):  # fullmatch: `$` would let a trailing line break through
         raise LifecycleError(f"{what} {value!r} is not a plain name")
     return value
 
@@ -317,31 +316,7 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
     rendered, its static files and each group's own scripts. The users file is not part of it
     (see `users_upload`): people change without touching the cluster."""
     context = lifecycle_context(config)
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(source),
-        undefined=jinja2.StrictUndefined,  # a misspelt name is an error, not an empty string
-        keep_trailing_newline=True,
-        autoescape=False,  # shell, not HTML: values are quoted with `q` where they need it
-    )
-    env.filters["q"] = lambda value: shlex.quote(str(value))
-    files: dict[str, str] = {}
-    for path in sorted(p for p in source.rglob("*") if p.is_file()):
-        relative = path.relative_to(source).as_posix()
-        if "__pycache__" in relative or relative.endswith(".pyc"):
-            continue
-        target = relative.removesuffix(TEMPLATE_SUFFIX)
-        if not _wanted(target, context):
-            continue
-        if relative.endswith(TEMPLATE_SUFFIX):
-            try:
-                text = env.get_template(relative).render(**context.as_template_vars())
-            except jinja2.TemplateSyntaxError as e:
-                raise LifecycleError(f"{path}:{e.lineno}: {e.message}") from None
-            except jinja2.UndefinedError as e:
-                raise LifecycleError(f"{path}: {e.message}") from None
-            files[target] = text if text.endswith("\n") else text + "\n"
-        else:
-            files[target] = path.read_text(encoding="utf-8")
+    files = render_templates(context, source=source)
     files[HEALTH_SETTINGS] = health_settings_document(config)
     for group, g in zip(context.groups, config.cluster.instance_groups, strict=True):
         for target, script in zip(group.scripts, g.lifecycle.scripts, strict=True):
@@ -353,6 +328,30 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
                     f"{g.name}: lifecycle script {script!r} cannot be read as text ({e})"
                 ) from None
     _check_names(files)
+    return files
+
+
+def render_templates(context: LifecycleContext, *, source: Path = LIFECYCLE_DIR) -> dict[str, str]:
+    """The templates and static files of `source` this context uses (relative path ->
+    content), rendered from `context` alone."""
+    env = environment(source)
+    variables = context.as_template_vars()
+    files: dict[str, str] = {}
+    for path in sorted(p for p in source.rglob("*") if p.is_file()):
+        relative = path.relative_to(source).as_posix()
+        if "__pycache__" in relative or relative.endswith(".pyc"):
+            continue
+        target = relative.removesuffix(TEMPLATE_SUFFIX)
+        if not _wanted(target, context):
+            continue
+        if relative.endswith(TEMPLATE_SUFFIX):
+            try:
+                text = render(env, relative, variables, shown_as=str(path))
+            except RenderError as e:
+                raise LifecycleError(f"{e}. Hint: {e.hint}") from None
+            files[target] = text if text.endswith("\n") else text + "\n"
+        else:
+            files[target] = path.read_text(encoding="utf-8")
     return files
 
 

@@ -430,7 +430,7 @@ def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         print(f"jobs: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except TemplateError as e:  # the user's own template (trainer.job.template)
-        print(f"{e}. Hint: fix the template; `hyperpod-kit jobs` renders the bundled one when "
+        print(f"{e}. Hint: {e.hint}; `hyperpod-kit jobs` renders the bundled template when "
               "trainer.job.template is left out.", file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     problems = [f"{job.filename}: {p}" for job in rendered for p in lint(job)]

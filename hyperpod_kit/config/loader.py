@@ -36,6 +36,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from hyperpod_kit.config.findings import ConfigError, Finding, Level, has_errors
+from hyperpod_kit.text import control_characters, control_hint, describe, shown
 
 if TYPE_CHECKING:
     from hyperpod_kit.config.aws import AwsFacade
@@ -743,6 +744,10 @@ def _schema_finding(
         hint = said or "a key is a name such as `region`"
     elif value is None:
         message, hint = _empty(where, node, hint)
+    elif isinstance(value, str) and control_characters(value):
+        # a pattern would also refuse it, but "should match '^...$'" hides the reason
+        message = f"{shown(value)} holds {describe(control_characters(value)[0])}"
+        hint = control_hint(value)
     else:
         texts = list(dict.fromkeys(_plain(e, root) for e, _ in group))
         if len(texts) > 1 and all(t.startswith("input should be ") for t in texts):

@@ -4,6 +4,11 @@ Phase one of validation. ``extra="forbid"`` everywhere, so a misspelt key is an 
 silently ignored setting. Rules that relate several values (sizes, overlaps, regions) live in
 ``validators/``, where they can say more than a type can. A field's ``x-hint`` is shown with a
 schema error on that field.
+
+Every string of the file is one line of text: the ``control-characters`` check refuses line
+breaks, carriage returns, NUL and the other control characters in all of them. No field is
+multi-line today; one that must be says so in its description and sets ``x-multi-line`` (see
+``hyperpod_kit/text.py``), which lets line breaks and tabs through.
 """
 
 from __future__ import annotations
@@ -814,7 +819,8 @@ class JobConfig(Section):
     template: str | None = Field(
         default=None,
         description="Your own jinja2 sbatch template (path relative to the environment file) "
-        "instead of the bundled one; it gets the same validated values.",
+        "instead of the bundled one; it gets the same validated values, each through the filter "
+        "of where it lands (`| q` in the script, `| sbatch` on an #SBATCH line: docs/trainer.md).",
     )
     elastic: ElasticConfig | None = Field(
         default=None, description="EKS only: elastic replicas (HyperPodPyTorchJob)."

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from aws_cdk import Aws, Fn, RemovalPolicy, Stack
+from aws_cdk import Aws, Fn, RemovalPolicy, Stack, Token
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
@@ -34,6 +34,7 @@ from hyperpod_kit.naming import (
     slurm_token_prefix,
 )
 from hyperpod_kit.paths import ASSETS
+from hyperpod_kit.templating import shell_word
 
 STUDIO_SCRIPTS = ASSETS / "studio"
 CLIENT_SCRIPT = STUDIO_SCRIPTS / "client.sh"
@@ -367,7 +368,18 @@ class LifecycleSettings:
             "HYPERPOD_KIT_KUBECTL_VERSION": self.kubectl_version,
             "HYPERPOD_KIT_NAMESPACE": self.namespace,
         }
-        return "".join(f'{key}="${{{key}:-{value}}}"\n' for key, value in pairs.items())
+        # `K=${K:-word}`: the word is one shell word from the templates' own filter (a test's
+        # environment may set K first). Unquoted on purpose: in "${K:-'v'}" bash keeps the quotes.
+        return "".join(f"{key}=${{{key}:-{_word(value)}}}\n" for key, value in pairs.items())
+
+
+def _word(value: str) -> str:
+    """A settings value as one shell word. A CloudFormation token (the file system's id, the EKS
+    cluster's name) is single-quoted as it is, so that CDK still finds it; what replaces it at
+    deploy is an AWS id or name, which holds no quote."""
+    if Token.is_unresolved(value):
+        return f"'{value}'"
+    return shell_word(value)
 
 
 def lifecycle_settings(

@@ -24,6 +24,7 @@ from hyperpod_kit.config.derived import (
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.jobs.image import JobImage
 from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.templating import ShellCode
 
 RDZV_PORT = 29500
 # Values that go into `#SBATCH` lines or Kubernetes names unquoted: validated by the schema's
@@ -36,7 +37,7 @@ class UnsafeValueError(ValueError):
 
 
 def _word(value: str, what: str) -> str:
-    if not _WORD.match(value):
+    if not _WORD.fullmatch(value):  # fullmatch: `$` would let a trailing line break through
         raise UnsafeValueError(f"{what} {value!r} is not a plain identifier")
     return value
 
@@ -104,7 +105,7 @@ class JobContext:
     node_log_dir: str | None  # mounted into the container: the trainer's events file is in it
     rdzv_port: int
     local: LocalRun | None
-    launcher: str
+    launcher: ShellCode  # hyperpod-kit's own code: output without a filter
 
     def as_template_vars(self) -> dict[str, object]:
         return {
@@ -184,5 +185,5 @@ def job_context(
         rdzv_port=RDZV_PORT,
         local=local,
         # A constant of ours, never a value from the file: it sits inside a quoted script.
-        launcher='"$HYPERPOD_PYTHON" -m torch.distributed.run' if local else "torchrun",
+        launcher=ShellCode('"$HYPERPOD_PYTHON" -m torch.distributed.run' if local else "torchrun"),
     )

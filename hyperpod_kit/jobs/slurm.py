@@ -2,34 +2,31 @@
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
-import jinja2
-
 from hyperpod_kit.jobs.context import JobContext
+from hyperpod_kit.templating import RenderError, environment, render
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 BUNDLED = TEMPLATES / "slurm.sbatch.j2"
 
 
 class TemplateError(Exception):
-    """A template that does not render: a syntax error, or a name the context does not have."""
+    """A template that does not render: a syntax error, a name the context does not have, a
+    value output without a filter or one its filter refuses. `hint` says what to change."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 def render_sbatch(context: JobContext, *, template: Path = BUNDLED) -> str:
-    """Render `template` with the job's validated values; `| q` shell-quotes a value."""
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(template.parent),
-        undefined=jinja2.StrictUndefined,  # a misspelt name is an error, not an empty string
-        keep_trailing_newline=True,
-        autoescape=False,  # shell, not HTML: values are quoted with `q` where they need it
-    )
-    env.filters["q"] = lambda value: shlex.quote(str(value))
+    """Render `template` with the job's validated values, in hyperpod-kit's one template
+    environment (hyperpod_kit/templating.py): `| q` for a shell word, `| sbatch` for an #SBATCH
+    value; a value without its filter fails the render."""
+    env = environment(template.parent)
     try:
-        text = env.get_template(template.name).render(**context.as_template_vars())
-    except jinja2.TemplateSyntaxError as e:
-        raise TemplateError(f"{template}:{e.lineno}: {e.message}") from None
-    except jinja2.UndefinedError as e:
-        raise TemplateError(f"{template}: {e.message}") from None
+        text = render(env, template.name, context.as_template_vars(), shown_as=str(template))
+    except RenderError as e:
+        raise TemplateError(str(e), e.hint) from None
     return text if text.endswith("\n") else text + "\n"

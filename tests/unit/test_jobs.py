@@ -302,14 +302,15 @@ def test_eks_jobs_name_no_events_file() -> None:
 def test_values_that_need_quoting_are_quoted(tmp_path: Path) -> None:
     config = _config({"trainer": {"job": {"checkpoint_dir": "/fsx/my ckpt/$(id)"}}})
     script = _sbatch(config)
-    assert "--set 'checkpoint.dir=/fsx/my ckpt/$(id)'" in script
+    # double quotes where the value holds a $: the same word, and shellcheck-clean (SC2016)
+    assert '--set "checkpoint.dir=/fsx/my ckpt/\\$(id)"' in script
     assert lint(RenderedJob("j.sbatch", script, "sbatch")) == []
 
 
 def test_a_users_own_template_gets_the_same_values(tmp_path: Path) -> None:
     own = tmp_path / "mine.sbatch.j2"
     own.write_text(
-        "#!/bin/bash\n#SBATCH --job-name={{ job.name }}\n"
+        "#!/bin/bash\n#SBATCH --job-name={{ job.name | sbatch }}\n"
         "echo {{ job.checkpoint_dir | q }} {{ network.efa }} {{ settings | length }}\n"
     )
     config = _config({"trainer": {"job": {"template": str(own)}}})
@@ -319,9 +320,29 @@ def test_a_users_own_template_gets_the_same_values(tmp_path: Path) -> None:
     )
 
 
+def test_the_documented_own_template_renders_lint_clean(tmp_path: Path) -> None:
+    """docs/trainer.md's example of a template of one's own renders and passes the linters."""
+    text = (REPO / "docs" / "trainer.md").read_text()
+    example = text.split("### Your own sbatch template", 1)[1].split("```jinja\n", 1)[1]
+    own = tmp_path / "my-job.sbatch.j2"
+    own.write_text(example.split("```", 1)[0])
+    script = _sbatch(_config({"trainer": {"job": {"template": str(own)}}}))
+    assert "#SBATCH --job-name=pretrain\n" in script and "--set model.preset=llama-1b" in script
+    assert lint(RenderedJob("j.sbatch", script, "sbatch")) == []
+
+
 @pytest.mark.parametrize(
     ("text", "problem"),
-    [("{{ job.nme }}", "has no attribute 'nme'"), ("{% if %}", "mine.sbatch.j2:1:")],
+    [
+        ("{{ job.nme }}", "has no attribute 'nme'"),
+        ("{% if %}", "mine.sbatch.j2:1:"),
+        # a value without the filter of its context: the line and the expression as written
+        (
+            "#!/bin/bash\n#SBATCH --job-name={{ job.name }}\n",
+            r"mine.sbatch.j2:2: \{\{ job.name \}\} reaches the output without a filter",
+        ),
+        ("#!/bin/bash\n# {{ job.checkpoint_dir ~ '/x' | q }}\n", r"mine.sbatch.j2:2:"),
+    ],
 )
 def test_a_broken_user_template_is_a_clear_error(tmp_path: Path, text: str, problem: str) -> None:
     own = tmp_path / "mine.sbatch.j2"

@@ -32,6 +32,7 @@ from hyperpod_kit.lifecycle import (
     users_upload,
 )
 from hyperpod_kit.paths import LIFECYCLE_DIR
+from hyperpod_kit.templating import shell_word
 from tests.conftest import REPO, default_data, merge
 
 EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
@@ -196,7 +197,7 @@ def test_eks_upload_is_minimal() -> None:
         "systemd/hyperpod-kit-ship-logs.service", "systemd/hyperpod-kit-ship-logs.timer",
     ]  # fmt: skip
     assert "steps/users.sh" not in files["on_create.sh"]
-    assert "workers) echo worker ;;" in files["lib/settings.sh"]
+    assert "workers) printf '%s\\n' worker ;;" in files["lib/settings.sh"]
 
 
 def test_enroot_off_leaves_out_the_container_step() -> None:
@@ -212,7 +213,7 @@ def test_settings_are_the_validated_values_quoted() -> None:
     assert "HPK_LIFECYCLE_PARAMETER=/hyperpod-kit/hyperpod-dev/lifecycle\n" in settings
     assert "HPK_STATUS_PARAMETER_PREFIX=/hyperpod-kit/hyperpod-dev/partitions\n" in settings
     assert "HPK_ENROOT_PACKAGES=''\n" in settings
-    assert "    compute) echo compute ;;\n" in settings
+    assert "    compute) printf '%s\\n' compute ;;\n" in settings
     assert partition_status_parameter("hyperpod-dev", "alice") == (
         "/hyperpod-kit/hyperpod-dev/partitions/alice"
     )
@@ -256,7 +257,8 @@ def test_unsafe_values_never_reach_a_template() -> None:
 
 
 def test_q_quotes_what_it_is_given() -> None:
-    assert shlex.split(f"x={shlex.quote('a b')}") == ["x=a b"]  # the filter is shlex.quote
+    # the filter is templating.shell_word (tests/unit/test_templating.py reads it back in bash)
+    assert shlex.split(f"x={shell_word('a b')}") == ["x=a b"]
 
 
 # --- the hash -----------------------------------------------------------------------------------

@@ -363,6 +363,16 @@ GOOD: list[Any] = [
         {"kms_key_arn": KMS_KEY.replace("1234abcd-12ab-34cd-56ef-1234567890ab", "mrk-" + "0" * 32)},
         id="kms-key-multi-region",
     ),
+    # control-characters
+    pytest.param("control-characters", {}, id="control-default"),
+    pytest.param(
+        "control-characters",
+        {
+            "tags": {"team": "ml platform", "note": "\u00e9t\u00e9 \u6f22\u5b57"},
+            "trainer": {"job": {"checkpoint_dir": "/fsx/my ckpt/$(id)'\"#%;&|*"}},
+        },
+        id="control-printable-text-of-any-kind",
+    ),
     # instance-group-names
     pytest.param("instance-group-names", {}, id="names-default"),
     # instance-group-roles
@@ -705,6 +715,10 @@ GOOD: list[Any] = [
     ),
 ]
 
+CONTROL_HINT = (
+    "a value is one line of printable text: remove the character; in a double-quoted YAML value, "
+    "\\n \\r \\t \\0 \\e \\L \\P write control characters"
+)
 BAD: list[Any] = [
     # lustre-capacity: 1200, or a multiple of 2400; the hint rounds up to the next legal size.
     *[
@@ -1216,6 +1230,48 @@ BAD: list[Any] = [
             )
         ],
         id="kms-key-other-account",
+    ),
+    # control-characters
+    pytest.param(
+        "control-characters",
+        {"trainer": {"job": {"checkpoint_dir": "/fsx/checkpoints\nrm -rf /fsx"}}},
+        [
+            err(
+                "trainer.job.checkpoint_dir",
+                "'/fsx/checkpoints\\nrm -rf /fsx' holds a line break",
+                CONTROL_HINT,
+            )
+        ],
+        id="control-line-break-issue-14",
+    ),
+    pytest.param(
+        "control-characters",
+        {"trainer": {"job": {"data_path": "/fsx/data/tokens\n"}}},
+        [
+            err(
+                "trainer.job.data_path",
+                "holds a line break",
+                "a value is one line of printable "
+                "text: remove the character; a YAML block scalar (| or >) keeps its last line "
+                "break: write |- or >-",
+            )
+        ],
+        id="control-block-scalar-line-break",
+    ),
+    pytest.param(
+        "control-characters",
+        {"tags": {"team\r": "ml", "owner": "a\u2028b"}},
+        [
+            err("tags", "the key 'team\\r' holds a carriage return", CONTROL_HINT),
+            err("tags.owner", "holds a line separator (U+2028)", CONTROL_HINT),
+        ],
+        id="control-tag-key-and-value",
+    ),
+    pytest.param(
+        "control-characters",
+        {"monitoring": {"node_checks": {"volumes": ["/", "/opt/x\x00"]}}},
+        [err("monitoring.node_checks.volumes[1]", "holds a NUL byte", CONTROL_HINT)],
+        id="control-nul-in-a-list",
     ),
     # instance-group-names
     pytest.param(

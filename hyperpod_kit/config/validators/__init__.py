@@ -21,18 +21,21 @@ class Validator:
     name: str
     area: str
     check: Check
+    first: bool = False  # runs before the others: its finding leads among those of one line
 
 
 REGISTRY: dict[str, Validator] = {}
 
 
-def validator(name: str, *, area: str) -> Callable[[Check], Check]:
-    """Register `check` under `name`; the name is what users suppress and tests select."""
+def validator(name: str, *, area: str, first: bool = False) -> Callable[[Check], Check]:
+    """Register `check` under `name`; the name is what users suppress and tests select. `first`:
+    its findings come before the others' (a value with a control character is reported for
+    that before any rule reads the rest of it)."""
 
     def register(check: Check) -> Check:
         if name in REGISTRY:
             raise ValueError(f"validator {name!r} registered twice")
-        REGISTRY[name] = Validator(name, area, check)
+        REGISTRY[name] = Validator(name, area, check, first)
         return check
 
     return register
@@ -54,7 +57,7 @@ def run_validators(
         for name in unknown
     ]
     muted = set(suppress)
-    for v in REGISTRY.values():
+    for v in sorted(REGISTRY.values(), key=lambda v: not v.first):  # stable: else as registered
         if only is not None and v.name not in only:
             continue
         for f in v.check(config):

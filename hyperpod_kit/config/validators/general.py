@@ -6,11 +6,14 @@ import difflib
 import re
 from collections.abc import Iterator
 
+from pydantic import BaseModel
+
 from hyperpod_kit.config.facts import regions, regions_checked
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.regions import az_id_prefix
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators import validator
+from hyperpod_kit.text import MULTI_LINE_KEY, control_characters, control_hint, describe, shown
 
 # CloudFormation takes at most 50 stack tags; hyperpod-kit adds `hyperpod-kit:environment`.
 MAX_USER_TAGS = 49
@@ -174,3 +177,48 @@ def check_kms_key(config: EnvironmentConfig) -> Iterator[Finding]:
             f"logs.{config.region}.amazonaws.com use it (docs/security.md); suppress kms-key if "
             "it does",
         )
+
+
+@validator("control-characters", area="general", first=True)
+def check_control_characters(config: EnvironmentConfig) -> Iterator[Finding]:
+    """No string of the file holds a control character (line breaks, carriage returns, NUL,
+    escapes, C1 controls, U+2028/U+2029): every value is one line of text. Walks the whole
+    validated config, so a key added later is covered without a word here. A field documented as
+    multi-line (`json_schema_extra={"x-multi-line": True}`; none is today) may hold line breaks
+    and tabs."""
+    yield from _control_characters(config, "", multi_line=False)
+
+
+def _control_characters(value: object, path: str, *, multi_line: bool) -> Iterator[Finding]:
+    if isinstance(value, str):
+        found = control_characters(value, multi_line=multi_line)
+        if found:
+            yield _control_finding(path or "(document)", value, found[0], multi_line=multi_line)
+    elif isinstance(value, BaseModel):
+        for name, field in type(value).model_fields.items():
+            extra = field.json_schema_extra
+            lines = isinstance(extra, dict) and extra.get(MULTI_LINE_KEY) is True
+            at = f"{path}.{name}" if path else name
+            yield from _control_characters(getattr(value, name), at, multi_line=lines)
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _control_characters(item, f"{path}[{i}]", multi_line=multi_line)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and control_characters(key):
+                yield _control_finding(path, key, control_characters(key)[0], key=True)
+                continue
+            yield from _control_characters(item, f"{path}.{key}", multi_line=multi_line)
+
+
+def _control_finding(
+    path: str, text: str, char: str, *, multi_line: bool = False, key: bool = False
+) -> Finding:
+    what = "the key" if key else "the value"
+    allowed = " (line breaks and tabs are fine here, other controls are not)" if multi_line else ""
+    return Finding(
+        Level.ERROR,
+        path,
+        f"{what} {shown(text)} holds {describe(char)}{allowed}",
+        control_hint(text),
+    )
