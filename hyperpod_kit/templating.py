@@ -240,7 +240,26 @@ def systemd_value(value: object) -> SystemdValue:
     return SystemdValue('"' + "".join(out) + '"')
 
 
-FILTERS = {"q": shell_word, "json": json_value, "sbatch": slurm_value, "systemd": systemd_value}
+class CommentText(Rendered):
+    __slots__ = ()
+
+
+def comment_text(value: object) -> CommentText:
+    """Text for a `#` comment line (YAML or shell) that a reader may see as it is: refused if it
+    holds a control character, which could end the comment and start a line of its own."""
+    text = _text(value, "comment text")
+    if CONTROL.search(text):
+        raise RefusedValueError(
+            f"the comment text {shown(text)} holds {describe(CONTROL.findall(text)[0])}",
+            "a comment is one line: validate the value",
+        )
+    return CommentText(text)
+
+
+FILTERS = {
+    "q": shell_word, "json": json_value, "sbatch": slurm_value, "systemd": systemd_value,
+    "comment": comment_text,
+}  # fmt: skip
 
 
 # --- the guard -----------------------------------------------------------------------------------
@@ -337,12 +356,14 @@ class OutputGuard(Extension):
 
 
 @functools.lru_cache(maxsize=16)
-def environment(folder: Path) -> jinja2.Environment:
+def environment(folder: Path, *, trim_blocks: bool = False) -> jinja2.Environment:
     """The one way to make a jinja2 environment in hyperpod-kit: templates under `folder`.
     One per folder, kept: its compiled templates are reused (jinja2 recompiles a template whose
-    file changed)."""
+    file changed). `trim_blocks` also strips the white space around block tags (YAML files)."""
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(folder),
+        trim_blocks=trim_blocks,
+        lstrip_blocks=trim_blocks,
         undefined=jinja2.StrictUndefined,  # a misspelt name is an error, not an empty string
         keep_trailing_newline=True,
         autoescape=False,  # HTML escaping would corrupt scripts: the filters quote instead
@@ -356,7 +377,8 @@ def environment(folder: Path) -> jinja2.Environment:
 
 _FILTER_HINT = (
     "pass the value through the filter of where it lands: | q (a shell word, comments too), "
-    "| sbatch (an #SBATCH value), | json (JSON or YAML), | systemd (a unit's command line); "
+    "| sbatch (an #SBATCH value), | json (JSON or YAML), | systemd (a unit's command line), "
+    "| comment (text of a # comment line); "
     "numbers and booleans need none (docs/trainer.md, docs/lifecycle.md)"
 )
 

@@ -350,12 +350,6 @@ def describe(c: Choices) -> list[str]:
 # --- the file ----------------------------------------------------------------------------------
 
 
-def yaml_scalar(value: object) -> str:
-    """A value as one YAML flow scalar (quoted where YAML would read it as something else)."""
-    text = yaml.safe_dump(value, default_flow_style=True, width=2**31 - 1, allow_unicode=False)
-    return text.removesuffix("\n...\n").strip()
-
-
 def _job(c: Choices) -> dict[str, Any]:
     """A job the trainer and `validate` accept on the compute group: one rank per accelerator,
     a global batch that splits into micro batches of 4 on every rank."""
@@ -375,17 +369,9 @@ def _job(c: Choices) -> dict[str, Any]:
 
 
 def render(c: Choices, file: str) -> str:
-    import jinja2
+    from hyperpod_kit.templating import environment
 
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
-        keep_trailing_newline=True,
-        autoescape=False,
-    )
-    env.filters["yaml"] = yaml_scalar
+    env = environment(TEMPLATES, trim_blocks=True)
     slurm = c.orchestrator == "slurm"
     groups = (
         [

@@ -11,8 +11,9 @@ import pytest
 import yaml
 
 from hyperpod_kit.cli import main as cli
-from hyperpod_kit.cli.init import Choices, default_choices, render, yaml_scalar
+from hyperpod_kit.cli.init import Choices, default_choices, render
 from hyperpod_kit.config import Level, load_environment
+from hyperpod_kit.templating import json_value
 
 ORCHESTRATORS = ("slurm", "eks")
 PEOPLE = ((), ("alice", "bob"))
@@ -217,4 +218,4 @@ TRICKY = ["yes", "on", "no", "1.0", "null", "~", "a: b", "#x", "it's", "x\ny", "
 @pytest.mark.parametrize("value", TRICKY)
 def test_yaml_filter_keeps_the_value(value: object) -> None:
     """What the template writes through the filter reads back as the same value."""
-    assert yaml.safe_load(f"key: {yaml_scalar(value)}\n") == {"key": value}
+    assert yaml.safe_load(f"key: {json_value(value)}\n") == {"key": value}
