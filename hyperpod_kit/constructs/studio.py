@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from dataclasses import dataclass
 from typing import Protocol
 
 from aws_cdk import Aws, Fn, RemovalPolicy, Stack
@@ -23,33 +22,50 @@ from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp
-from hyperpod_kit.config.validators.studio import kubectl_version
 from hyperpod_kit.constructs.network import describe_network_statement
-from hyperpod_kit.naming import parameter_name
-from hyperpod_kit.paths import ASSETS
+from hyperpod_kit.naming import (
+    parameter_name,
+    studio_domain_name,
+    studio_lifecycle_config_name,
+)
 
-STUDIO_SCRIPTS = ASSETS / "studio"
-CLIENT_SCRIPT = STUDIO_SCRIPTS / "client.sh"
-LCC_MAX = 16384  # StudioLifecycleConfigContent: base64, at most 16384 characters
+# The script and its settings render without CDK (validate measures the same text); these names
+# stay importable from here.
+from hyperpod_kit.studio_lifecycle import (
+    CLIENT_SCRIPT,
+    LCC_MAX,
+    STUDIO_MOUNT,
+    STUDIO_SCRIPTS,
+    LifecycleSettings,
+    StudioEks,
+    lifecycle_settings,
+    render_lifecycle_script,
+    slurm_client_parameter,
+    slurm_token_parameter,
+)
+
+__all__ = [
+    "CLIENT_SCRIPT",
+    "LCC_MAX",
+    "STUDIO_MOUNT",
+    "STUDIO_SCRIPTS",
+    "LifecycleSettings",
+    "StudioDomain",
+    "StudioEks",
+    "StudioPermissions",
+    "lifecycle_settings",
+    "render_lifecycle_script",
+    "slurm_client_parameter",
+    "slurm_token_parameter",
+]
+
 SLURMCTLD_PORT = 6817
-STUDIO_MOUNT = "/mnt/custom-file-systems/fsx_lustre"
 CLIENT_BUNDLE_PREFIX = "hyperpod-kit/slurm-client/"
 # Studio app types a domain can show; everything not in studio.apps is hidden.
 APP_TYPES = ("JupyterLab", "CodeEditor")
 HIDDEN_ALWAYS = ("JupyterServer", "TensorBoard", "RStudioServerPro", "Canvas", "DetailedProfiler")
 IDENTITY = "${aws:SourceIdentity}"  # the profile name, with ExecutionRoleIdentityConfig
-
-
-def slurm_token_parameter(environment: str, user: str) -> str:
-    """SecureString where the controller keeps a user's Slurm JWT (lifecycle/studio issuer)."""
-    return f"{parameter_name(environment, 'slurm-jwt')}/{user}"
-
-
-def slurm_client_parameter(environment: str) -> str:
-    """String the controller publishes: Slurm version, controller address, client bundle."""
-    return parameter_name(environment, "slurm-client")
 
 
 class StudioNetworkHandles(Protocol):
@@ -86,19 +102,6 @@ class StudioClusterHandles(Protocol):
 
     @property
     def execution_role(self) -> iam.IRole: ...
-
-
-@dataclass(frozen=True)
-class StudioEks:
-    """The EKS cluster HyperPod orchestrates through, for kubectl from Studio.
-
-    ``security_group_id``: the EKS cluster security group (on the control plane's interfaces);
-    Studio's apps get HTTPS to it. None: the caller opens it.
-    """
-
-    cluster_name: str
-    cluster_arn: str
-    security_group_id: str | None = None
 
 
 class StudioDomain(Construct):
@@ -250,11 +253,10 @@ class StudioDomain(Construct):
         # the name ends with a hash of the content as CloudFormation will see it.
         resolved = json.dumps(Stack.of(self).resolve(content), sort_keys=True)
         digest = hashlib.sha256((resolved + app).encode()).hexdigest()[:8]
-        kind = "jl" if app == "JupyterLab" else "ce"
         return sagemaker.CfnStudioLifecycleConfig(
             self,
             f"{app}Lifecycle",
-            studio_lifecycle_config_name=f"{config.name}-{kind}-{digest}",
+            studio_lifecycle_config_name=studio_lifecycle_config_name(config.name, app, digest),
             studio_lifecycle_config_app_type=app,
             studio_lifecycle_config_content=Fn.base64(content),
         )
@@ -305,7 +307,7 @@ class StudioDomain(Construct):
         domain = sagemaker.CfnDomain(
             self,
             "Domain",
-            domain_name=f"{config.name}-studio",
+            domain_name=studio_domain_name(config.name),
             auth_mode="IAM",
             app_network_access_type="VpcOnly",
             vpc_id=network.vpc_id,
@@ -336,79 +338,6 @@ class StudioDomain(Construct):
         # spaces; deleting it means deleting those first, which only a person should decide.
         domain.apply_removal_policy(RemovalPolicy.RETAIN)
         return domain
-
-
-@dataclass(frozen=True)
-class LifecycleSettings:
-    """The values `assets/studio/client.sh` reads, prepended to it as shell assignments."""
-
-    environment: str
-    region: str
-    orchestrator: str
-    file_system_id: str
-    studio_mount: str
-    node_mount: str
-    partitions: str
-    shared_path: str
-    client_parameter: str
-    token_parameter_prefix: str
-    eks_cluster: str
-    kubectl_version: str
-    namespace: str
-
-    def assignments(self) -> str:
-        pairs = {
-            "HYPERPOD_KIT_ENVIRONMENT": self.environment,
-            "HYPERPOD_KIT_REGION": self.region,
-            "HYPERPOD_KIT_ORCHESTRATOR": self.orchestrator,
-            "HYPERPOD_KIT_FILE_SYSTEM_ID": self.file_system_id,
-            "HYPERPOD_KIT_STUDIO_MOUNT": self.studio_mount,
-            "HYPERPOD_KIT_NODE_MOUNT": self.node_mount,
-            "HYPERPOD_KIT_PARTITIONS": self.partitions,
-            "HYPERPOD_KIT_SHARED_PATH": self.shared_path,
-            "HYPERPOD_KIT_CLIENT_PARAMETER": self.client_parameter,
-            "HYPERPOD_KIT_TOKEN_PREFIX": self.token_parameter_prefix,
-            "HYPERPOD_KIT_EKS_CLUSTER": self.eks_cluster,
-            "HYPERPOD_KIT_KUBECTL_VERSION": self.kubectl_version,
-            "HYPERPOD_KIT_NAMESPACE": self.namespace,
-        }
-        return "".join(f'{key}="${{{key}:-{value}}}"\n' for key, value in pairs.items())
-
-
-def lifecycle_settings(
-    config: EnvironmentConfig, *, file_system_id: str, eks: StudioEks | None
-) -> LifecycleSettings:
-    return LifecycleSettings(
-        environment=config.name,
-        region=config.region,
-        orchestrator=config.orchestrator,
-        file_system_id=file_system_id,
-        studio_mount=STUDIO_MOUNT,
-        node_mount=FSX_MOUNT,
-        partitions=config.studio.partitions,
-        shared_path=config.studio.shared_path,
-        client_parameter=slurm_client_parameter(config.name),
-        token_parameter_prefix=parameter_name(config.name, "slurm-jwt"),
-        eks_cluster=eks.cluster_name if eks is not None else "",
-        kubectl_version=(kubectl_version(config.cluster.eks.kubernetes_version) or "")
-        if eks is not None
-        else "",
-        namespace=config.trainer.job.namespace,
-    )
-
-
-def render_lifecycle_script(settings: LifecycleSettings) -> str:
-    """The lifecycle configuration: the script's shebang, the settings, then the script without
-    its comment lines (Studio takes 16 KiB of base64). Kept: shellcheck directives and lines that
-    name hyperpod-kit (the markers the script looks for in files it wrote)."""
-    shebang, _, body = CLIENT_SCRIPT.read_text().partition("\n")
-    kept = [
-        line
-        for line in body.splitlines()
-        if not line.lstrip().startswith("#") or "shellcheck" in line or "hyperpod-kit" in line
-    ]
-    header = "# hyperpod-kit Studio lifecycle configuration: settings, then assets/studio/client.sh"
-    return "\n".join([shebang, header, settings.assignments().rstrip("\n"), *kept]) + "\n"
 
 
 class StudioPermissions(Construct):

@@ -65,6 +65,7 @@ def run_validators(
 
 # Import the areas so that their validators register.
 from hyperpod_kit.config.validators import (  # noqa: E402
+    api,
     cluster,
     general,
     monitoring,
@@ -77,6 +78,7 @@ from hyperpod_kit.config.validators import (  # noqa: E402
 __all__ = [
     "REGISTRY",
     "Validator",
+    "api",
     "cluster",
     "general",
     "monitoring",
