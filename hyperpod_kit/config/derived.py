@@ -99,6 +99,16 @@ def deep_health_checks(group: InstanceGroupConfig) -> list[DeepHealthCheck]:
     return list(DEFAULT_DEEP_HEALTH_CHECKS) if facts is not None and facts.accelerated else []
 
 
+def uses_training_plan(config: EnvironmentConfig, group: InstanceGroupConfig) -> bool:
+    """A training plan reserves accelerated capacity: it applies to the accelerated groups that
+    run jobs (a type the table does not know counts as accelerated), never to a controller,
+    login or CPU group."""
+    if config.cluster.training_plan_arn is None or group.role not in ("compute", "worker"):
+        return False
+    facts = instance_type(group.instance_type)
+    return facts is None or facts.accelerated
+
+
 def job_partition(config: EnvironmentConfig) -> str | None:
     """The job's Slurm partition: as set, else its compute group's partition."""
     job = config.trainer.job

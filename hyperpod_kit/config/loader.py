@@ -23,7 +23,9 @@ from __future__ import annotations
 import codecs
 import datetime
 import difflib
+import os
 import re
+import stat
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -130,18 +132,47 @@ _WIDE_BOMS = (
 )
 
 
+_NOT_REGULAR = (
+    (stat.S_ISDIR, "is a directory"),
+    (stat.S_ISFIFO, "is a named pipe, not a file"),
+    (stat.S_ISSOCK, "is a socket, not a file"),
+    (stat.S_ISCHR, "is a character device, not a file"),
+    (stat.S_ISBLK, "is a block device, not a file"),
+)
+
+
+def _kind_of(mode: int) -> str | None:
+    """Why a file of this mode is not an environment file; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((said for test, said in _NOT_REGULAR if test(mode)), "is not a regular file")
+
+
 def _read(file: str) -> str:
-    p = Path(file)
+    """The file's text. Only a regular file is opened: a named pipe or a device would block the
+    read (a pipe with no writer never answers), so its kind is told from `stat` first, and the
+    open itself does not wait (O_NONBLOCK; `fstat` of what was opened guards against a swap)."""
     hint = "give the path of an environment file, e.g. environments/default.yaml"
-    if not p.exists():
-        _fail(file, "(file)", "no such file", hint)
-    if p.is_dir():
-        _fail(file, "(file)", "is a directory", hint)
     try:
-        with p.open("rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
+        mode = os.stat(file).st_mode
+    except FileNotFoundError:
+        _fail(file, "(file)", "no such file", hint)
     except OSError as e:
         _fail(file, "(file)", f"cannot be read ({e.strerror})", hint)
+    if (kind := _kind_of(mode)) is not None:
+        _fail(file, "(file)", kind, hint)
+    try:
+        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        _fail(file, "(file)", f"cannot be read ({e.strerror})", hint)
+    with os.fdopen(fd, "rb") as f:
+        if (kind := _kind_of(os.fstat(f.fileno()).st_mode)) is not None:
+            _fail(file, "(file)", kind, hint)
+        try:
+            raw = f.read(MAX_FILE_BYTES + 1)
+        except OSError as e:
+            _fail(file, "(file)", f"cannot be read ({e.strerror})", hint)
+    p = Path(file)
     if len(raw) > MAX_FILE_BYTES:
         size = p.stat().st_size if p.is_file() else 0
         most = f"an environment file may be at most {_size(MAX_FILE_BYTES)}"

@@ -285,8 +285,9 @@ class UserConfig(Section):
     uid: int = Field(
         ge=10000,
         le=4000000,
-        description="POSIX user id, 10000-4000000 (Studio's range). Never give a removed user's "
-        "uid to someone else: their files on FSx would change owner.",
+        description="POSIX user id, 10000-4000000 (Studio's range), not 65534-65535 (the nodes' "
+        "nobody). Never give a removed user's uid to someone else: their files on FSx would "
+        "change owner.",
     )
     gid: int = Field(default=1001, ge=1001, le=4000000, description="POSIX group id, 1001-4000000.")
     admin: bool = Field(default=False, description="Passwordless sudo on the cluster's nodes.")
@@ -326,7 +327,9 @@ class InstanceGroupConfig(Section):
     )
     instance_count: int = Field(ge=0, le=6758)
     threads_per_core: Literal[1, 2] = Field(
-        default=1, description="1 disables hyperthreading (usual for training)."
+        default=1,
+        description="1 disables hyperthreading (usual for training). Types without SMT "
+        "(Graviton, Grace) take 1 only.",
     )
     ebs_volume_gib: int = Field(
         default=500, ge=1, le=16384, description="Extra EBS volume per node, at /opt/sagemaker."
@@ -452,7 +455,8 @@ class EksConfig(Section):
     kubernetes_version: str = Field(
         default="1.33",
         pattern=KUBERNETES_VERSION,
-        description="Kubernetes version of a new EKS cluster.",
+        description="Kubernetes version of a new EKS cluster: one in EKS's extended support is "
+        "a warning, one past it an error (a dated calendar).",
         json_schema_extra=hint('a version HyperPod supports, quoted, like "1.33"'),
     )
     existing_cluster_name: str | None = Field(
@@ -468,7 +472,8 @@ class EksConfig(Section):
     public_access_cidrs: list[Cidr] = Field(
         default_factory=list,
         description="Empty: the API endpoint is private (reach it from the VPC). Otherwise the "
-        "endpoint is also public, from these CIDRs only.",
+        "endpoint is also public, from these CIDRs only (public addresses, at most 40: EKS's "
+        "quota).",
     )
     hyperpod_access_entry: bool = Field(
         default=False,
@@ -497,11 +502,14 @@ class ClusterConfig(Section):
         default="Automatic",
         description="Automatic: HyperPod reboots or replaces a node that fails a health check.",
     )
-    instance_groups: list[InstanceGroupConfig] = Field(default_factory=_default_groups)
+    instance_groups: list[InstanceGroupConfig] = Field(
+        default_factory=_default_groups, description="The cluster's instance groups (at most 100)."
+    )
     training_plan_arn: str | None = Field(
         default=None,
         pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$",
-        description="A SageMaker training plan whose reserved capacity the compute groups use.",
+        description="A SageMaker training plan whose reserved capacity the accelerated compute "
+        "groups use; a plan is for one instance type, which they must share.",
         json_schema_extra=hint(
             "like arn:aws:sagemaker:us-west-2:111122223333:training-plan/my-plan"
         ),
@@ -558,8 +566,8 @@ class StudioConfig(Section):
     )
     apps: list[StudioApp] = Field(
         default_factory=_default_apps,
-        description="The applications users get (other Studio apps are hidden); each one starts "
-        "with hyperpod-kit's lifecycle configuration.",
+        description="The applications users get, each once (other Studio apps are hidden); each "
+        "one starts with hyperpod-kit's lifecycle configuration.",
     )
     spaces: bool = Field(
         default=True,
@@ -894,7 +902,8 @@ class EnvironmentConfig(Section):
     orchestrator: Literal["slurm", "eks"] = "slurm"
     tags: dict[str, str] = Field(
         default_factory=dict,
-        description="Tags on every stack and resource (at most 49; keys may not start with aws:).",
+        description="Tags on every stack and resource (at most 47: hyperpod-kit adds up to 3 of "
+        "its own; keys may not start with aws:).",
     )
     kms_key_arn: str | None = Field(
         default=None,

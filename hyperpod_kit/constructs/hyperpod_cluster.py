@@ -19,8 +19,7 @@ from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagSuppressions
 from constructs import Construct, IConstruct
 
-from hyperpod_kit.config.derived import FSX_MOUNT, deep_health_checks
-from hyperpod_kit.config.facts import instance_type
+from hyperpod_kit.config.derived import FSX_MOUNT, deep_health_checks, uses_training_plan
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
 from hyperpod_kit.constructs.network import describe_network_statement
 
@@ -225,12 +224,8 @@ def _grant_eks_nodes(role: iam.IRole, cluster_arn: str) -> None:
 
 
 def _training_plan(config: EnvironmentConfig, group: InstanceGroupConfig) -> str | None:
-    """A training plan reserves accelerated capacity: it applies to the accelerated groups that
-    run jobs, never to a controller, login or CPU group."""
-    facts = instance_type(group.instance_type)
-    runs_jobs = group.role in ("compute", "worker")
-    accelerated = facts is None or facts.accelerated
-    return config.cluster.training_plan_arn if runs_jobs and accelerated else None
+    """The training plan of the groups it applies to (`uses_training_plan`)."""
+    return config.cluster.training_plan_arn if uses_training_plan(config, group) else None
 
 
 class ExecutionRole(Construct):

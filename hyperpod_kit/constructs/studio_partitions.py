@@ -24,7 +24,10 @@ from constructs import Construct, IDependable
 
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp, UserConfig
 from hyperpod_kit.constructs.functions import function_logs_and_role
-from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.naming import (
+    parameter_name,
+    studio_space_name,
+)
 from hyperpod_kit.paths import ASSETS
 
 HANDLER_DIR = ASSETS / "functions" / "studio_partitions"
@@ -310,12 +313,12 @@ class StudioProfiles(Construct):
             instance_type=config.studio.default_instance_type,
             lifecycle_config_arn=lifecycle_config_arn,
         )
-        kind = "jupyterlab" if app == "JupyterLab" else "code-editor"
+        name = studio_space_name(user.name, app)
         space = s(
             self,
-            f"Space-{user.name}-{kind}",
+            f"Space-{name}",
             domain_id=domain_id,
-            space_name=f"{user.name}-{kind}",
+            space_name=name,
             space_display_name=f"{user.name} {app}",
             ownership_settings=s.OwnershipSettingsProperty(owner_user_profile_name=user.name),
             space_sharing_settings=s.SpaceSharingSettingsProperty(sharing_type="Private"),

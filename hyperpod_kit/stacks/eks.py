@@ -19,12 +19,10 @@ from hyperpod_kit.constructs.eks import EksCluster
 from hyperpod_kit.constructs.eks_chart import HyperPodHelmChart
 from hyperpod_kit.constructs.eks_device_plugins import DevicePlugins
 from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.naming import eks_cluster_name
 from hyperpod_kit.stacks.discovery import publish
 
-
-def eks_cluster_name(config: EnvironmentConfig) -> str:
-    """The EKS cluster's name: the existing one, or ``<cluster name>-eks`` for a new one."""
-    return config.cluster.eks.existing_cluster_name or f"{config.cluster_name}-eks"
+__all__ = ["EksStack", "eks_cluster_name"]
 
 
 class EksStack(Stack):

@@ -68,6 +68,7 @@ SYNTH_SAMPLE = {
     "dra-nine-associations.yaml",
     "slurm-without-controller.yaml",
     "elastic-min-above-max.yaml",
+    "studio-app-twice.yaml",  # was a jsii traceback in synth (a construct id clash)
 }
 SYNTH_ALL = os.environ.get("HYPERPOD_KIT_TEST_SYNTH_ALL") == "1"
 
@@ -176,6 +177,19 @@ def test_directory_given_as_file(cwd: Path) -> None:
     result = _cli("synth", str(folder), "-o", str(cwd / "cdk.out"), cwd=cwd)
     _assert_rejected(result, folder, Expectation("(file)", "is a directory", None))
     assert _tree(cwd) == {"environments"}
+
+
+@pytest.mark.parametrize("command", ["validate", "synth"])
+def test_named_pipe_given_as_file(cwd: Path, command: str) -> None:
+    """A named pipe (no writer: a read would wait forever) is refused at once, in one line,
+    without being opened for reading."""
+    pipe = cwd / "env.yaml"
+    os.mkfifo(pipe)
+    args = [command, str(pipe)] + (["-o", str(cwd / "cdk.out")] if command == "synth" else [])
+    result = run_cli(*args, cwd=cwd, timeout=60)
+    _assert_rejected(result, pipe, Expectation("(file)", "is a named pipe, not a file", None))
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert _tree(cwd) == {"env.yaml"}
 
 
 def test_non_utf8_file(cwd: Path) -> None:

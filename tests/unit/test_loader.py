@@ -7,7 +7,10 @@ than `ConfigError` escaping.
 
 from __future__ import annotations
 
+import os
 import re
+import socket
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -648,14 +651,34 @@ def test_schema_errors_stop_before_the_validators(tmp_path: Path) -> None:
     [
         pytest.param("missing", "no such file", id="missing"),
         pytest.param("directory", "is a directory", id="directory"),
+        pytest.param("pipe", "is a named pipe, not a file", id="named-pipe"),
+        pytest.param("link-to-pipe", "is a named pipe, not a file", id="link-to-a-named-pipe"),
+        pytest.param("socket", "is a socket, not a file", id="socket"),
+        pytest.param("device", "is a character device, not a file", id="device"),
     ],
 )
 def test_unreadable_file_is_a_file_error(tmp_path: Path, kind: str, message: str) -> None:
-    """Paths that are not a readable text file are findings at `(file)`, not OSError tracebacks."""
+    """Paths that are not a readable text file are findings at `(file)`, not OSError tracebacks,
+    and nothing but a regular file is opened: a pipe without a writer would block the read."""
     path = tmp_path / "env.yaml"
     if kind == "directory":
         path.mkdir()
-    err = _load_error(path)
+    elif kind == "pipe":
+        os.mkfifo(path)
+    elif kind == "link-to-pipe":
+        os.mkfifo(tmp_path / "pipe")
+        path.symlink_to(tmp_path / "pipe")
+    elif kind == "socket":
+        server = socket.socket(socket.AF_UNIX)
+        server.bind(str(path))
+    elif kind == "device":
+        path = Path("/dev/null")
+    done: list[ConfigError] = []
+    reader = threading.Thread(target=lambda: done.append(_load_error(path)), daemon=True)
+    reader.start()
+    reader.join(timeout=10)
+    assert done, f"loading a {kind} did not return within 10 s"
+    err = done[0]
     (f,) = err.findings
     assert (f.level, f.path, f.message) == (Level.ERROR, "(file)", message)
     assert f.hint is not None and "environments/default.yaml" in f.hint

@@ -5,6 +5,7 @@ template (nested ones included), and CloudFormation's limits at 500 users."""
 
 from __future__ import annotations
 
+import base64
 import json
 import shutil
 from dataclasses import dataclass
@@ -19,9 +20,11 @@ import hyperpod_kit.gates
 from hyperpod_kit.app import build_environment, create_app
 from hyperpod_kit.config import EnvironmentConfig, load_environment
 from hyperpod_kit.config.validators import run_validators
+from hyperpod_kit.config.validators.studio import lifecycle_config_size
 from hyperpod_kit.constructs.studio import StudioEks
 from hyperpod_kit.constructs.studio_partitions import batch_of
 from hyperpod_kit.gates import check_assembly
+from hyperpod_kit.naming import eks_cluster_name
 from hyperpod_kit.stacks.studio import StudioStack
 from tests.conftest import REPO, default_data, merge
 
@@ -42,6 +45,23 @@ SLURM = {
     "studio": {"enabled": True},
 }
 EKS = {
+    "orchestrator": "eks",
+    "network": {
+        "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+        "control_plane_availability_zone_id": "usw2-az1",
+    },
+    "cluster": {
+        "instance_groups": [
+            {"name": "workers", "role": "worker", "instance_type": "ml.g5.12xlarge",
+             "instance_count": 2}
+        ]
+    },
+    "users": PEOPLE,
+    "studio": {"enabled": True, "partitions": "shared"},
+}  # fmt: skip
+
+
+EKS_STUDIO = {
     "orchestrator": "eks",
     "network": {
         "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
@@ -185,6 +205,34 @@ def test_lifecycle_configurations_are_attached_to_both_apps(built: Any) -> None:
         assert settings.count(logical) == 2  # the app's list and its default resource spec
     content = next(iter(lccs.values()))["Properties"]["StudioLifecycleConfigContent"]
     assert "Fn::Base64" in content  # the file system id is resolved at deploy
+
+
+def _deployed_size(content: dict[str, Any], config: EnvironmentConfig) -> int:
+    """Characters of a lifecycle configuration's content in base64 once CloudFormation has put
+    in the values it imports: the file system's id (fs- and 17 hex digits) and, on EKS, the
+    cluster's name."""
+    parts = content["Fn::Base64"]["Fn::Join"][1]
+    values = {"LustreFileSystem": "fs-" + "0" * 17, "EksCluster": eks_cluster_name(config)}
+    text = ""
+    for part in parts:
+        if isinstance(part, str):
+            text += part
+        else:
+            (value,) = [v for k, v in values.items() if k in json.dumps(part)]
+            text += value
+    return len(base64.b64encode(text.encode()))
+
+
+@pytest.mark.parametrize("kind", ["slurm", "eks"])
+def test_validate_measures_the_lifecycle_configuration_the_template_holds(
+    built: Any, kind: str
+) -> None:
+    """`studio-lifecycle-size` renders with the construct's own function: what it measures is
+    what CreateStudioLifecycleConfig gets, to the character."""
+    b = built(SLURM if kind == "slurm" else EKS_STUDIO)
+    for lcc in b.of_type("AWS::SageMaker::StudioLifecycleConfig").values():
+        content = lcc["Properties"]["StudioLifecycleConfigContent"]
+        assert _deployed_size(content, b.config) == lifecycle_config_size(b.config)
 
 
 def test_execution_role_is_least_privilege_and_scoped_to_the_caller(built: Any) -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level, load_environment
+from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.validators import REGISTRY, run_validators, validator
 from tests.conftest import WriteEnv, default_data, merge
 
@@ -234,6 +235,16 @@ ELASTIC_BATCH_HINT = "choose a global batch divisible by micro_batch_size x rank
 IOPS_MSG = "is not 1500, 3000, 6000, 12000 or a multiple of 12000 up to 192000"
 
 
+BOTOCORE = api_constraints()["botocore"]
+ROUTE_TABLES = ["rtb-0123456789abcdef0", "rtb-0123456789abcdef1"]
+ROLE_A = "arn:aws:iam::111122223333:role/platform-admins"
+ROLE_B = "arn:aws:iam::111122223333:role/ml-admins"
+
+
+def _public_cidrs(n: int) -> list[str]:
+    return [f"52.{i}.0.0/16" for i in range(n)]
+
+
 def _eight_dras() -> list[tuple[str, str]]:
     return [(f"/d{i}", f"d{i}/") for i in range(8)]
 
@@ -349,7 +360,7 @@ GOOD: list[Any] = [
         {"tags": {"team": "ml", "cost-center": "a/b:c=d+e@f", "Ünïcode key": "välue"}},
         id="tags-allowed-characters",
     ),
-    pytest.param("tags", {"tags": {f"k{i}": "v" for i in range(49)}}, id="tags-49"),
+    pytest.param("tags", {"tags": {f"k{i}": "v" for i in range(47)}}, id="tags-47"),
     # kms-key
     pytest.param("kms-key", {}, id="kms-key-none"),
     pytest.param("kms-key", {"kms_key_arn": KMS_KEY}, id="kms-key-of-the-region"),
@@ -713,6 +724,176 @@ GOOD: list[Any] = [
     pytest.param(
         "monitoring-alarms", lustre(existing=EXISTING_FS), id="alarms-existing-fs-is-info"
     ),
+    # api-constraints
+    pytest.param("api-constraints", {}, id="api-default"),
+    pytest.param("api-constraints", studio(), id="api-studio-slurm"),
+    pytest.param("api-constraints", STUDIO_EKS, id="api-studio-eks"),
+    pytest.param(
+        "api-constraints",
+        {"tags": {"team": "ml", "cost-center": "a/b:c=d+e@f", "Ünïcode key": "välue"}},
+        id="api-tags-allowed-characters",
+    ),
+    pytest.param(
+        "api-constraints",
+        {"tags": {"k" * 128: "v" * 256}},
+        id="api-tags-longest-key-and-value",
+    ),
+    pytest.param(
+        "api-constraints",
+        merge(
+            vpc(cidr="10.0.0.0/16", private_subnet_cidr="10.0.128.0/17"),
+            groups(CONTROLLER, *[group(f"c{i}", "compute", 1, "ml.m5.large") for i in range(99)]),
+        ),
+        id="api-100-groups",
+    ),
+    pytest.param(
+        "api-constraints",
+        studio(instance_types=["ml.t3.medium", "ml.g5.xlarge", "ml.p5.48xlarge"]),
+        id="api-studio-instance-types",
+    ),
+    pytest.param(
+        "api-constraints",
+        merge(existing_vpc(), {"network": {"existing_vpc": {"route_table_ids": ROUTE_TABLES}}}),
+        id="api-route-tables-distinct",
+    ),
+    pytest.param(
+        "api-constraints",
+        merge(eks_network(), eks(admin_role_arns=[ROLE_A, ROLE_B])),
+        id="api-admin-roles-distinct",
+    ),
+    pytest.param(
+        "api-constraints",
+        merge(
+            eks_network(),
+            {
+                "cluster": {
+                    "eks": {"admin_role_arns": [ROLE_A, ROLE_A], "existing_cluster_name": "c"}
+                }
+            },
+        ),
+        id="api-admin-roles-unused-with-existing-cluster",
+    ),
+    pytest.param(
+        "api-constraints",
+        {"cluster": {"name": "c" * 63}},
+        id="api-cluster-name-63",
+    ),
+    # ami-accounts
+    pytest.param("ami-accounts", {}, id="ami-no-users"),
+    pytest.param(
+        "ami-accounts",
+        {"users": [user("alice", 10001), user("bob", 65533), user("carol", 65536, gid=65536)]},
+        id="ami-uids-around-nobody",
+    ),
+    pytest.param("ami-accounts", {"users": [user("ubuntu2", 10001)]}, id="ami-name-like-ubuntu"),
+    # threads-per-core
+    pytest.param("threads-per-core", {}, id="threads-default"),
+    pytest.param(
+        "threads-per-core",
+        groups(CONTROLLER, dict(group("cpu", "compute", 2, "ml.m5.xlarge"), threads_per_core=2)),
+        id="threads-2-on-x86",
+    ),
+    pytest.param(
+        "threads-per-core",
+        groups(CONTROLLER, dict(group("cpu", "compute", 2, "ml.m7g.xlarge"), threads_per_core=1)),
+        id="threads-1-on-graviton",
+    ),
+    pytest.param(
+        "threads-per-core",
+        groups(CONTROLLER, dict(group("cpu", "compute", 2, "ml.m8a.16xlarge"), threads_per_core=2)),
+        id="threads-unknown-family-not-judged",
+    ),
+    pytest.param(
+        "threads-per-core",
+        merge(
+            groups(
+                CONTROLLER, dict(group("new", "compute", 1, "ml.zz9.xlarge"), threads_per_core=2)
+            ),
+            allow(instance_types=["ml.zz9.xlarge"]),
+        ),
+        id="threads-type-newer-than-table",
+    ),
+    # training-plan-types
+    pytest.param("training-plan-types", {}, id="plan-types-no-plan"),
+    pytest.param(
+        "training-plan-types",
+        merge(
+            plan("us-west-2"),
+            groups(
+                CONTROLLER,
+                group("a", "compute", 2, "ml.p5.48xlarge"),
+                group("b", "compute", 2, "ml.p5.48xlarge"),
+                group("cpu", "compute", 2, "ml.m5.xlarge"),
+            ),
+        ),
+        id="plan-types-one-accelerated-type-and-a-cpu-group",
+    ),
+    # eks-version-calendar
+    pytest.param("eks-version-calendar", {}, id="calendar-slurm"),
+    pytest.param(
+        "eks-version-calendar",
+        merge(eks_network(), eks(kubernetes_version="1.34")),
+        id="calendar-standard-support",
+    ),
+    pytest.param(
+        "eks-version-calendar",
+        merge(eks_network(), eks(kubernetes_version="1.28", existing_cluster_name="c")),
+        id="calendar-existing-cluster-not-judged",
+    ),
+    pytest.param(
+        "eks-version-calendar",
+        merge(eks_network(), eks(kubernetes_version="1.40")),
+        id="calendar-version-not-in-table",
+    ),
+    # eks-public-access-cidrs
+    pytest.param("eks-public-access-cidrs", merge(eks_network(), {}), id="cidrs-private-only"),
+    pytest.param(
+        "eks-public-access-cidrs",
+        merge(eks_network(), eks(public_access_cidrs=_public_cidrs(40))),
+        id="cidrs-40",
+    ),
+    pytest.param(
+        "eks-public-access-cidrs",
+        merge(eks_network(), eks(public_access_cidrs=["0.0.0.0/0"])),
+        id="cidrs-everyone",
+    ),
+    pytest.param(
+        "eks-public-access-cidrs",
+        merge(
+            eks_network(),
+            eks(public_access_cidrs=_public_cidrs(41), existing_cluster_name="c"),
+        ),
+        id="cidrs-unused-with-existing-cluster",
+    ),
+    # user-homes
+    pytest.param("user-homes", {"users": PEOPLE}, id="homes-beside-data"),
+    pytest.param(
+        "user-homes",
+        merge(lustre(existing=EXISTING_FS), {"users": [user("data", 10001)]}),
+        id="homes-existing-file-system-has-no-associations-here",
+    ),
+    pytest.param(
+        "user-homes",
+        merge(dras(("/datasets", "datasets/")), {"users": [user("data", 10001)]}),
+        id="homes-name-is-a-prefix-of-an-association",
+    ),
+    # studio-shared-path-home
+    pytest.param(
+        "studio-shared-path-home", studio(partitions="shared"), id="shared-path-nobodys-home"
+    ),
+    pytest.param(
+        "studio-shared-path-home",
+        studio(partitions="per_user", shared_path="/alice"),
+        id="shared-path-unused-per-user",
+    ),
+    pytest.param(
+        "studio-shared-path-home",
+        studio(partitions="shared", shared_path="/alicebob"),
+        id="shared-path-name-prefix-only",
+    ),
+    # studio-lifecycle-size: the script it measures is a bundled asset; see the tests below
+    pytest.param("studio-lifecycle-size", {}, id="lifecycle-size-studio-off"),
+    pytest.param("studio-lifecycle-size", studio(apps=[]), id="lifecycle-size-no-apps"),
 ]
 
 CONTROL_HINT = (
@@ -1161,33 +1342,27 @@ BAD: list[Any] = [
     ),
     pytest.param(
         "tags",
-        {"tags": {f"k{i}": "v" for i in range(50)}},
-        [err("tags", "50 tags; CloudFormation takes 50 per stack", "keep at most 49")],
-        id="tags-50",
-    ),
-    pytest.param(
-        "tags",
-        {"tags": {"k" * 129: "v"}},
-        [err(f"tags.{'k' * 129}", "a tag key has 1-128 characters", "shorten the key")],
-        id="tags-long-key",
-    ),
-    pytest.param(
-        "tags",
-        {"tags": {"team": "v" * 257}},
-        [err("tags.team", "the value has 257 characters; at most 256", "shorten the value")],
-        id="tags-long-value",
-    ),
-    pytest.param(
-        "tags",
-        {"tags": {"team": "a;b"}},
+        {"tags": {f"k{i}": "v" for i in range(48)}},
         [
             err(
-                "tags.team",
-                "the tag value 'a;b' has characters tags cannot hold",
-                "use letters, digits, spaces and _ . : / = + - @",
+                "tags",
+                "48 tags; a resource takes 50 and hyperpod-kit puts up to 3 of its own on some",
+                "keep at most 47",
             )
         ],
-        id="tags-bad-character",
+        id="tags-48",
+    ),
+    pytest.param(
+        "tags",
+        {"tags": {"hyperpod-kit:environment": "other"}},
+        [
+            err(
+                "tags.hyperpod-kit:environment",
+                "hyperpod-kit:environment is hyperpod-kit's own tag",
+                "remove it; every resource already carries it",
+            )
+        ],
+        id="tags-kit-key",
     ),
     # kms-key
     pytest.param(
@@ -1636,12 +1811,6 @@ BAD: list[Any] = [
             )
         ],
         id="users-same-uid",
-    ),
-    pytest.param(
-        "users",
-        {"users": [user("ubuntu", 10001)]},
-        [err("users[0].name", "'ubuntu' is a system account on the nodes", "choose another name")],
-        id="users-system-name",
     ),
     # files
     pytest.param(
@@ -2290,18 +2459,6 @@ BAD: list[Any] = [
         id="studio-shared-path-in-association",
     ),
     pytest.param(
-        "studio-partition-paths",
-        merge(studio(), {"users": [*PEOPLE, user("data", 10004)]}),
-        [
-            err(
-                "users[3].name",
-                "data's partition /data overlaps /data",
-                "rename the user, or move the data repository association's file_system_path",
-            )
-        ],
-        id="studio-user-named-like-association",
-    ),
-    pytest.param(
         "studio-file-system",
         merge(studio(), lustre(existing=EXISTING_FS)),
         [
@@ -2656,6 +2813,364 @@ BAD: list[Any] = [
         ],
         id="alarms-existing-fs",
     ),
+    # api-constraints: the first request field that refuses the value, named with botocore's
+    # version; one finding per value.
+    pytest.param(
+        "api-constraints",
+        {"tags": {"k" * 129: "v"}},
+        [
+            err(
+                f"tags.{'k' * 129}",
+                "has 129 characters; cloudformation CreateStack Tags[].Key takes at most 128 "
+                f"(botocore {BOTOCORE})",
+                "shorten it to 128 characters or fewer",
+            )
+        ],
+        id="api-tag-key-too-long",
+    ),
+    pytest.param(
+        "api-constraints",
+        {"tags": {"team": "v" * 257}},
+        [
+            err(
+                "tags.team",
+                "has 257 characters; cloudformation CreateStack Tags[].Value takes at most 256",
+                "shorten it to 256 characters or fewer",
+            )
+        ],
+        id="api-tag-value-too-long",
+    ),
+    pytest.param(
+        "api-constraints",
+        {"tags": {"team": "a;b"}},
+        [
+            err(
+                "tags.team",
+                "'a;b' does not match sagemaker CreateCluster Tags[].Value's pattern",
+                "use letters, digits, spaces and _ . : / = + - @",
+            )
+        ],
+        id="api-tag-value-character",
+    ),
+    pytest.param(
+        "api-constraints",
+        {"tags": {"team": ""}},
+        [
+            err(
+                "tags.team",
+                "'' has 0 characters; cloudformation CreateStack Tags[].Value takes at least 1",
+                "give the tag a value (CloudFormation refuses an empty one), or remove it",
+            )
+        ],
+        id="api-tag-value-empty",
+    ),
+    pytest.param(
+        "api-constraints",
+        merge(
+            vpc(cidr="10.0.0.0/16", private_subnet_cidr="10.0.128.0/17"),
+            groups(CONTROLLER, *[group(f"c{i}", "compute", 1, "ml.m5.large") for i in range(100)]),
+        ),
+        [
+            err(
+                GROUPS,
+                "101 items; sagemaker CreateCluster InstanceGroups takes at most 100",
+                "keep at most 100",
+            )
+        ],
+        id="api-101-groups",
+    ),
+    pytest.param(
+        "api-constraints",
+        studio(instance_types=["ml.t3.medium", "ml.t3.mediun"]),
+        [
+            err(
+                "studio.instance_types[1]",
+                "'ml.t3.mediun' is not one of the values sagemaker CreateApp "
+                "ResourceSpec.InstanceType takes (176 values)",
+                "did you mean ml.t3.medium or ml.t3.micro or ml.t3.small?",
+            )
+        ],
+        id="api-studio-instance-type-typo",
+    ),
+    pytest.param(
+        "api-constraints",
+        studio(apps=["JupyterLab", "JupyterLab"]),
+        [
+            err(
+                "studio.apps[1]",
+                "'JupyterLab' is also item 0 (one lifecycle configuration and one space per app",
+                "list each item once",
+            )
+        ],
+        id="api-studio-app-twice",
+    ),
+    pytest.param(
+        "api-constraints",
+        lustre(
+            data_repository_associations=[
+                {"file_system_path": "/data", "s3_prefix": "data/", "import_policy": ["NEW", "NEW"]}
+            ]
+        ),
+        [
+            err(
+                f"{DRAS}[0].import_policy[1]",
+                "'NEW' is also item 0 (CloudFormation's AWS::FSx::DataRepositoryAssociation:"
+                "S3.AutoImportPolicy.Events wants unique items (cfn-lint E3037))",
+                "list each item once",
+            )
+        ],
+        id="api-import-event-twice",
+    ),
+    pytest.param(
+        "api-constraints",
+        merge(
+            existing_vpc(),
+            {"network": {"existing_vpc": {"route_table_ids": [ROUTE_TABLES[0]] * 2}}},
+        ),
+        [
+            err(
+                "network.existing_vpc.route_table_ids[1]",
+                "is also item 0 (CloudFormation's AWS::EC2::VPCEndpoint:RouteTableIds wants",
+                "list each item once",
+            )
+        ],
+        id="api-route-table-twice",
+    ),
+    pytest.param(
+        "api-constraints",
+        merge(eks_network(), eks(admin_role_arns=[ROLE_A, ROLE_A])),
+        [
+            err(
+                "cluster.eks.admin_role_arns[1]",
+                "is also item 0 (CDK merges the grants of one role into one access entry",
+                "list each item once",
+            )
+        ],
+        id="api-admin-role-twice",
+    ),
+    pytest.param(
+        "api-constraints",
+        dras(("/data", "p/" * 2200)),
+        [
+            err(
+                f"{DRAS}[0].s3_prefix",
+                "the data repository path 's3://bbbb",
+                "shorten it to 4357 characters or fewer",
+            )
+        ],
+        id="api-data-repository-path-too-long",
+    ),
+    # ami-accounts
+    *[
+        pytest.param(
+            "ami-accounts",
+            {"users": [user(name, 10001)]},
+            [
+                err(
+                    "users[0].name",
+                    f"{name!r} is an account the nodes' AMI already has ({source}; table "
+                    "checked 2026-11-25, not read from a HyperPod AMI)",
+                    "choose another login name",
+                )
+            ],
+            id=f"ami-name-{name}",
+        )
+        for name, source in [
+            ("ubuntu", "ubuntu"),
+            ("root", "base-passwd"),
+            ("nobody", "base-passwd"),
+            ("slurm", "cluster"),
+            ("ssm-user", "cluster"),
+            ("systemd-network", "ubuntu"),
+        ]
+    ],
+    pytest.param(
+        "ami-accounts",
+        {"users": [user("alice", 65534)]},
+        [
+            err(
+                "users[0].uid",
+                "uid 65534 belongs to the AMI's own accounts (nobody / nogroup",
+                "use a uid no account has, e.g. 10000",
+            )
+        ],
+        id="ami-uid-nobody",
+    ),
+    pytest.param(
+        "ami-accounts",
+        {"users": [user("alice", 10000), user("bob", 65535)]},
+        [
+            err(
+                "users[1].uid",
+                "uid 65535 belongs to the AMI's own accounts ((uid_t)-1 of 16-bit ids",
+                "use a uid no account has, e.g. 10001",
+            )
+        ],
+        id="ami-uid-16-bit-minus-one",
+    ),
+    pytest.param(
+        "ami-accounts",
+        {"users": [user("alice", 10001, gid=65534)]},
+        [
+            err(
+                "users[0].gid",
+                "gid 65534 belongs to the AMI's own groups (nobody / nogroup",
+                "use a gid of your own, e.g. 1001 (the default)",
+            )
+        ],
+        id="ami-gid-nogroup",
+    ),
+    # threads-per-core
+    *[
+        pytest.param(
+            "threads-per-core",
+            groups(CONTROLLER, dict(group("g", "compute", 2, itype), threads_per_core=2)),
+            [
+                err(
+                    f"{GROUPS}[1].threads_per_core",
+                    f"{itype} runs 1 thread per core ({processor}, a 64-bit Arm platform: each "
+                    "vCPU is a core); HyperPod refuses threads_per_core 2",
+                    "use threads_per_core: 1, or leave it out",
+                )
+            ],
+            id=f"threads-2-on-{itype}",
+        )
+        for itype, processor in [
+            ("ml.m6g.xlarge", "AWS Graviton2"),
+            ("ml.c7g.4xlarge", "AWS Graviton3"),
+            ("ml.m8g.48xlarge", "AWS Graviton4"),
+            ("ml.p6e-gb200.36xlarge", "NVIDIA Grace"),
+        ]
+    ],
+    # training-plan-types
+    pytest.param(
+        "training-plan-types",
+        merge(
+            plan("us-west-2"),
+            groups(
+                CONTROLLER,
+                group("a", "compute", 2, "ml.p5.48xlarge"),
+                group("b", "compute", 2, "ml.g5.8xlarge"),
+            ),
+        ),
+        [
+            err(
+                "cluster.training_plan_arn",
+                "a training plan reserves one instance type, and this one would apply to groups "
+                "of 2: a (ml.p5.48xlarge), b (ml.g5.8xlarge)",
+                "give every accelerated compute group the plan's instance type (e.g. "
+                "ml.p5.48xlarge), or leave training_plan_arn out",
+            )
+        ],
+        id="plan-types-two-accelerated-types",
+    ),
+    # eks-version-calendar: as of the calendar's own date (2026-11-25), never the clock
+    pytest.param(
+        "eks-version-calendar",
+        merge(eks_network(), eks(kubernetes_version="1.28")),
+        [
+            err(
+                "cluster.eks.kubernetes_version",
+                "Kubernetes 1.28's extended support ended on 2025-11-26 (EKS calendar checked "
+                "2026-11-25): EKS creates no new cluster on it",
+                'use "1.34" (standard support until 2026-12-02)',
+            )
+        ],
+        id="calendar-past-extended-support",
+    ),
+    *[
+        pytest.param(
+            "eks-version-calendar",
+            merge(eks_network(), eks(kubernetes_version=version)),
+            [
+                warn(
+                    "cluster.eks.kubernetes_version",
+                    f"Kubernetes {version} is in extended support until {until} (EKS calendar "
+                    "checked 2026-11-25): EKS charges more per cluster hour",
+                    'use "1.34" (standard support until 2026-12-02)',
+                )
+            ],
+            id=f"calendar-extended-{version}",
+        )
+        for version, until in [
+            ("1.31", "2026-11-26"),
+            ("1.32", "2027-03-23"),
+            ("1.33", "2027-07-29"),
+        ]
+    ],
+    # eks-public-access-cidrs
+    pytest.param(
+        "eks-public-access-cidrs",
+        merge(eks_network(), eks(public_access_cidrs=_public_cidrs(41))),
+        [
+            err(
+                "cluster.eks.public_access_cidrs",
+                "41 CIDRs; EKS takes at most 40 public access CIDR ranges per cluster, a quota "
+                "that cannot be raised",
+                "merge neighbouring blocks into larger ones",
+            )
+        ],
+        id="cidrs-41",
+    ),
+    pytest.param(
+        "eks-public-access-cidrs",
+        merge(
+            eks_network(),
+            eks(public_access_cidrs=["52.94.0.0/22", "10.0.0.0/8", "100.64.0.0/16"]),
+        ),
+        [
+            err(
+                f"cluster.eks.public_access_cidrs[{i}]",
+                f"{cidr} is a private or reserved range; the public endpoint takes public "
+                "addresses only",
+                "reach the private endpoint from the VPC instead; list here the public "
+                "addresses you connect from (your NAT's, as a /32)",
+            )
+            for i, cidr in [(1, "10.0.0.0/8"), (2, "100.64.0.0/16")]
+        ],
+        id="cidrs-private-and-shared",
+    ),
+    # user-homes
+    *[
+        pytest.param(
+            "user-homes",
+            merge(dras((dra, "linked/")), {"users": [user("alice", 10001)]}),
+            [
+                err(
+                    "users[0].name",
+                    f"alice's home /fsx/alice overlaps {shown}, linked to S3 by "
+                    f"{DRAS}[0]: a private home would be exported to the bucket",
+                    f"rename the user, or move {DRAS}[0].file_system_path to a directory no "
+                    "user is named after",
+                )
+            ],
+            id=f"homes-{label}",
+        )
+        for dra, shown, label in [
+            ("/alice", "/fsx/alice", "same-directory"),
+            ("/", "/fsx", "whole-file-system"),
+            ("/alice/datasets", "/fsx/alice/datasets", "association-inside-home"),
+        ]
+    ],
+    # studio-shared-path-home
+    *[
+        pytest.param(
+            "studio-shared-path-home",
+            studio(partitions="shared", shared_path=path),
+            [
+                err(
+                    "studio.shared_path",
+                    f"{path} overlaps {owner}'s home (/fsx/{owner} on the nodes, private to them)",
+                    "use a path no user is named after, such as /shared",
+                )
+            ],
+            id=f"shared-path-{label}",
+        )
+        for path, owner, label in [
+            ("/alice", "alice", "is-a-home"),
+            ("/bob/team", "bob", "in-a-home"),
+        ]
+    ],
 ]
 
 
@@ -2663,10 +3178,15 @@ def _names(table: list[Any]) -> set[str]:
     return {p.values[0] for p in table}
 
 
+# studio-lifecycle-size measures a bundled script (assets/studio/client.sh), whose size other
+# changes move: its bad values are stand-in scripts, in test_lifecycle_size_* below.
+MEASURES_ASSETS = {"studio-lifecycle-size"}
+
+
 def test_every_registered_validator_has_good_and_bad_rows() -> None:
     """A new validator cannot be registered without a table of values here."""
     assert _names(GOOD) == set(REGISTRY)
-    assert _names(BAD) == set(REGISTRY)
+    assert _names(BAD) == set(REGISTRY) - MEASURES_ASSETS
 
 
 @pytest.mark.parametrize(("name", "overrides"), GOOD)
@@ -2706,6 +3226,99 @@ def test_legal_tier_reports_aggregate_throughput(gib: int, tier: int, aggregate:
         only=["lustre-throughput-tier"],
     )
     assert_findings(found, [info(TIER, aggregate, None)], "lustre-throughput-tier")
+
+
+# --- studio-lifecycle-size, with stand-in scripts -------------------------------------------------
+
+LCC = "sagemaker CreateStudioLifecycleConfig StudioLifecycleConfigContent"
+LCC_FIX = (
+    "shorten assets/studio/client.sh (its comment lines are left out already), or the values it "
+    "carries (name, studio.shared_path, trainer.job.namespace)"
+)
+
+
+def _script_rendering_to(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, config: EnvironmentConfig, encoded: int
+) -> None:
+    """Stand in for assets/studio/client.sh a script whose lifecycle configuration is `encoded`
+    characters in base64 (a multiple of 4) for `config`."""
+    import hyperpod_kit.studio_lifecycle as lifecycle
+    from hyperpod_kit.config.validators.studio import lifecycle_config_size
+
+    script = tmp_path / "client.sh"
+    monkeypatch.setattr(lifecycle, "CLIENT_SCRIPT", script)
+    script.write_text("#!/bin/bash\n")
+    overhead = lifecycle_config_size(config) * 3 // 4  # bytes with an empty body (a multiple of 3)
+    script.write_text("#!/bin/bash\n" + "x" * (encoded * 3 // 4 - overhead - 1) + "\n")
+    assert lifecycle_config_size(config) == encoded
+
+
+@pytest.mark.parametrize(
+    ("encoded", "expected"),
+    [
+        pytest.param(
+            16388,
+            [
+                err(
+                    "studio.apps",
+                    "the Studio lifecycle configuration (JupyterLab, CodeEditor) is 16,388 "
+                    f"characters in base64; {LCC} takes at most 16,384 (botocore {BOTOCORE})",
+                    LCC_FIX,
+                )
+            ],
+            id="over-the-limit",
+        ),
+        pytest.param(
+            16384,
+            [
+                warn(
+                    "studio.apps",
+                    f"is 16,384 characters in base64, 100% of the 16,384 {LCC}",
+                    LCC_FIX,
+                )
+            ],
+            id="at-the-limit",
+        ),
+        pytest.param(
+            14748,
+            [
+                warn(
+                    "studio.apps",
+                    f"is 14,748 characters in base64, 90% of the 16,384 {LCC}",
+                    LCC_FIX,
+                )
+            ],
+            id="just-above-90-percent",
+        ),
+        pytest.param(14744, [], id="just-below-90-percent"),
+        pytest.param(4000, [], id="small"),
+    ],
+)
+@pytest.mark.parametrize("overrides", [studio(), STUDIO_EKS], ids=["slurm", "eks"])
+def test_lifecycle_size_against_the_apis_limit(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    overrides: dict[str, Any],
+    encoded: int,
+    expected: list[Expect],
+) -> None:
+    """The rendered lifecycle configuration, counted in base64 as the API counts it: above the
+    16,384 botocore's StudioLifecycleConfigContent takes an error, above 90% of it a warning."""
+    config = config_with(overrides)
+    _script_rendering_to(monkeypatch, tmp_path, config, encoded)
+    found = run_validators(config, only=["studio-lifecycle-size"])
+    assert_findings(found, expected, "studio-lifecycle-size")
+
+
+def test_lifecycle_size_counts_the_values_the_file_gives(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The settings the script carries come from the file: a long shared path adds to the size."""
+    from hyperpod_kit.config.validators.studio import lifecycle_config_size
+
+    short = config_with(studio(partitions="shared", shared_path="/s"))
+    long = config_with(studio(partitions="shared", shared_path="/" + "s" * 200))
+    assert lifecycle_config_size(long) - lifecycle_config_size(short) in range(264, 272)
 
 
 # --- regressions of bugs these tables found ------------------------------------------------------

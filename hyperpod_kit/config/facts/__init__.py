@@ -15,6 +15,12 @@ lists of cfn-lint's registry schemas it was written against; read by `hyperpod_k
 `managed_policies.json`, `call_actions.json`, `policy_lint_reasons.json`: what the deploy
 rehearsal evaluates (AWS managed policies, the IAM actions and ARN of each recorded call, the
 written reasons for policy-lint findings).
+
+`api_constraints.json` (also from `refresh.py`): the constraints botocore's service models carry
+for each request field the file feeds, with botocore's version. Written by hand, each with its
+date and sources: `threads_per_core.json` (per instance family), `eks_versions.json` (EKS's
+support calendar), `ami_accounts.json` (the accounts an Ubuntu AMI already has), `limits.json`
+(quotas and service rules that no model carries).
 """
 
 from __future__ import annotations
@@ -23,7 +29,7 @@ import json
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 HERE = Path(__file__).resolve().parent
 
@@ -144,3 +150,45 @@ def helm_chart_pins() -> dict[str, ChartPin]:
 
 def helm_charts_checked() -> str:
     return str(_load("helm_charts.json")["checked"])
+
+
+# --- the API's constraints and the rules' tables ------------------------------------------------
+
+
+def api_constraints() -> dict[str, Any]:
+    """`api_constraints.json`: botocore's version and one row per (file path, request field)."""
+    return _load("api_constraints.json")
+
+
+def threads_per_core(instance_type_name: str) -> tuple[tuple[int, ...] | None, str] | None:
+    """(the threads per core a type's family takes, or None when unknown; the row's source), or
+    None for a family the table lacks."""
+    family = instance_type_name.split(".")[1] if instance_type_name.count(".") == 2 else ""
+    row = _load("threads_per_core.json")["families"].get(family)
+    if row is None:
+        return None
+    allowed = row["threads_per_core"]
+    return (tuple(allowed) if allowed is not None else None), str(row["source"])
+
+
+def threads_per_core_checked() -> str:
+    return str(_load("threads_per_core.json")["checked"])
+
+
+def eks_versions() -> dict[str, Any]:
+    """`eks_versions.json`: its date (`checked`), sources and each version's support dates."""
+    return _load("eks_versions.json")
+
+
+def ami_accounts() -> dict[str, Any]:
+    """`ami_accounts.json`: the uid/gid ranges and names an Ubuntu AMI's own accounts use."""
+    return _load("ami_accounts.json")
+
+
+def limit(name: str) -> int:
+    """A number from `limits.json` (a quota, a service rule, hyperpod-kit's own tags)."""
+    return int(cast(dict[str, Any], _load("limits.json")["limits"][name])["value"])
+
+
+def limits_checked() -> str:
+    return str(_load("limits.json")["checked"])

@@ -1,17 +1,23 @@
-"""Regenerate the dated fact tables from the team's fact sheet and botocore.
+"""Regenerate the dated fact tables from the team's fact sheet, botocore and cfn-lint.
 
     python -m hyperpod_kit.config.facts.refresh PATH/TO/facts-instance-types.md
+    python -m hyperpod_kit.config.facts.refresh --api
 
 Reads the Markdown fact sheet (instance types with GPUs, EFA, RDMA and ENIs; AZ IDs per region,
 each row with its sources) and botocore's `ClusterInstanceType` enum (the types HyperPod
 accepts), checks that they agree, and writes `instance_types.json` and `regions.json` beside this
-file. The JSON is committed: validation never reads the sheet or calls AWS. Run it when the sheet
-is refreshed (new instance types and AZs appear in botocore and the AZ guide first), then review
-the diff.
+file. Both forms also write `api_constraints.json`: for every request field the environment file
+feeds (`API_FIELDS` below), the constraints the installed botocore's service model carries
+(pattern, length, range, enum, list length), and whether CloudFormation's registry schema (as
+cfn-lint ships it) wants the list's items unique. The JSON is committed: validation never reads
+the sheet, botocore's models or cfn-lint's schemas, and never calls AWS. Run it when the sheet is
+refreshed or botocore is bumped (new instance types and AZs appear in botocore and the AZ guide
+first), then review the diff.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 import sys
@@ -132,6 +138,300 @@ def botocore_instance_types() -> set[str]:
     return set(shape.enum)
 
 
+# --- the API's own constraints ------------------------------------------------------------------
+
+_NAME_HINT = "letters, digits and single hyphens, starting and ending with a letter or digit"
+_TAG_HINT = "use letters, digits, spaces and _ . : / = + - @"
+
+# Which request field each value of the environment file becomes. `key` is the file's path ([]:
+# every item of a list; .keys() and .values(): a mapping's keys and values); `value`, where given,
+# names the derivation in validators/api.py that computes what is sent (a stack's or a space's
+# name from the file's names); `when` says in which environments the request is made; `api` is
+# service:Operation:Member.Path of botocore's model ([]: a list's items; .key/.value: a map's);
+# `cfn` is the CloudFormation property whose registry schema may want unique items;
+# `owner` names the validator that checks this field with more context (its findings say more,
+# e.g. an allow-list), so the table's own check leaves it alone; `unique`, where given, is why a
+# list's items must differ when CloudFormation's schema does not say so; `hint` is shown when a
+# value breaks the pattern (or is not one of an enum's), `long_hint` and `short_hint` when it is
+# longer than the field's maximum or shorter than its minimum.
+API_FIELDS: tuple[dict[str, str], ...] = (
+    # sagemaker CreateCluster (the cluster stack)
+    {"key": "cluster.name", "value": "cluster_name", "api": "sagemaker:CreateCluster:ClusterName",
+     "hint": _NAME_HINT},
+    {"key": "cluster.instance_groups", "api": "sagemaker:CreateCluster:InstanceGroups",
+     "cfn": "AWS::SageMaker::Cluster:InstanceGroups"},
+    {"key": "cluster.instance_groups[].name",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].InstanceGroupName", "hint": _NAME_HINT},
+    {"key": "cluster.instance_groups[].instance_type",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].InstanceType", "owner": "instance-type"},
+    {"key": "cluster.instance_groups[].instance_count",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].InstanceCount"},
+    {"key": "cluster.instance_groups[].threads_per_core",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].ThreadsPerCore"},
+    {"key": "cluster.instance_groups[].ebs_volume_gib",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].InstanceStorageConfigs[].EbsVolumeConfig"
+     ".VolumeSizeInGB"},
+    {"key": "cluster.instance_groups[].deep_health_checks", "value": "deep_health_checks",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].OnStartDeepHealthChecks",
+     "cfn": "AWS::SageMaker::Cluster:InstanceGroups[].OnStartDeepHealthChecks",
+     "owner": "deep-health-checks"},
+    {"key": "cluster.instance_groups[].deep_health_checks[]",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].OnStartDeepHealthChecks[]"},
+    {"key": "cluster.instance_groups[].partition", "value": "slurm_partitions", "when": "slurm",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].SlurmConfig.PartitionNames[]",
+     "hint": _NAME_HINT},
+    {"key": "cluster.training_plan_arn",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].TrainingPlanArn",
+     "hint": "like arn:aws:sagemaker:us-west-2:111122223333:training-plan/my-plan"},
+    {"key": "cluster.node_recovery", "api": "sagemaker:CreateCluster:NodeRecovery"},
+    {"key": "cluster.slurm.config_strategy", "when": "slurm",
+     "api": "sagemaker:CreateCluster:Orchestrator.Slurm.SlurmConfigStrategy"},
+    {"key": "storage.lustre.existing.dns_name", "when": "slurm",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].InstanceStorageConfigs[].FsxLustreConfig"
+     ".DnsName"},
+    {"key": "storage.lustre.existing.mount_name", "when": "slurm",
+     "api": "sagemaker:CreateCluster:InstanceGroups[].InstanceStorageConfigs[].FsxLustreConfig"
+     ".MountName"},
+    {"key": "network.existing_vpc.private_subnet_id",
+     "api": "sagemaker:CreateCluster:VpcConfig.Subnets[]"},
+    # Tags: on every stack and every resource that takes them; their number is `tags`' check
+    # (hyperpod-kit adds tags of its own, see limits.json).
+    {"key": "tags", "api": "cloudformation:CreateStack:Tags", "owner": "tags"},
+    {"key": "tags", "api": "sagemaker:CreateCluster:Tags", "owner": "tags"},
+    {"key": "tags", "api": "fsx:CreateFileSystem:Tags", "owner": "tags"},
+    {"key": "tags", "api": "iam:CreateRole:Tags", "owner": "tags"},
+    {"key": "tags.keys()", "api": "cloudformation:CreateStack:Tags[].Key", "hint": _TAG_HINT},
+    {"key": "tags.keys()", "api": "sagemaker:CreateCluster:Tags[].Key", "hint": _TAG_HINT},
+    {"key": "tags.keys()", "api": "fsx:CreateFileSystem:Tags[].Key", "hint": _TAG_HINT},
+    {"key": "tags.keys()", "api": "iam:CreateRole:Tags[].Key", "hint": _TAG_HINT},
+    {"key": "tags.keys()", "api": "logs:CreateLogGroup:tags.key", "hint": _TAG_HINT},
+    {"key": "tags.keys()", "api": "ssm:PutParameter:Tags[].Key", "hint": _TAG_HINT},
+    {"key": "tags.keys()", "api": "eks:CreateCluster:tags.key", "when": "eks-new",
+     "hint": _TAG_HINT},
+    {"key": "tags.values()", "api": "cloudformation:CreateStack:Tags[].Value",
+     "short_hint": "give the tag a value (CloudFormation refuses an empty one), or remove it"},
+    {"key": "tags.values()", "api": "sagemaker:CreateCluster:Tags[].Value", "hint": _TAG_HINT},
+    {"key": "tags.values()", "api": "fsx:CreateFileSystem:Tags[].Value", "hint": _TAG_HINT},
+    {"key": "tags.values()", "api": "iam:CreateRole:Tags[].Value", "hint": _TAG_HINT},
+    {"key": "tags.values()", "api": "logs:CreateLogGroup:tags.value", "hint": _TAG_HINT},
+    {"key": "tags.values()", "api": "ssm:PutParameter:Tags[].Value", "hint": _TAG_HINT},
+    {"key": "tags.values()", "api": "eks:CreateCluster:tags.value", "when": "eks-new",
+     "hint": _TAG_HINT},
+    # fsx CreateFileSystem and CreateDataRepositoryAssociation (the storage stack)
+    {"key": "storage.lustre.storage_capacity_gib", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:StorageCapacity", "owner": "lustre-capacity"},
+    {"key": "storage.lustre.throughput_per_unit_storage", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:LustreConfiguration.PerUnitStorageThroughput",
+     "owner": "lustre-throughput-tier"},
+    {"key": "storage.lustre.data_compression", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:LustreConfiguration.DataCompressionType"},
+    {"key": "storage.lustre.file_system_type_version", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:FileSystemTypeVersion"},
+    {"key": "storage.lustre.metadata.mode", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:LustreConfiguration.MetadataConfiguration.Mode"},
+    {"key": "storage.lustre.metadata.iops", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:LustreConfiguration.MetadataConfiguration.Iops",
+     "owner": "lustre-metadata"},
+    {"key": "storage.lustre.automatic_backup_retention_days", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:LustreConfiguration.AutomaticBackupRetentionDays"},
+    {"key": "storage.lustre.weekly_maintenance_start_time", "when": "file-system-new",
+     "api": "fsx:CreateFileSystem:LustreConfiguration.WeeklyMaintenanceStartTime",
+     "hint": "d:HH:MM in UTC, like 7:03:00"},
+    {"key": "storage.lustre.data_repository_associations[].file_system_path",
+     "when": "file-system-new", "api": "fsx:CreateDataRepositoryAssociation:FileSystemPath",
+     "hint": "an absolute path on one line, such as /data"},
+    {"key": "storage.lustre.data_repository_associations[].s3_prefix",
+     "value": "data_repository_paths", "when": "file-system-new",
+     "api": "fsx:CreateDataRepositoryAssociation:DataRepositoryPath",
+     "hint": "a prefix on one line, such as data/"},
+    {"key": "storage.lustre.data_repository_associations[].imported_file_chunk_size_mib",
+     "when": "file-system-new", "api": "fsx:CreateDataRepositoryAssociation:ImportedFileChunkSize"},
+    {"key": "storage.lustre.data_repository_associations[].import_policy",
+     "when": "file-system-new",
+     "api": "fsx:CreateDataRepositoryAssociation:S3.AutoImportPolicy.Events",
+     "cfn": "AWS::FSx::DataRepositoryAssociation:S3.AutoImportPolicy.Events"},
+    {"key": "storage.lustre.data_repository_associations[].import_policy[]",
+     "when": "file-system-new",
+     "api": "fsx:CreateDataRepositoryAssociation:S3.AutoImportPolicy.Events[]"},
+    {"key": "storage.lustre.data_repository_associations[].export_policy",
+     "when": "file-system-new",
+     "api": "fsx:CreateDataRepositoryAssociation:S3.AutoExportPolicy.Events",
+     "cfn": "AWS::FSx::DataRepositoryAssociation:S3.AutoExportPolicy.Events"},
+    {"key": "storage.lustre.data_repository_associations[].export_policy[]",
+     "when": "file-system-new",
+     "api": "fsx:CreateDataRepositoryAssociation:S3.AutoExportPolicy.Events[]"},
+    # sagemaker CreateDomain, CreateUserProfile, CreateSpace, CreateStudioLifecycleConfig,
+    # CreateApp (the Studio stack, and the apps users start)
+    {"key": "name", "value": "studio_domain_name", "when": "studio",
+     "api": "sagemaker:CreateDomain:DomainName", "long_hint": "use a shorter environment name"},
+    {"key": "name", "value": "studio_lifecycle_config_names", "when": "studio",
+     "api": "sagemaker:CreateStudioLifecycleConfig:StudioLifecycleConfigName",
+     "long_hint": "use a shorter environment name"},
+    {"key": "studio.apps", "when": "studio",
+     "api": "sagemaker:CreateDomain:DefaultUserSettings.StudioWebPortalSettings.HiddenAppTypes",
+     "unique": "one lifecycle configuration and one space per app: a repeated app is a "
+     "construct id clash in synth"},
+    {"key": "studio.apps[]", "value": "studio_lifecycle_configs", "when": "studio",
+     "api": "sagemaker:CreateStudioLifecycleConfig:StudioLifecycleConfigContent",
+     "owner": "studio-lifecycle-size"},
+    {"key": "studio.default_instance_type", "when": "studio",
+     "api": "sagemaker:CreateDomain:DefaultUserSettings.JupyterLabAppSettings"
+     ".DefaultResourceSpec.InstanceType"},
+    {"key": "studio.instance_types[]", "when": "studio",
+     "api": "sagemaker:CreateApp:ResourceSpec.InstanceType"},
+    {"key": "studio.space_ebs_gib", "when": "studio",
+     "api": "sagemaker:CreateDomain:DefaultUserSettings.SpaceStorageSettings"
+     ".DefaultEbsStorageSettings.DefaultEbsVolumeSizeInGb"},
+    {"key": "studio.space_ebs_gib", "when": "studio",
+     "api": "sagemaker:CreateSpace:SpaceSettings.SpaceStorageSettings.EbsStorageSettings"
+     ".EbsVolumeSizeInGb"},
+    {"key": "studio.idle_shutdown_minutes", "when": "studio",
+     "api": "sagemaker:CreateDomain:DefaultUserSettings.JupyterLabAppSettings"
+     ".AppLifecycleManagement.IdleSettings.IdleTimeoutInMinutes"},
+    {"key": "users[].name", "value": "studio_profile_names", "when": "studio",
+     "api": "sagemaker:CreateUserProfile:UserProfileName", "owner": "studio-profile-names"},
+    {"key": "users[].name", "value": "studio_space_names", "when": "studio",
+     "api": "sagemaker:CreateSpace:SpaceName", "hint": _NAME_HINT},
+    {"key": "users[].uid", "value": "studio_uids", "when": "studio",
+     "api": "sagemaker:CreateUserProfile:UserSettings.CustomPosixUserConfig.Uid"},
+    {"key": "users[].gid", "value": "studio_gids", "when": "studio",
+     "api": "sagemaker:CreateUserProfile:UserSettings.CustomPosixUserConfig.Gid"},
+    {"key": "studio.shared_path", "value": "studio_file_system_paths", "when": "studio",
+     "api": "sagemaker:CreateUserProfile:UserSettings.CustomFileSystemConfigs[]"
+     ".FSxLustreFileSystemConfig.FileSystemPath", "owner": "studio-partition-paths"},
+    {"key": "storage.lustre.existing.file_system_id", "when": "studio",
+     "api": "sagemaker:CreateUserProfile:UserSettings.CustomFileSystemConfigs[]"
+     ".FSxLustreFileSystemConfig.FileSystemId"},
+    # eks CreateCluster, CreateAccessEntry, CreateAddon (the EKS stacks)
+    {"key": "cluster.name", "value": "eks_cluster_name", "when": "eks-new",
+     "api": "eks:CreateCluster:name", "long_hint": "use a shorter cluster.name (the EKS "
+     "cluster is named <cluster name>-eks)"},
+    {"key": "cluster.eks.existing_cluster_name", "when": "eks",
+     "api": "eks:CreateCluster:name",
+     "hint": "the name `aws eks list-clusters` shows"},
+    {"key": "cluster.eks.kubernetes_version", "when": "eks-new", "api": "eks:CreateCluster:version",
+     "owner": "eks-version-calendar"},
+    {"key": "cluster.eks.public_access_cidrs", "when": "eks-new",
+     "api": "eks:CreateCluster:resourcesVpcConfig.publicAccessCidrs",
+     "cfn": "AWS::EKS::Cluster:ResourcesVpcConfig.PublicAccessCidrs",
+     "owner": "eks-public-access-cidrs"},
+    {"key": "network.existing_vpc.control_plane_subnet_ids", "when": "eks-new",
+     "api": "eks:CreateCluster:resourcesVpcConfig.subnetIds",
+     "cfn": "AWS::EKS::Cluster:ResourcesVpcConfig.SubnetIds",
+     "unique": "EKS places one control-plane interface per subnet: a repeated subnet is a "
+     "mistake"},
+    {"key": "cluster.eks.admin_role_arns", "when": "eks-new",
+     "api": "eks:CreateAccessEntry:principalArn",
+     "cfn": "AWS::EKS::AccessEntry:AccessPolicies",
+     "unique": "CDK merges the grants of one role into one access entry, whose AccessPolicies "
+     "CloudFormation wants unique (cfn-lint E3037)"},
+    {"key": "network.existing_vpc.route_table_ids", "api": "ec2:CreateVpcEndpoint:RouteTableIds",
+     "cfn": "AWS::EC2::VPCEndpoint:RouteTableIds"},
+)  # fmt: skip
+
+
+def _botocore_shape(api: str) -> tuple[Any, str]:
+    """The shape at `service:Operation:Member.Path` of the installed botocore, and its name."""
+    import botocore.session
+
+    service, operation, path = api.split(":")
+    model = botocore.session.get_session().get_service_model(service)
+    shape: Any = model.operation_model(operation).input_shape
+    for part in re.findall(r"[^.\[\]]+|\[\]", path):
+        if part == "[]":
+            shape = shape.member
+        elif shape.type_name == "map" and part in ("key", "value"):
+            shape = shape.key if part == "key" else shape.value
+        else:
+            shape = shape.members[part]
+    return shape, shape.name
+
+
+def _constraints(shape: Any) -> dict[str, Any]:
+    """What botocore's model says a value of `shape` may be."""
+    meta = shape.metadata
+    out: dict[str, Any] = {"type": shape.type_name}
+    if shape.type_name == "string":
+        for name, key in (("min_length", "min"), ("max_length", "max"), ("pattern", "pattern")):
+            if key in meta:
+                out[name] = meta[key]
+        if getattr(shape, "enum", None):
+            out["enum"] = list(shape.enum)
+    elif shape.type_name in ("integer", "long", "float", "double"):
+        for key in ("min", "max"):
+            if key in meta:
+                out[key] = meta[key]
+    elif shape.type_name in ("list", "map"):
+        for name, key in (("min_items", "min"), ("max_items", "max")):
+            if key in meta:
+                out[name] = meta[key]
+    return out
+
+
+def _cfn_unique(pointer: str) -> bool:
+    """Whether the registry schema cfn-lint ships wants the items at `Type:Prop.Path` unique."""
+    import cfnlint
+
+    root = Path(cfnlint.__file__).parent / "data" / "schemas"
+    type_name, path = pointer.rsplit(":", 1)
+    providers = json.loads((root / "providers" / "us-east-1.json").read_text())
+    schema = json.loads((root / "resources" / f"{providers[type_name]}.json").read_text())
+
+    def deref(node: dict[str, Any]) -> dict[str, Any]:
+        while "$ref" in node:
+            node = schema["definitions"][node["$ref"].rsplit("/", 1)[-1]]
+        return node
+
+    node: dict[str, Any] = {"properties": schema["properties"]}
+    for part in re.findall(r"[^.\[\]]+|\[\]", path):
+        node = deref(node)
+        node = node["items"] if part == "[]" else node["properties"][part]
+    return bool(deref(node).get("uniqueItems", False))
+
+
+def api_constraints(today: str | None = None) -> dict[str, Any]:
+    """The table `validators/api.py` checks values against, from the installed botocore."""
+    import botocore
+    import cfnlint.version
+
+    fields = []
+    for field in API_FIELDS:
+        shape, name = _botocore_shape(field["api"])
+        row: dict[str, Any] = {
+            "key": field["key"],
+            "api": field["api"],
+            "shape": name,
+            **_constraints(shape),
+        }
+        for extra in ("value", "when", "owner", "hint", "long_hint", "short_hint"):
+            if extra in field:
+                row[extra] = field[extra]
+        cfn_unique = "cfn" in field and _cfn_unique(field["cfn"])
+        if "unique" in field:
+            row["unique"] = field["unique"]
+        elif cfn_unique:
+            row["unique"] = f"CloudFormation's {field['cfn']} wants unique items (cfn-lint E3037)"
+        fields.append(row)
+    return {
+        "generated": today or datetime.date.today().isoformat(),
+        "botocore": botocore.__version__,
+        "cfn_lint": cfnlint.version.__version__,
+        "sources": {
+            "constraints": f"botocore {botocore.__version__} service models (the request shapes "
+            "of each field's operation)",
+            "unique": f"CloudFormation registry schemas as cfn-lint {cfnlint.version.__version__} "
+            "ships them (uniqueItems), or hyperpod-kit's own reason",
+        },
+        "fields": fields,
+    }
+
+
+def refresh_api(out: Path = HERE) -> None:
+    table = api_constraints()
+    (out / "api_constraints.json").write_text(json.dumps(table, indent=1) + "\n")
+    print(f"{len(table['fields'])} request fields, botocore {table['botocore']}")
+
+
 def refresh(sheet: Path, out: Path = HERE) -> None:
     import botocore
 
@@ -172,9 +472,13 @@ def refresh(sheet: Path, out: Path = HERE) -> None:
         + "\n"
     )
     print(f"{len(types)} instance types, {len(regions)} regions, checked {checked}")
+    refresh_api(out)
 
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    refresh(Path(sys.argv[1]))
+    if sys.argv[1] == "--api":
+        refresh_api()
+    else:
+        refresh(Path(sys.argv[1]))

@@ -68,6 +68,7 @@ def run_validators(
 
 # Import the areas so that their validators register.
 from hyperpod_kit.config.validators import (  # noqa: E402
+    api,
     cluster,
     general,
     monitoring,
@@ -80,6 +81,7 @@ from hyperpod_kit.config.validators import (  # noqa: E402
 __all__ = [
     "REGISTRY",
     "Validator",
+    "api",
     "cluster",
     "general",
     "monitoring",

@@ -3,19 +3,28 @@ partitions, EKS versions and add-ons, the people created on the nodes."""
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import re
 from collections import Counter
 from collections.abc import Iterator
+from ipaddress import IPv4Network
 from pathlib import Path
+from typing import Any
 
-from hyperpod_kit.config.derived import device_plugins
+from hyperpod_kit.config.derived import FSX_MOUNT, device_plugins, uses_training_plan
 from hyperpod_kit.config.facts import (
+    ami_accounts,
+    eks_versions,
     helm_chart_pins,
     helm_charts_checked,
     instance_type,
     instance_types,
     instance_types_checked,
+    limit,
+    limits_checked,
+    threads_per_core,
+    threads_per_core_checked,
 )
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
@@ -29,11 +38,6 @@ GROUPS = "cluster.instance_groups"
 SUPPORTED_KUBERNETES = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
 KUBERNETES_CHECKED = "2026-11-23"
 MIN_VPC_CNI = (1, 18, 3)  # HyperPod's EKS prerequisites
-RESERVED_USERS = frozenset(
-    {"root", "daemon", "bin", "sys", "sync", "games", "man", "lp", "mail", "news", "uucp",
-     "proxy", "www-data", "backup", "list", "irc", "gnats", "nobody", "ubuntu", "slurm", "munge",
-     "sshd", "syslog", "messagebus", "systemd-network", "systemd-resolve", "ssm-user", "admin"}
-)  # fmt: skip
 
 
 def _group(i: int, key: str | None = None) -> str:
@@ -215,17 +219,11 @@ def check_training_plan(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("users", area="cluster")
 def check_users(config: EnvironmentConfig) -> Iterator[Finding]:
-    """User names and uids are unique and no name is a system account; gids may be shared."""
+    """User names and uids are unique; gids may be shared. (Names and ids the nodes' own
+    accounts use are `ami-accounts`'.)"""
     names: dict[str, int] = {}
     uids: dict[int, int] = {}
     for i, user in enumerate(config.users):
-        if user.name in RESERVED_USERS:
-            yield Finding(
-                Level.ERROR,
-                f"users[{i}].name",
-                f"{user.name!r} is a system account on the nodes",
-                "choose another name",
-            )
         if (first := names.setdefault(user.name, i)) != i:
             yield Finding(
                 Level.ERROR,
@@ -479,6 +477,230 @@ def _device_plugins_said(config: EnvironmentConfig) -> str:
         "deployed: nothing advertises nvidia.com/gpu or vpc.amazonaws.com/efa, and GPU jobs "
         "stay Pending"
     )
+
+
+@validator("threads-per-core", area="cluster")
+def check_threads_per_core(config: EnvironmentConfig) -> Iterator[Finding]:
+    """threads_per_core: 2 only where the instance family's processor has SMT
+    (threads_per_core.json: AWS Graviton and NVIDIA Grace run one thread per core)."""
+    for i, g in enumerate(config.cluster.instance_groups):
+        known = threads_per_core(g.instance_type)
+        if known is None:
+            continue
+        allowed, source = known
+        if allowed is None or g.threads_per_core in allowed:
+            continue
+        yield Finding(
+            Level.ERROR,
+            _group(i, "threads_per_core"),
+            f"{g.instance_type} runs {allowed[-1]} thread per core "
+            f"({source.split(': ', 1)[-1]}); HyperPod refuses threads_per_core "
+            f"{g.threads_per_core} (table checked {threads_per_core_checked()})",
+            f"use threads_per_core: {allowed[-1]}, or leave it out",
+        )
+
+
+@validator("training-plan-types", area="cluster")
+def check_training_plan_types(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A training plan reserves capacity of one instance type: the groups it applies to (the
+    accelerated compute or worker groups) share that type."""
+    if config.cluster.training_plan_arn is None:
+        return
+    planned = [g for g in config.cluster.instance_groups if uses_training_plan(config, g)]
+    types = list(dict.fromkeys(g.instance_type for g in planned))
+    most = limit("training_plan_instance_types")
+    if len(types) > most:
+        groups = ", ".join(f"{g.name} ({g.instance_type})" for g in planned)
+        yield Finding(
+            Level.ERROR,
+            "cluster.training_plan_arn",
+            f"a training plan reserves one instance type, and this one would apply to groups "
+            f"of {len(types)}: {groups} (table checked {limits_checked()})",
+            f"give every accelerated compute group the plan's instance type (e.g. {types[0]}), "
+            "or leave training_plan_arn out",
+        )
+
+
+def _date(text: str) -> datetime.date:
+    return datetime.date.fromisoformat(text)
+
+
+@validator("eks-version-calendar", area="cluster")
+def check_eks_calendar(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A new EKS cluster's Kubernetes version against EKS's calendar, as of the calendar's own
+    date (never the clock, so validate gives the same answer tomorrow): past extended support
+    is an error (EKS creates no cluster on it), in extended support a warning (it costs more per
+    cluster hour), standard support ending within 90 days an info."""
+    if config.orchestrator != "eks" or config.cluster.eks.existing_cluster_name is not None:
+        return
+    table = eks_versions()
+    today = _date(table["checked"])
+    version = config.cluster.eks.kubernetes_version
+    row = table["versions"].get(version)
+    if row is None:
+        return
+    at = "cluster.eks.kubernetes_version"
+    standard, extended = row["standard_until"], row["extended_until"]
+    newest = _newest_standard(table, today)
+    use = f'use "{newest}" (standard support until {table["versions"][newest]["standard_until"]})'
+    as_of = f"EKS calendar checked {table['checked']}"
+    if extended is not None and today >= _date(extended):
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"Kubernetes {version}'s extended support ended on {extended} ({as_of}): EKS "
+            "creates no new cluster on it",
+            use,
+        )
+    elif standard is None or today >= _date(standard):
+        until = f" until {extended}" if extended else ""
+        yield Finding(
+            Level.WARNING,
+            at,
+            f"Kubernetes {version} is in extended support{until} ({as_of}): EKS charges more "
+            "per cluster hour, then upgrades the cluster itself",
+            use,
+        )
+    elif (_date(standard) - today).days <= 90:
+        yield Finding(
+            Level.INFO,
+            at,
+            f"Kubernetes {version}'s standard support ends on {standard} ({as_of}); extended "
+            "support costs more per cluster hour",
+        )
+
+
+def _newest_standard(table: dict[str, Any], today: datetime.date) -> str:
+    """The newest version HyperPod supports that is in standard support on the table's date."""
+    usable = [
+        v
+        for v, row in table["versions"].items()
+        if v in SUPPORTED_KUBERNETES
+        and row["standard_until"] is not None
+        and today < _date(row["standard_until"])
+    ]
+    return max(usable or SUPPORTED_KUBERNETES, key=_version)
+
+
+@validator("eks-public-access-cidrs", area="cluster")
+def check_public_access_cidrs(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A new EKS cluster's public endpoint: at most 40 CIDRs (EKS's quota, which cannot be
+    raised), each of public addresses."""
+    eks = config.cluster.eks
+    if config.orchestrator != "eks" or eks.existing_cluster_name is not None:
+        return
+    at = "cluster.eks.public_access_cidrs"
+    most = limit("eks_public_access_cidrs")
+    if len(eks.public_access_cidrs) > most:
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"{len(eks.public_access_cidrs)} CIDRs; EKS takes at most {most} public access "
+            f"CIDR ranges per cluster, a quota that cannot be raised (table checked "
+            f"{limits_checked()})",
+            "merge neighbouring blocks into larger ones",
+        )
+    for i, cidr in enumerate(eks.public_access_cidrs):
+        if _not_public(cidr):
+            yield Finding(
+                Level.ERROR,
+                f"{at}[{i}]",
+                f"{cidr} is a private or reserved range; the public endpoint takes public "
+                "addresses only",
+                "reach the private endpoint from the VPC instead; list here the public addresses "
+                "you connect from (your NAT's, as a /32)",
+            )
+
+
+# Ranges no request from the internet comes from: private (RFC 1918), shared (carrier-grade NAT),
+# loopback, link-local, "this network", multicast and reserved.
+_NOT_PUBLIC = tuple(
+    IPv4Network(block)
+    for block in (
+        "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "127.0.0.0/8",
+        "169.254.0.0/16", "0.0.0.0/8", "224.0.0.0/4", "240.0.0.0/4",
+    )
+)  # fmt: skip
+
+
+def _not_public(cidr: IPv4Network) -> bool:
+    """Inside a range that is not public (0.0.0.0/0, everyone, is EKS's own default)."""
+    return cidr.prefixlen > 0 and any(cidr.subnet_of(block) for block in _NOT_PUBLIC)
+
+
+@validator("ami-accounts", area="cluster")
+def check_ami_accounts(config: EnvironmentConfig) -> Iterator[Finding]:
+    """No user takes a name, uid or gid of the accounts the nodes' Ubuntu AMI already has
+    (ami_accounts.json: uids and gids 0-999 and 65534-65535; Debian's base-passwd accounts and
+    the usual Ubuntu and cluster service accounts; not read from a HyperPod AMI)."""
+    table = ami_accounts()
+    owners = {name: group for group, names in table["names"].items() for name in names}
+    where = f"table checked {table['checked']}, not read from a HyperPod AMI"
+    taken = {u.uid for u in config.users}
+    for i, user in enumerate(config.users):
+        if user.name in owners:
+            yield Finding(
+                Level.ERROR,
+                f"users[{i}].name",
+                f"{user.name!r} is an account the nodes' AMI already has ({owners[user.name]}; "
+                f"{where})",
+                "choose another login name",
+            )
+        if _in(user.uid, table["uid_ranges"]):
+            free = next(n for n in range(10000, 4000001) if n not in taken)
+            yield Finding(
+                Level.ERROR,
+                f"users[{i}].uid",
+                f"uid {user.uid} belongs to the AMI's own accounts ({_what(user.uid)}; {where})",
+                f"use a uid no account has, e.g. {free}",
+            )
+        if _in(user.gid, table["gid_ranges"]):
+            yield Finding(
+                Level.ERROR,
+                f"users[{i}].gid",
+                f"gid {user.gid} belongs to the AMI's own groups ({_what(user.gid)}; {where})",
+                "use a gid of your own, e.g. 1001 (the default)",
+            )
+
+
+def _in(number: int, ranges: list[list[int]]) -> bool:
+    return any(lo <= number <= hi for lo, hi in ranges)
+
+
+def _what(number: int) -> str:
+    return {65534: "nobody / nogroup", 65535: "(uid_t)-1 of 16-bit ids, never assigned"}.get(
+        number, "system accounts"
+    )
+
+
+@validator("user-homes", area="cluster")
+def check_user_homes(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A user's home, /fsx/<name> on the nodes (also their Studio partition), is not inside, and
+    does not hold, a directory linked to S3: import and export would publish it to the bucket and
+    rewrite its files' owners."""
+    lustre = config.storage.lustre
+    if lustre.existing is not None:
+        return  # associations are made only on a file system this environment creates
+    dras = "storage.lustre.data_repository_associations"
+    for i, user in enumerate(config.users):
+        home = f"/{user.name}"
+        for j, dra in enumerate(lustre.data_repository_associations):
+            if _overlaps(home, dra.file_system_path):
+                yield Finding(
+                    Level.ERROR,
+                    f"users[{i}].name",
+                    f"{user.name}'s home {FSX_MOUNT}{home} overlaps {FSX_MOUNT}"
+                    f"{dra.file_system_path.rstrip('/')}, linked to S3 by {dras}[{j}]: a "
+                    "private home would be exported to the bucket",
+                    f"rename the user, or move {dras}[{j}].file_system_path to a directory no "
+                    "user is named after",
+                )
+
+
+def _overlaps(a: str, b: str) -> bool:
+    """Two directories of the file system are the same, or one holds the other."""
+    a, b = a.rstrip("/") + "/", b.rstrip("/") + "/"
+    return a.startswith(b) or b.startswith(a)
 
 
 def group_of(config: EnvironmentConfig, name: str) -> tuple[int, InstanceGroupConfig] | None:

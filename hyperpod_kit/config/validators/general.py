@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import difflib
-import re
 from collections.abc import Iterator
 
 from pydantic import BaseModel
 
-from hyperpod_kit.config.facts import regions, regions_checked
+from hyperpod_kit.config.facts import limit, limits_checked, regions, regions_checked
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.regions import az_id_prefix
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators import validator
 from hyperpod_kit.text import MULTI_LINE_KEY, control_characters, control_hint, describe, shown
 
-# CloudFormation takes at most 50 stack tags; hyperpod-kit adds `hyperpod-kit:environment`.
-MAX_USER_TAGS = 49
-MAX_TAG_KEY, MAX_TAG_VALUE = 128, 256
-_TAG_TEXT = re.compile(r"^[\w\s.:/=+\-@]*$", re.UNICODE)
+KIT_TAG = "hyperpod-kit:environment"  # on every stack and resource (app.py)
 GOV_REGIONS = frozenset({"us-gov-west-1", "us-gov-east-1"})
 
 
@@ -99,18 +95,21 @@ def check_az_in_region(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("tags", area="general")
 def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
-    """Tags CloudFormation accepts: no `aws:` keys, at most 49, keys up to 128 and values up to
-    256 characters of the allowed set."""
+    """Tags AWS accepts on every resource: no `aws:` keys, none of hyperpod-kit's own, and room
+    for hyperpod-kit's tags within the 50 a resource takes (limits.json). Their lengths and
+    characters are `api-constraints`' (botocore's models)."""
     tags = config.tags
-    if len(tags) > MAX_USER_TAGS:
+    most = limit("tags_per_resource") - limit("kit_tags_per_resource")
+    if len(tags) > most:
         yield Finding(
             Level.ERROR,
             "tags",
-            f"{len(tags)} tags; CloudFormation takes 50 per stack and hyperpod-kit adds "
-            "hyperpod-kit:environment",
-            f"keep at most {MAX_USER_TAGS}",
+            f"{len(tags)} tags; a resource takes {limit('tags_per_resource')} and hyperpod-kit "
+            f"puts up to {limit('kit_tags_per_resource')} of its own on some (table checked "
+            f"{limits_checked()})",
+            f"keep at most {most}",
         )
-    for key, value in tags.items():
+    for key in tags:
         at = f"tags.{key}"
         if key.lower().startswith("aws:"):
             yield Finding(
@@ -119,25 +118,13 @@ def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
                 f"tag keys starting with 'aws:' are reserved for AWS ({key!r})",
                 f"use another prefix, e.g. {config.name + ':' + key[4:]!r}",
             )
-        if not 1 <= len(key) <= MAX_TAG_KEY:
-            yield Finding(
-                Level.ERROR, at, f"a tag key has 1-{MAX_TAG_KEY} characters", "shorten the key"
-            )
-        if len(value) > MAX_TAG_VALUE:
+        elif key == KIT_TAG:
             yield Finding(
                 Level.ERROR,
                 at,
-                f"the value has {len(value)} characters; at most {MAX_TAG_VALUE}",
-                "shorten the value",
+                f"{KIT_TAG} is hyperpod-kit's own tag (the environment's name, {config.name!r})",
+                "remove it; every resource already carries it",
             )
-        for what, text in (("key", key), ("value", value)):
-            if not _TAG_TEXT.match(text):
-                yield Finding(
-                    Level.ERROR,
-                    at,
-                    f"the tag {what} {text!r} has characters tags cannot hold",
-                    "use letters, digits, spaces and _ . : / = + - @",
-                )
 
 
 def _partition(region: str) -> str:

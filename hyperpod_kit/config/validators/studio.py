@@ -3,13 +3,17 @@ Studio can reach, and what the cluster needs for Studio's clients."""
 
 from __future__ import annotations
 
+import base64
 import difflib
 import re
 from collections.abc import Iterator
 
+from hyperpod_kit.config.derived import FSX_MOUNT
+from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators import validator
+from hyperpod_kit.naming import eks_cluster_name
 
 # SageMaker's UserProfileName and SpaceName pattern (CreateUserProfile, CreateSpace).
 PROFILE_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
@@ -121,9 +125,10 @@ def _overlaps(a: str, b: str) -> bool:
 
 @validator("studio-partition-paths", area="studio")
 def check_partition_paths(config: EnvironmentConfig) -> Iterator[Finding]:
-    """Partition paths are valid FileSystemPaths (`^/\\S*$`, at most 256 characters), not the
-    root, and not inside (or around) a directory linked to S3, whose import and export would
-    rewrite or publish a private partition."""
+    """The shared partition's path is a valid FileSystemPath (`^/\\S*$`, at most 256
+    characters), not the root, and not inside (or around) a directory linked to S3, whose import
+    and export would rewrite or publish it. (A per-user partition is its user's home:
+    `user-homes` checks those.)"""
     studio = config.studio
     if not studio.enabled:
         return
@@ -159,21 +164,92 @@ def check_partition_paths(config: EnvironmentConfig) -> Iterator[Finding]:
                     "and exported, with their owners and modes)",
                     "use a path outside the data repository associations, such as /shared",
                 )
+
+
+@validator("studio-shared-path-home", area="studio")
+def check_shared_path_home(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The shared partition (every profile mounts it, mode 1777) is nobody's home: a user's home
+    is /fsx/<name> on the nodes, private to them (mode 0700)."""
+    studio = config.studio
+    if not studio.enabled or studio.partitions != "shared":
         return
-    selected = {u.name for u in studio.selected(config.users)}
-    for i, user in enumerate(config.users):
-        if user.name not in selected:
-            continue
-        path = studio.file_system_path(user.name)
-        for dra in linked:
-            if _overlaps(path, dra):
-                yield Finding(
-                    Level.ERROR,
-                    f"users[{i}].name",
-                    f"{user.name}'s partition {path} overlaps {dra}, a directory linked to S3: "
-                    "a private partition would be exported to the bucket",
-                    "rename the user, or move the data repository association's file_system_path",
-                )
+    for user in config.users:
+        if _overlaps(studio.shared_path, f"/{user.name}"):
+            yield Finding(
+                Level.ERROR,
+                "studio.shared_path",
+                f"{studio.shared_path} overlaps {user.name}'s home ({FSX_MOUNT}/{user.name} on "
+                "the nodes, private to them): every profile would mount it",
+                "use a path no user is named after, such as /shared",
+            )
+
+
+@validator("studio-lifecycle-size", area="studio")
+def check_lifecycle_size(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The lifecycle configuration each app starts with, rendered as synth renders it and counted
+    as the API counts it (base64): above StudioLifecycleConfigContent's maximum (botocore) an
+    error, above 90% of it a warning."""
+    studio = config.studio
+    if not studio.enabled or not studio.apps:
+        return
+    size = lifecycle_config_size(config)
+    row = next(
+        r for r in api_constraints()["fields"] if r["api"].endswith("StudioLifecycleConfigContent")
+    )
+    most = int(row["max_length"])
+    what = (
+        f"the Studio lifecycle configuration ({', '.join(dict.fromkeys(studio.apps))}) is "
+        f"{size:,} characters in base64"
+    )
+    api = "sagemaker CreateStudioLifecycleConfig StudioLifecycleConfigContent"
+    fix = (
+        "shorten assets/studio/client.sh (its comment lines are left out already), or the "
+        "values it carries (name, studio.shared_path, trainer.job.namespace)"
+    )
+    if size > most:
+        yield Finding(
+            Level.ERROR,
+            "studio.apps",
+            f"{what}; {api} takes at most {most:,} (botocore {api_constraints()['botocore']})",
+            fix,
+        )
+    elif size > WARN_SHARE * most:
+        yield Finding(
+            Level.WARNING,
+            "studio.apps",
+            f"{what}, {size / most:.0%} of the {most:,} {api} takes: a few more lines in the "
+            "script and Studio refuses it",
+            fix,
+        )
+
+
+WARN_SHARE = 0.9
+# What the lifecycle configuration carries in place of values synth does not know: a file system
+# id is fs- and 17 hex digits.
+_FILE_SYSTEM_ID = "fs-" + "0" * 17
+
+
+def lifecycle_config_size(config: EnvironmentConfig) -> int:
+    """Characters of the lifecycle configuration in base64, as StudioLifecycleConfigContent
+    counts them, rendered by the function the Studio construct uses."""
+    from hyperpod_kit.studio_lifecycle import (  # imports this module: a cycle at import time
+        StudioEks,
+        lifecycle_settings,
+        render_lifecycle_script,
+    )
+
+    existing = config.storage.lustre.existing
+    eks = (
+        StudioEks(cluster_name=eks_cluster_name(config), cluster_arn="")
+        if config.orchestrator == "eks"
+        else None
+    )
+    settings = lifecycle_settings(
+        config,
+        file_system_id=existing.file_system_id if existing is not None else _FILE_SYSTEM_ID,
+        eks=eks,
+    )
+    return len(base64.b64encode(render_lifecycle_script(settings).encode()))
 
 
 @validator("studio-file-system", area="studio")
