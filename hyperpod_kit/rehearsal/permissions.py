@@ -85,6 +85,7 @@ class Permissions:
         for name in ("Name", "Path"):
             if name in values:
                 values[name] = _bare(values[name])
+        values.setdefault("registryId", self.account)  # ECR: the caller's own registry
         if kind == "sagemaker-cluster":
             cluster = values.get("ClusterName", "")
             values["cluster_arn"] = (
