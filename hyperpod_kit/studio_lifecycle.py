@@ -23,6 +23,7 @@ LCC_MAX = 16384  # StudioLifecycleConfigContent: base64, at most 16384 character
 SECTION = re.compile(r"^# (>>>|<<<) (slurm|eks)$")  # per-orchestrator parts of client.sh
 STUDIO_MOUNT = "/mnt/custom-file-systems/fsx_lustre"
 # A CloudFormation token as CDK writes it into a string before synth resolves it.
+_PLAIN = re.compile(r"[A-Za-z0-9_.,:/@%+=-]*")
 _TOKEN = re.compile(r"\$\{Token\[[^\]]+\]\}")
 
 
@@ -81,8 +82,9 @@ class LifecycleSettings:
 def _word(value: str) -> str:
     """A settings value as one shell word. A CloudFormation token (the file system's id, the EKS
     cluster's name) is single-quoted as it is, so that CDK still finds it; what replaces it at
-    deploy is an AWS id or name, which holds no quote."""
-    if _TOKEN.search(value):
+    deploy is an AWS id or name, which holds no quote. A plain word is single-quoted too, so that
+    `validate`, which renders a placeholder where synth has a token, measures the same length."""
+    if _TOKEN.search(value) or _PLAIN.fullmatch(value):
         return f"'{value}'"
     return shell_word(value)
 

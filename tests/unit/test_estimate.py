@@ -228,8 +228,10 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert data["cost"]["complete"] is False
     assert "no price data for ml.p5.48xlarge in us-east-1" in data["cost"]["missing"]
     (warning,) = data["warnings"]
-    assert warning["path"] == "trainer.job.checkpoint_every" and warning["line"] == 62
-    assert err.startswith(f"{PROD}:62 warning: trainer.job.checkpoint_every:")
+    line = next(i for i, text in enumerate(PROD.read_text().splitlines(), 1)
+                if text.strip().startswith("checkpoint_every:"))  # fmt: skip
+    assert warning["path"] == "trainer.job.checkpoint_every" and warning["line"] == line
+    assert err.startswith(f"{PROD}:{line} warning: trainer.job.checkpoint_every:")
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "inf"])

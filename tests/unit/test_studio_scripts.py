@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_kit import studio_lifecycle
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.studio import (
@@ -157,12 +158,11 @@ def test_each_configuration_has_only_its_orchestrator_s_part() -> None:
 def test_unbalanced_section_markers_are_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from hyperpod_kit.constructs import studio
 
     for body in ("# >>> slurm\necho\n", "# <<< slurm\n", "# >>> slurm\n# >>> eks\n"):
         script = tmp_path / "client.sh"
         script.write_text("#!/bin/bash\n" + body)
-        monkeypatch.setattr(studio, "CLIENT_SCRIPT", script)
+        monkeypatch.setattr(studio_lifecycle, "CLIENT_SCRIPT", script)
         with pytest.raises(ValueError, match="section"):
             render_lifecycle_script(settings("slurm"))
 
