@@ -148,7 +148,7 @@ fi
 
 # 5. The images folder on FSx (shared by every node): jobs import each image once per digest into
 # <HPK_IMAGES_DIR>/<uid>/, a folder only that user can write. Made once, by the controller.
-if [[ $HPK_ROLE == controller ]]; then
+if [[ ${HPK_ROLE:?} == controller ]]; then
   if is_mounted "$HPK_FSX"; then
     if [[ ! -d $ROOT$HPK_IMAGES_DIR ]]; then
       mkdir -p "$ROOT$HPK_IMAGES_DIR"
