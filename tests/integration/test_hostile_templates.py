@@ -38,6 +38,7 @@ from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.studio import LifecycleSettings
 from hyperpod_kit.jobs.context import JobContext, LocalRun, job_context
 from hyperpod_kit.jobs.eks import pytorch_job, render_pytorch_job
+from hyperpod_kit.jobs.image import given_image, trainer_stack_image
 from hyperpod_kit.jobs.slurm import BUNDLED, TemplateError, render_sbatch
 from hyperpod_kit.lifecycle import LifecycleContext, lifecycle_context, render_templates
 from hyperpod_kit.paths import LIFECYCLE_DIR
@@ -46,13 +47,20 @@ from tests.conftest import REPO
 from tests.hostile import HOSTILE, sbatch_arguments, systemd_words
 
 EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
-IMAGE = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainer:abc"
+IMAGE_URI = "111122223333.dkr.ecr.us-west-2.amazonaws.com/trainer:abc"
+IMAGE = given_image(IMAGE_URI)
+# The trainer stack's image where the file names no account: completed on the node.
+STACK_IMAGE = trainer_stack_image(
+    "@ACCOUNT@.dkr.ecr.us-west-2.amazonaws.com/cdk-hnb659fds-container-assets:" + "a" * 64
+)
 needs_shellcheck = pytest.mark.skipif(
     shutil.which("shellcheck") is None and os.environ.get("CI") != "true",
     reason="shellcheck not installed (.ci/run installs it)",
 )
 # Strings the templates branch on rather than print: which files there are (a Literal of two).
-STRUCTURAL = {"orchestrator"}
+# Kept as they are: the orchestrator (it picks the template's branches), and the image, which
+# `JobImage` itself refuses unless it is an image reference (no hostile text gets that far).
+STRUCTURAL = {"orchestrator", "image"}
 
 
 @cache
@@ -222,7 +230,18 @@ def _units_hold_exactly(files: dict[str, str], plain: dict[str, str], value: str
 # $RECORD/<name>): add one here when the template starts running another command.
 STUBS = {
     "srun": "",
-    "aws": "echo 111122223333.dkr.ecr.us-west-2.amazonaws.com/trainer:from-ssm\n",
+    # The job asks ECR for its image's digest, STS for the account (an image of the trainer
+    # stack with no account in the file) and ECR for enroot's password; never SSM.
+    "aws": (
+        'case "$1 $2" in\n'
+        '  "ecr batch-get-image") echo "sha256:$(printf a%.0s {1..64})" ;;\n'
+        '  "sts get-caller-identity") echo 111122223333 ;;\n'
+        '  "ecr get-login-password") echo secret ;;\n'
+        '  *) echo "unexpected aws $*" >&2; exit 1 ;;\n'
+        "esac\n"
+    ),
+    # enroot import --output FILE URI: the squashfs appears at FILE.
+    "enroot": 'while (($#)); do [[ $1 == --output ]] && echo sqsh >"$2"; shift; done\n',
 }
 
 
@@ -231,7 +250,7 @@ def _job_contexts() -> list[tuple[str, EnvironmentConfig, JobContext]]:
     for example in EXAMPLES:
         config = _config(example.stem)
         if config.orchestrator == "slurm":
-            out.append((example.stem, config, job_context(config)))
+            out.append((example.stem, config, job_context(config, image=STACK_IMAGE)))
             out.append((f"{example.stem}-image", config, job_context(config, image=IMAGE)))
     config = _config("default")
     local = LocalRun(fsx_root=Path("/tmp/fsx"), python="/opt/py/bin/python")
@@ -260,7 +279,8 @@ def _run_sbatch(script: Path, tmp: Path) -> tuple[list[str], list[str] | None]:
     record.mkdir(exist_ok=True)
     result = subprocess.run(
         ["bash", str(script)], cwd=tmp, capture_output=True,
-        env={"PATH": f"{fake}:/usr/bin:/bin", "RECORD": str(record), "LC_ALL": "C"}, check=False,
+        env={"PATH": f"{fake}:/usr/bin:/bin", "RECORD": str(record), "LC_ALL": "C",
+             "HYPERPOD_IMAGES_DIR": str(tmp / "images"), "HOME": str(tmp)}, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr.decode()
     srun = (record / "srun").read_bytes().decode().split("\0")[:-1]
@@ -308,8 +328,7 @@ def test_the_sbatch_script_of_every_example_holds_hostile_values(
             if context.node_log_dir:
                 mounts += f",{context.node_log_dir}:{context.node_log_dir}"
             assert mounts in srun
-            if aws is not None and "--name" in aws:  # the image looked up in SSM
-                assert aws[aws.index("--name") + 1] == context.image_parameter
+            assert aws is not None and "ssm" not in aws  # the image is never looked up in SSM
         else:
             assert aws is None
     _shellcheck(*lint)
