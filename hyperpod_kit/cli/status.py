@@ -67,8 +67,9 @@ def add_logs_arguments(lg: argparse.ArgumentParser) -> None:
 
 _STATUS_EPILOG = """\
 Node health is the health runner's newest verdicts in the cluster's log group (the API has no
-health field). Stacks are found by their hyperpod-kit:environment tag, the rest through the
-discovery parameters /hyperpod-kit/<env>/<area>.
+health field): "log-group verdict" with the verdict's time, or "unknown" when there is none.
+Stacks are found by their hyperpod-kit:environment tag, the rest through the discovery
+parameters /hyperpod-kit/<env>/<area>.
 
 exit codes:
   0  healthy
@@ -166,8 +167,10 @@ def render(s: Status) -> str:
         for n in c.nodes:
             image = f" image {n.image_version_status}" if n.image_version_status else ""
             message = f" ({n.message})" if n.message else ""
+            h = n.health
+            seen = f" ({h.source}, {h.time})" if h.time else f" ({h.source})"
             out.append(f"  node {n.instance_id} {n.group:<16} {n.status}{message} health "
-                       f"{n.health}: {n.health_reason}{image}")  # fmt: skip
+                       f"{h.value}{seen}: {h.reason}{image}")  # fmt: skip
         if c.log_group:
             out.append(f"  logs: {c.log_group} (hyperpod-kit logs FILE)")
     fs = s.file_system

@@ -15,8 +15,10 @@ from typing import Any, Literal
 
 from hyperpod_kit.config.facts import HERE
 
-Where = Literal["failure_message", "stack_event", "node_log"]
-WHERE: tuple[Where, ...] = ("failure_message", "stack_event", "node_log")
+Where = Literal["failure_message", "stack_event", "node_health", "node_log"]
+WHERE: tuple[Where, ...] = ("failure_message", "stack_event", "node_health", "node_log")
+# a signature found on several nodes' health verdicts is shown once per node, not once in all
+PER_ORIGIN: tuple[Where, ...] = ("node_health",)
 TABLE = HERE / "failure_signatures.json"
 UNCHECKED = "not checked against a real message"
 
@@ -116,9 +118,10 @@ def _matches(signature: Signature, line: Evidence) -> re.Match[str] | None:
 
 
 def diagnose(lines: Iterable[Evidence]) -> list[Diagnosis]:
-    """Each signature that matches, once, with its first evidence: messages and stack events
-    before log lines; for a failed lifecycle step, the line it failed on (the last line before
-    hyperpod-kit's FAILED line) as detail. The generic lifecycle message only when nothing more
+    """Each signature that matches, once (once per node for a health verdict), with its first
+    evidence: messages and stack events before health verdicts and log lines; for a failed
+    lifecycle step, the line it failed on (the last line before hyperpod-kit's FAILED line) as
+    detail. The generic lifecycle message only when nothing more
     specific matched."""
     lines = list(lines)
     found: dict[str, Diagnosis] = {}
@@ -126,7 +129,8 @@ def diagnose(lines: Iterable[Evidence]) -> list[Diagnosis]:
     for i in ordered:
         line = lines[i]
         for signature in signatures():
-            if signature.id in found:
+            key = f"{signature.id}@{line.origin}" if line.where in PER_ORIGIN else signature.id
+            if key in found:
                 continue
             match = _matches(signature, line)
             if match is None:
@@ -137,7 +141,7 @@ def diagnose(lines: Iterable[Evidence]) -> list[Diagnosis]:
                 detail = f"step {match['step']}, exit {match['exit']}" + (
                     f"; the line it failed on: {before}" if before else ""
                 )
-            found[signature.id] = Diagnosis(signature, line, detail)
+            found[key] = Diagnosis(signature, line, detail)
             break  # one cause per line: the first signature of the table
     if len(found) > 1:
         found.pop("lifecycle-generic", None)
@@ -179,9 +183,12 @@ def render_markdown() -> str:
         "- the cluster (`DescribeCluster`, `ListClusterNodes`: status, `FailureMessage`, counts, "
         "`ImageVersionStatus`); a node's **health** is the health runner's newest verdicts in "
         "the stream `hyperpod-kit/health/<instance-id>` of the cluster's log group "
-        "`/aws/sagemaker/Clusters/<cluster-name>/<cluster-id>` (the API has no health field; "
+        "`/aws/sagemaker/Clusters/<cluster-name>/<cluster-id>` (source `log-group verdict`, "
+        "with the verdict's time; `unknown` when there is none). The API has no health field; "
         "HyperPod's node health events go to the alert topic and are not stored, and the EKS "
-        "label needs the cluster's Kubernetes API, which `status` does not call);",
+        "label needs the cluster's Kubernetes API, which `status` does not call. An unhealthy "
+        "node makes `status` exit 1, and its verdict is diagnosed (`node-unhealthy`, once per "
+        "node);",
         "- the file system and its data repository associations (FSx), its free space "
         "(CloudWatch `FreeDataStorageCapacity`; below 10% is *degraded*);",
         "- the Studio domain and each Studio person's partition report under "

@@ -40,13 +40,24 @@ class LogEvent:
     message: str
 
 
+# Where a node's health came from: the health runner's newest verdicts in the cluster's log group,
+# or nothing (no verdict yet, no log group). HyperPod's node health events go to the alert topic
+# and are not stored; the EKS label `sagemaker.amazonaws.com/node-health-status` is read only
+# through the cluster's Kubernetes API, which the command line does not call (docs/status.md).
+LOG_GROUP_VERDICT, UNKNOWN = "log-group verdict", "unknown"
+
+
 @dataclass(frozen=True)
 class Health:
-    """The health runner's newest verdicts of a node: "healthy", "unhealthy" or "unknown"."""
+    """A node's health: "healthy", "unhealthy" or "unknown", where that was read (`source`), the
+    time of the verdict, and for an unhealthy node each failed check ("check: reason")."""
 
-    state: str
+    value: str
+    source: str
     reason: str
     time: str | None = None
+    stream: str | None = None
+    failed: tuple[str, ...] = ()
 
 
 def log_group(deployed: Deployed) -> str | None:
@@ -149,10 +160,11 @@ def tail(aws: AwsFacade, group: str, stream: str, lines: int = 200) -> list[str]
 
 
 def health(aws: AwsFacade, group: str, instance_id: str) -> Health:
-    """The runner's newest verdicts (the lines of its newest run, one time stamp) of a node."""
-    lines = tail(aws, group, f"{LOG_STREAMS['health']}{instance_id}")
+    """The runner's newest verdicts (the lines of its newest run, one time stamp) of a node, read
+    from the newest events of its stream (GetLogEvents from the end)."""
+    stream = f"{LOG_STREAMS['health']}{instance_id}"
     verdicts = []
-    for line in lines:
+    for line in tail(aws, group, stream):
         try:
             row = json.loads(line)
         except ValueError:
@@ -160,14 +172,14 @@ def health(aws: AwsFacade, group: str, instance_id: str) -> Health:
         if isinstance(row, dict) and row.get("event") == "verdict":
             verdicts.append(row)
     if not verdicts:
-        return Health("unknown", "no verdict of the health runner in the log group")
+        return Health("unknown", UNKNOWN, f"no verdict of the health runner in {stream}")
     newest = max(str(v.get("time", "")) for v in verdicts)
     run = [v for v in verdicts if str(v.get("time", "")) == newest]
-    failed = [v for v in run if v.get("status") == "fail"]
+    failed = tuple(f"{v.get('check')}: {v.get('reason')}" for v in run if v.get("status") == "fail")
     if failed:
-        reason = "; ".join(f"{v.get('check')}: {v.get('reason')}" for v in failed)
-        return Health("unhealthy", reason, newest)
-    return Health("healthy", f"{len(run)} checks passed or could not run", newest)
+        return Health("unhealthy", LOG_GROUP_VERDICT, "; ".join(failed), newest, stream, failed)
+    reason = f"{len(run)} checks passed or could not run"
+    return Health("healthy", LOG_GROUP_VERDICT, reason, newest, stream)
 
 
 def file_name(stream: str) -> str:

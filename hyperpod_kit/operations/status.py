@@ -70,8 +70,7 @@ class NodeState:
     instance_type: str
     status: str
     message: str
-    health: str
-    health_reason: str
+    health: logs.Health
     image_version_status: str | None
 
 
@@ -235,13 +234,13 @@ def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterS
     for n in aws.pages("sagemaker", "list_cluster_nodes", "ClusterNodeSummaries",
                        ClusterName=name):  # fmt: skip
         instance_status = n.get("InstanceStatus", {})
-        health = logs.Health("unknown", "no log group")
+        health = logs.Health("unknown", logs.UNKNOWN, "the cluster's log group is not known yet")
         if group and read_logs:
             health = logs.health(aws, group, n["InstanceId"])
         nodes.append(
             NodeState(n["InstanceId"], n.get("InstanceGroupName", ""), n.get("InstanceType", ""),
                       instance_status.get("Status", ""), instance_status.get("Message", ""),
-                      health.state, health.reason, n.get("ImageVersionStatus"))
+                      health, n.get("ImageVersionStatus"))
         )  # fmt: skip
     return ClusterState(name, found.get("ClusterStatus", ""), found.get("FailureMessage", ""),
                         groups, nodes, group)  # fmt: skip
@@ -365,8 +364,8 @@ def _judge_cluster(c: ClusterState, v: _Verdicts) -> None:
             v.failed.append(f"{node}: {n.status}")
         elif n.status in NODE_BUSY:
             v.busy.append(f"{node}: {n.status}")
-        if n.health == "unhealthy":
-            v.degraded.append(f"{node}: unhealthy: {n.health_reason}")
+        if n.health.value == "unhealthy":
+            v.degraded.append(f"{node}: unhealthy: {n.health.reason}")
         if n.image_version_status in IMAGE_STALE:
             v.degraded.append(f"{node}: image {n.image_version_status}")
 
@@ -390,19 +389,10 @@ def _judge_file_system(fs: FileSystemState, v: _Verdicts) -> None:
 
 
 def _evidence(aws: AwsFacade, status: Status, *, read_logs: bool) -> list[Evidence]:
-    """What the diagnosis reads: failure messages, failed stack events, the failing nodes' logs."""
-    lines: list[Evidence] = []
+    """What the diagnosis reads: failure messages, failed stack events, the unhealthy nodes'
+    verdicts, the failing nodes' logs."""
     c = status.cluster
-    if c is not None and c.failure_message:
-        lines.append(Evidence("failure_message", c.failure_message, f"cluster {c.name}"))
-    failing: list[str] = []
-    if c is not None:
-        for n in c.nodes:
-            if n.message:
-                lines.append(Evidence("failure_message", n.message, n.instance_id))
-            if n.status == "Failure" or n.health == "unhealthy":
-                failing.append(n.instance_id)
-        failing += logs.INSTANCE_ID.findall(c.failure_message)
+    lines, failing = _node_evidence(c) if c is not None else ([], [])
     for s in status.stacks:
         for e in s.events:
             if e.status.endswith("_FAILED") and e.reason:
@@ -415,6 +405,25 @@ def _evidence(aws: AwsFacade, status: Status, *, read_logs: bool) -> list[Eviden
             for line in logs.tail(aws, c.log_group, stream.name):
                 lines.append(Evidence("node_log", line, stream.name))
     return lines
+
+
+def _node_evidence(c: ClusterState) -> tuple[list[Evidence], list[str]]:
+    """The cluster's and its nodes' messages, each unhealthy node's verdict (naming the node,
+    its time and each failed check), and the ids of the failing nodes."""
+    lines: list[Evidence] = []
+    if c.failure_message:
+        lines.append(Evidence("failure_message", c.failure_message, f"cluster {c.name}"))
+    failing: list[str] = []
+    for n in c.nodes:
+        if n.message:
+            lines.append(Evidence("failure_message", n.message, n.instance_id))
+        if n.status == "Failure" or n.health.value == "unhealthy":
+            failing.append(n.instance_id)
+        if n.health.failed:
+            text = f"health runner verdict at {n.health.time}: " + "; ".join(n.health.failed)
+            lines.append(Evidence("node_health", text, f"{n.instance_id} ({n.group})"))
+    failing += logs.INSTANCE_ID.findall(c.failure_message)
+    return lines, failing
 
 
 def failing_nodes(aws: AwsFacade, deployed: Deployed) -> list[str]:

@@ -195,13 +195,25 @@ def test_healthy_cluster(moto: MotoServer, tmp_path: Path) -> None:
     assert "group compute          ml.g5.8xlarge      2/2 nodes" in done.stdout
     for node in nodes:
         assert f"node {node} " in done.stdout
-    assert done.stdout.count("health healthy: 2 checks passed") == len(nodes)
+    seen = "health healthy (log-group verdict, 2026-11-25T01:00:00Z): 2 checks passed"
+    assert done.stdout.count(seen) == len(nodes)
     assert f"logs: {group}" in done.stdout
     data = json.loads(hpk(moto, "status", str(DEFAULT), "-q", "--format", "json",
                           cwd=tmp_path).stdout)  # fmt: skip
-    assert {n["instance_id"]: n["health"] for n in data["cluster"]["nodes"]} == dict.fromkeys(
-        nodes, "healthy"
-    )
+    health = {n["instance_id"]: n["health"] for n in data["cluster"]["nodes"]}
+    assert {n: (h["value"], h["source"], h["time"]) for n, h in health.items()} == dict.fromkeys(
+        nodes, ("healthy", "log-group verdict", "2026-11-25T01:00:00Z"))  # fmt: skip
+    assert data["diagnoses"] == []
+
+
+def test_a_node_without_verdicts_is_unknown(moto: MotoServer, tmp_path: Path) -> None:
+    """No verdict in the log group (the runner has not shipped one yet): unknown, not unhealthy."""
+    deploy_cluster(moto)
+    done = hpk(moto, "status", str(DEFAULT), "-q", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    data = json.loads(done.stdout)
+    assert {(n["health"]["value"], n["health"]["source"], n["health"]["time"])
+            for n in data["cluster"]["nodes"]} == {("unknown", "unknown", None)}  # fmt: skip
     assert [(g["name"], g["target"], g["current"]) for g in data["cluster"]["groups"]] == [
         ("controller", 1, 1), ("compute", 2, 2)]  # fmt: skip
 
@@ -224,7 +236,27 @@ def test_unhealthy_node_and_an_alarm_are_degraded(moto: MotoServer, tmp_path: Pa
     assert done.returncode == 1, done.stdout + done.stderr
     assert "DEGRADED" in done.stdout.splitlines()[0]
     assert f"node {nodes[-1]} (compute): unhealthy: efa: 3 of 4 EFA devices" in done.stdout
+    (line,) = [x for x in done.stdout.splitlines() if x.startswith(f"  node {nodes[-1]} compute ")]
+    assert line.endswith("health unhealthy (log-group verdict, 2026-11-25T01:00Z): efa: 3 of 4 "
+                         "EFA devices")  # the newest run only, with its time  # fmt: skip
     assert f"alarms in ALARM: {ENV}-node-check-failures" in done.stdout
+    # the diagnosis names the node, its check and what to do
+    assert ("likely cause: A check of hyperpod-kit's health runner failed on the node"
+            in done.stdout)  # fmt: skip
+    assert (f"evidence [{nodes[-1]} (compute)]: health runner verdict at 2026-11-25T01:00Z: "
+            "efa: 3 of 4 EFA devices") in done.stdout  # fmt: skip
+    data = json.loads(hpk(moto, "status", str(DEFAULT), "-q", "--format", "json",
+                          cwd=tmp_path).stdout)  # fmt: skip
+    assert data["state"] == "degraded"
+    health = {n["instance_id"]: n["health"] for n in data["cluster"]["nodes"]}
+    assert health[nodes[-1]] | {"stream": None} == {
+        "value": "unhealthy", "source": "log-group verdict", "time": "2026-11-25T01:00Z",
+        "reason": "efa: 3 of 4 EFA devices", "stream": None,
+        "failed": ["efa: 3 of 4 EFA devices"]}  # fmt: skip
+    assert [h["value"] for n, h in health.items() if n != nodes[-1]] == ["unknown", "unknown"]
+    (diagnosis,) = data["diagnoses"]
+    assert (diagnosis["signature"], diagnosis["origin"]) == (
+        "node-unhealthy", f"{nodes[-1]} (compute)")  # fmt: skip
 
 
 # --- logs ----------------------------------------------------------------------------------------

@@ -218,9 +218,20 @@ def test_degraded_node_image_versions_file_system_and_partitions(
     assert status.state == state and status.exit_code == 1
     assert status.cluster is not None
     nodes = {n.instance_id: n for n in status.cluster.nodes}
-    assert nodes[OTHER].health == "healthy" and nodes[OTHER].image_version_status == "UpToDate"
-    assert (
-        nodes[NODE].health == "unhealthy" and nodes[NODE].health_reason == "efa: 3 of 4 EFA devices"
+    assert nodes[OTHER].health.value == "healthy"
+    assert nodes[OTHER].image_version_status == "UpToDate"
+    sick = nodes[NODE].health
+    assert (sick.value, sick.source, sick.time, sick.reason) == (
+        "unhealthy",
+        logs.LOG_GROUP_VERDICT,
+        "2026-11-25T01:00:00Z",
+        "efa: 3 of 4 EFA devices",
+    )
+    assert sick.stream == f"hyperpod-kit/health/{NODE}"
+    (unhealthy,) = [d for d in status.diagnoses if d.signature.id == "node-unhealthy"]
+    assert unhealthy.evidence.origin == f"{NODE} (compute)"  # the diagnosis names the node
+    assert unhealthy.evidence.text == (
+        "health runner verdict at 2026-11-25T01:00:00Z: efa: 3 of 4 EFA devices"
     )
     assert f"node {NODE} (compute): image SecurityUpdateRequired" in status.problems
     assert status.file_system is not None and status.file_system.free_gib == 60
@@ -300,6 +311,23 @@ def test_the_lifecycle_step_matches_what_on_create_prints() -> None:
     assert found.detail.endswith("the line it failed on: useradd: group 'x' does not exist")
 
 
+def test_an_unhealthy_verdict_is_diagnosed_once_per_node() -> None:
+    verdicts = [Evidence("node_health", f"health runner verdict at 2026-11-25T01:00:00Z: {c}", n)
+                for n, c in ((NODE, "efa: 3 of 4 EFA devices"), (OTHER, "fsx: not mounted"),
+                             (NODE, "gpu: 7 of 8 GPUs"))]  # fmt: skip
+    found = diagnose(verdicts)
+    assert [(d.signature.id, d.evidence.origin) for d in found] == [
+        ("node-unhealthy", NODE), ("node-unhealthy", OTHER)]  # fmt: skip
+    assert "efa: 3 of 4 EFA devices" in found[0].render()
+
+
+def test_health_without_a_verdict_is_unknown(stubs: Stubs) -> None:
+    stubs.on("logs", "get_log_events", log_events("not json", json.dumps({"event": "decision"})))
+    found = logs.health(stubs.facade, "/aws/sagemaker/Clusters/x/y", NODE)
+    assert (found.value, found.source, found.time) == ("unknown", logs.UNKNOWN, None)
+    assert found.reason == f"no verdict of the health runner in hyperpod-kit/health/{NODE}"
+
+
 def test_nothing_known_is_no_diagnosis() -> None:
     assert diagnose([Evidence("node_log", "all good"), Evidence("stack_event", "")]) == []
 
@@ -318,7 +346,7 @@ def test_table_is_dated_and_every_row_has_a_source() -> None:
     ids = [s.id for s in signatures()]
     assert len(ids) == len(set(ids))
     for s in signatures():
-        assert set(s.where) <= {"failure_message", "stack_event", "node_log"}
+        assert set(s.where) <= {"failure_message", "stack_event", "node_health", "node_log"}
         assert s.checked == bool(s.quote), s.id
 
 
