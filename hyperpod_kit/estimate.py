@@ -27,7 +27,6 @@ from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
 # Above this share of the checkpoint interval, writing checkpoints is a cost worth a warning.
 CHECKPOINT_SHARE_WARNING = 0.05
 INSTANCE_TABLE = "instance types"
-PRICE_TABLE = "prices"
 TRAINER_TABLE = "trainer presets"
 
 
@@ -65,7 +64,10 @@ class Estimate:
     figures: list[Figure]
     costs: list[CostLine]
     warnings: list[Finding]
-    tables: dict[str, str]  # table -> the day it was checked
+    tables: dict[str, str]  # table -> the day it was checked (the Pricing API: the day it was read)
+    prices: str = (
+        ""  # where the prices come from: "prices, checked ..." | "AWS Pricing API, read ..."
+    )
 
     def figure(self, key: str) -> Figure:
         return next(f for f in self.figures if f.key == key)
@@ -87,6 +89,7 @@ class Estimate:
             "figures": [asdict(f) for f in self.figures],
             "cost": {
                 "currency": price_table.currency(),
+                "prices": self.prices,
                 "hours_per_month": hours,
                 "lines": [asdict(c) for c in self.costs],
                 "priced_hourly_usd": round(self.hourly_usd, 4),
@@ -325,7 +328,15 @@ def _monthly(hourly: float) -> float:
     return hourly * price_table.hours_per_month()
 
 
-def _group_cost(config: EnvironmentConfig, group: InstanceGroupConfig) -> CostLine:
+def _missing(what: str, book: price_table.PriceBook) -> str:
+    """ "no price data for X", and with the Pricing API why it had none."""
+    why = book.why()
+    return f"no price data for {what}" + (f" ({book.label}: {why})" if why else "")
+
+
+def _group_cost(
+    config: EnvironmentConfig, group: InstanceGroupConfig, book: price_table.PriceBook
+) -> CostLine:
     item = f"{group.name}: {group.instance_count} x {group.instance_type}"
     facts = instance_type(group.instance_type)
     on_plan = (
@@ -343,9 +354,9 @@ def _group_cost(config: EnvironmentConfig, group: InstanceGroupConfig) -> CostLi
             "not in the hourly cost",
             prepaid=True,
         )
-    price = price_table.instance_hour(group.instance_type, config.region)
+    price = book.instance_hour(group.instance_type, config.region)
     if price is None:
-        missing = f"no price data for {group.instance_type} in {config.region}"
+        missing = _missing(f"{group.instance_type} in {config.region}", book)
         return CostLine("instances", item, None, None, missing, missing=missing)
     hourly = group.instance_count * price.usd
     return CostLine(
@@ -358,7 +369,7 @@ def _group_cost(config: EnvironmentConfig, group: InstanceGroupConfig) -> CostLi
     )
 
 
-def _lustre_cost(config: EnvironmentConfig) -> CostLine:
+def _lustre_cost(config: EnvironmentConfig, book: price_table.PriceBook) -> CostLine:
     lustre = config.storage.lustre
     if lustre.existing is not None:
         return CostLine(
@@ -370,11 +381,10 @@ def _lustre_cost(config: EnvironmentConfig) -> CostLine:
         )
     gb, tier = lustre.storage_capacity_gib, lustre.throughput_per_unit_storage
     item = f"FSx for Lustre: {_num(gb, 0)} GB PERSISTENT_2 at {tier} MB/s/TiB"
-    price = price_table.lustre_gb_month(tier, config.region)
+    price = book.lustre_gb_month(tier, config.region)
     if price is None:
-        missing = (
-            f"no price data for FSx for Lustre PERSISTENT_2 at {tier} MB/s/TiB in {config.region}"
-        )
+        what = f"FSx for Lustre PERSISTENT_2 at {tier} MB/s/TiB in {config.region}"
+        missing = _missing(what, book)
         return CostLine("lustre", item, None, None, missing, missing=missing)
     monthly = gb * price.usd
     return CostLine(
@@ -387,14 +397,14 @@ def _lustre_cost(config: EnvironmentConfig) -> CostLine:
     )
 
 
-def _nat_cost(config: EnvironmentConfig) -> CostLine | None:
+def _nat_cost(config: EnvironmentConfig, book: price_table.PriceBook) -> CostLine | None:
     if config.network.existing_vpc is not None:
         return None  # the VPC's own NAT, not ours
-    price = price_table.nat_gateway_hour(config.region)
+    price = book.nat_gateway_hour(config.region)
     if price is None:
-        missing = f"no price data for a NAT gateway in {config.region}"
+        missing = _missing(f"a NAT gateway in {config.region}", book)
         return CostLine("nat", "NAT gateway: 1", None, None, missing, missing=missing)
-    per_gb = price_table.nat_gateway_gb(config.region)
+    per_gb = book.nat_gateway_gb(config.region)
     usage = f"; data processed costs {_usd(per_gb.usd)}/GB more" if per_gb is not None else ""
     return CostLine(
         "nat",
@@ -409,8 +419,15 @@ def _nat_cost(config: EnvironmentConfig) -> CostLine | None:
 # --- all of it ---------------------------------------------------------------------------------
 
 
-def estimate(config: EnvironmentConfig, *, step_time_s: float | None = None) -> Estimate:
-    """The figures and the cost of `config` (a validated environment)."""
+def estimate(
+    config: EnvironmentConfig,
+    *,
+    step_time_s: float | None = None,
+    prices: price_table.PriceBook | None = None,
+) -> Estimate:
+    """The figures and the cost of `config` (a validated environment), priced from `prices`
+    (the bundled table unless given: `estimate --aws` gives the Pricing API)."""
+    book = prices if prices is not None else price_table.BundledPrices()
     lustre = _lustre(config)
     size = _checkpoint_size(config)
     rate = _checkpoint_rate(config, lustre[1].value)
@@ -426,12 +443,12 @@ def estimate(config: EnvironmentConfig, *, step_time_s: float | None = None) -> 
         read,
         share,
     ]
-    costs = [_group_cost(config, g) for g in config.cluster.instance_groups]
-    costs.append(_lustre_cost(config))
-    if (nat := _nat_cost(config)) is not None:
+    costs = [_group_cost(config, g, book) for g in config.cluster.instance_groups]
+    costs.append(_lustre_cost(config, book))
+    if (nat := _nat_cost(config, book)) is not None:
         costs.append(nat)
-    tables = {INSTANCE_TABLE: instance_types_checked(), PRICE_TABLE: price_table.prices_checked()}
-    return Estimate(config.name, config.region, figures, costs, warnings, tables)
+    tables = {INSTANCE_TABLE: instance_types_checked(), book.name: book.date}
+    return Estimate(config.name, config.region, figures, costs, warnings, tables, book.label)
 
 
 def render_text(result: Estimate) -> str:
@@ -445,8 +462,7 @@ def render_text(result: Estimate) -> str:
     hours = price_table.hours_per_month()
     lines += [
         "",
-        f"cost, {price_table.currency()} [{PRICE_TABLE}, checked "
-        f"{result.tables[PRICE_TABLE]}; a month is {hours} hours]:",
+        f"cost, {price_table.currency()} [{result.prices}; a month is {hours} hours]:",
     ]
     for c in result.costs:
         if c.hourly_usd is None or c.monthly_usd is None:
@@ -454,7 +470,12 @@ def render_text(result: Estimate) -> str:
         else:
             money = f"{_usd(c.hourly_usd)}/hour, {_usd(c.monthly_usd)}/month"
         lines.append(f"  {c.item}: {money} ({c.how})")
-        lines += [f"      source: {s['url']} (read {s['read']})" for s in c.sources]
+        for s in c.sources:  # a page with its address, or the Pricing API with the SKU
+            lines.append(
+                f"      source: {s['url']} (read {s['read']})"
+                if s["url"].startswith("https://")
+                else f"      source: {s['url']}, read {s['read']} ({s['quote']})"
+            )
     total = result.hourly_usd
     summary = f"  total of what has a price: {_usd(total)}/hour, {_usd(total * hours)}/month"
     if result.unpriced:

@@ -1,8 +1,8 @@
 """`hyperpod-kit estimate FILE`: the estimate of a valid environment, as text or JSON on stdout.
 
 Its warnings (a checkpoint that takes more than 5% of its interval) go to stderr as findings, with
-the line of the key they name. `--aws` (the Pricing API) is not built: prices come only from the
-bundled table (docs/estimate.md).
+the line of the key they name. Prices come from the bundled table, or with `--aws` from the AWS
+Pricing API through the one AWS facade (without credentials: one line, exit 2; docs/estimate.md).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import sys
 
 from hyperpod_kit.config import LoadedEnvironment
 from hyperpod_kit.config.loader import line_of
+from hyperpod_kit.estimate import Estimate, render_text
 from hyperpod_kit.estimate import estimate as compute
-from hyperpod_kit.estimate import render_text
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 
@@ -33,6 +33,27 @@ def step_time(text: str | None) -> float | None:
     return value
 
 
+def _from_pricing_api(loaded: LoadedEnvironment, seconds: float | None) -> Estimate | None:
+    """The estimate priced from the AWS Pricing API, or None after one line: no credentials,
+    or the API could not be read (denied, no network)."""
+    from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
+    from hyperpod_kit.operations.pricing import PricingApi
+
+    aws = AwsFacade(loaded.config.region)
+    if not aws.has_credentials():
+        print(f"{loaded.file}: no AWS credentials found for --aws. Hint: configure them (aws "
+              "configure, AWS_PROFILE, or SSO) with pricing:GetProducts, or leave out --aws for "
+              "the bundled price table.", file=sys.stderr)  # fmt: skip
+        return None
+    try:
+        return compute(loaded.config, step_time_s=seconds, prices=PricingApi(aws))
+    except AwsUnavailableError as e:
+        print(f"{loaded.file}: cannot read the AWS Pricing API ({e}). Hint: the credentials need "
+              "pricing:GetProducts and a network path to api.pricing.us-east-1.amazonaws.com; "
+              "or leave out --aws.", file=sys.stderr)  # fmt: skip
+        return None
+
+
 def estimate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     try:
         seconds = step_time(args.step_time)
@@ -40,7 +61,13 @@ def estimate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         print(f"--step-time: {args.step_time!r} {e}. Hint: the measured time of one training "
               "step in seconds, e.g. --step-time 2.5.", file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
-    result = compute(loaded.config, step_time_s=seconds)
+    result = (
+        _from_pricing_api(loaded, seconds)
+        if args.aws
+        else compute(loaded.config, step_time_s=seconds)
+    )
+    if result is None:
+        return EXIT_BAD_INPUT
     warnings = [w.at_line(line_of(loaded.lines, tuple(w.path.split(".")))) for w in result.warnings]
     for w in warnings:
         print(w.render(loaded.file), file=sys.stderr)

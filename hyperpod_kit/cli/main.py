@@ -184,7 +184,7 @@ def _parser() -> argparse.ArgumentParser:
     est = env_command(
         "estimate",
         "what FILE brings and costs: accelerators, EFA, Lustre throughput, checkpoint times, "
-        "hourly and monthly cost from a dated price table",
+        "hourly and monthly cost from a dated price table (or the AWS Pricing API with --aws)",
         quiet=False,
     )
     est.add_argument(
@@ -198,6 +198,12 @@ def _parser() -> argparse.ArgumentParser:
         choices=["text", "json"],
         default="text",
         help="text or JSON, on stdout (text)",
+    )
+    est.add_argument(
+        "--aws",
+        action="store_true",
+        help="prices from the AWS Pricing API (pricing:GetProducts, with credentials) instead of "
+        "the bundled table",
     )
 
     from hyperpod_kit.cli.init import add_init_parser

@@ -1,5 +1,5 @@
-"""The one AWS facade of the command line (`validate --aws`, `status`, `logs`), and the checks
-that need an AWS account.
+"""The one AWS facade of the command line (`validate --aws`, `status`, `logs`, `estimate --aws`),
+and the checks that need an AWS account.
 
 `AwsFacade` resolves credentials and the region in one place (`resolve_session`: boto3's chain,
 the environment file's region; AWS_ENDPOINT_URL reaches a local moto server in tests), gives every
@@ -13,6 +13,7 @@ says which check was skipped and why.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
@@ -81,12 +82,16 @@ class AwsFacade:
         sts = self.client("sts")
         return str(self.call("sts:GetCallerIdentity", sts.get_caller_identity)["Account"])
 
-    def client(self, service: str) -> Any:
-        if service not in self._clients:
-            self._clients[service] = self._session.client(  # type: ignore[call-overload]
-                service, region_name=self.region, config=CLIENT_CONFIG
+    def client(self, service: str, *, region: str | None = None) -> Any:
+        """The service's client in the environment's region, or in `region` (a service with
+        endpoints in a few regions only, such as the Pricing API); one per service and region."""
+        region = region or self.region
+        key = service if region == self.region else f"{service}@{region}"
+        if key not in self._clients:
+            self._clients[key] = self._session.client(  # type: ignore[call-overload]
+                service, region_name=region, config=CLIENT_CONFIG
             )
-        return self._clients[service]
+        return self._clients[key]
 
     def call(
         self,
@@ -123,12 +128,13 @@ class AwsFacade:
         *,
         limit: int | None = None,
         missing: Collection[str] = (),
+        region: str | None = None,
         **kwargs: Any,
     ) -> list[Any]:
         """Every item under `key` of every page of `operation` (botocore's paginator where the
         service model has one, NextToken otherwise), at most `limit` of them; [] when the error
         code is one of `missing`."""
-        client = self.client(service)
+        client = self.client(service, region=region)
         what = f"{service}:{''.join(w.capitalize() for w in operation.split('_'))}"
 
         def fetch() -> list[Any]:
@@ -145,6 +151,30 @@ class AwsFacade:
 
         result: list[Any] | None = self.call(what, fetch, missing=missing)
         return [] if result is None else result
+
+    def price_list(
+        self, service_code: str, *, term_match: dict[str, str], contains: dict[str, str],
+        endpoint_region: str,
+    ) -> list[dict[str, Any]]:  # fmt: skip
+        """The AWS Price List's products that match (pricing:GetProducts, every page, served from
+        `endpoint_region`), each PriceList item (a JSON string in the API) parsed."""
+        filters = [{"Type": "TERM_MATCH", "Field": k, "Value": v} for k, v in term_match.items()]
+        filters += [{"Type": "CONTAINS", "Field": k, "Value": v} for k, v in contains.items()]
+        items = self.pages(
+            "pricing", "get_products", "PriceList", region=endpoint_region,
+            ServiceCode=service_code, Filters=filters, FormatVersion="aws_v1",
+        )  # fmt: skip
+        products: list[dict[str, Any]] = []
+        for item in items:
+            try:
+                row = json.loads(item) if isinstance(item, str) else item
+            except ValueError:
+                raise AwsUnavailableError(
+                    f"pricing:GetProducts {service_code}: a PriceList item is not JSON"
+                ) from None
+            if isinstance(row, dict):
+                products.append(row)
+        return products
 
     def availability_zone_ids(self) -> set[str]:
         ec2 = self.client("ec2")
