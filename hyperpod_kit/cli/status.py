@@ -23,7 +23,7 @@ from hyperpod_kit.config import LoadedEnvironment
 if TYPE_CHECKING:  # boto3 is imported when status or logs runs, not for every command's parser
     from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
     from hyperpod_kit.operations import logs as node_logs
-    from hyperpod_kit.operations.status import Status
+    from hyperpod_kit.operations.status import ClusterState, Status
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 WATCH_LIMIT_S = 2 * 3600  # --watch gives up after this long, even if something is still moving
@@ -67,7 +67,9 @@ def add_logs_arguments(lg: argparse.ArgumentParser) -> None:
 
 _STATUS_EPILOG = """\
 Node health is the health runner's newest verdicts in the cluster's log group (the API has no
-health field): "log-group verdict" with the verdict's time, or "unknown" when there is none.
+health field): "log-group verdict" with the verdict's time; on EKS also "eks-label" (the node's
+sagemaker.amazonaws.com/node-health-status, read from the cluster's Kubernetes API with the
+caller's access entry); "unknown" when there is none.
 Stacks are found by their hyperpod-kit:environment tag, the rest through the discovery
 parameters /hyperpod-kit/<env>/<area>.
 
@@ -157,22 +159,8 @@ def render(s: Status) -> str:
         for e in stack.events:
             why = f": {e.reason}" if e.reason else ""
             out.append(f"    {e.time} {e.resource} ({e.type}) {e.status}{why}")
-    c = s.cluster
-    if c is not None:
-        failure = f": {c.failure_message}" if c.failure_message else ""
-        out.append(f"cluster {c.name}: {c.status}{failure}")
-        for g in c.groups:
-            out.append(f"  group {g.name:<16} {g.instance_type:<18} {g.current}/{g.target} "
-                       f"nodes {g.status}".rstrip())  # fmt: skip
-        for n in c.nodes:
-            image = f" image {n.image_version_status}" if n.image_version_status else ""
-            message = f" ({n.message})" if n.message else ""
-            h = n.health
-            seen = f" ({h.source}, {h.time})" if h.time else f" ({h.source})"
-            out.append(f"  node {n.instance_id} {n.group:<16} {n.status}{message} health "
-                       f"{h.value}{seen}: {h.reason}{image}")  # fmt: skip
-        if c.log_group:
-            out.append(f"  logs: {c.log_group} (hyperpod-kit logs FILE)")
+    if s.cluster is not None:
+        out += _render_cluster(s.cluster)
     fs = s.file_system
     if fs is not None:
         free = "free space unknown" if fs.free_gib is None else f"{fs.free_gib:g} GiB free"
@@ -195,6 +183,27 @@ def render(s: Status) -> str:
     for d in s.diagnoses:
         out.append(d.render())
     return "\n".join(out) + "\n"
+
+
+def _render_cluster(c: ClusterState) -> list[str]:
+    out: list[str] = []
+    failure = f": {c.failure_message}" if c.failure_message else ""
+    out.append(f"cluster {c.name}: {c.status}{failure}")
+    for g in c.groups:
+        out.append(f"  group {g.name:<16} {g.instance_type:<18} {g.current}/{g.target} "
+                   f"nodes {g.status}".rstrip())  # fmt: skip
+    for n in c.nodes:
+        image = f" image {n.image_version_status}" if n.image_version_status else ""
+        message = f" ({n.message})" if n.message else ""
+        h = n.health
+        seen = f" ({h.source}, {h.time})" if h.time else f" ({h.source})"
+        out.append(f"  node {n.instance_id} {n.group:<16} {n.status}{message} health "
+                   f"{h.value}{seen}: {h.reason}{image}")  # fmt: skip
+    if c.eks_labels:
+        out.append(f"  EKS health labels: {c.eks_labels}")
+    if c.log_group:
+        out.append(f"  logs: {c.log_group} (hyperpod-kit logs FILE)")
+    return out
 
 
 def since_ms(text: str | None, now: datetime.datetime | None = None) -> int | None:

@@ -13,7 +13,11 @@ says which check was skipped and why.
 
 from __future__ import annotations
 
+import base64
 import json
+import ssl
+import urllib.error
+import urllib.request
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
 from typing import Any
@@ -175,6 +179,51 @@ class AwsFacade:
             if isinstance(row, dict):
                 products.append(row)
         return products
+
+    def kubernetes_get(self, cluster_name: str, path: str) -> Any:
+        """GET `path` of an EKS cluster's Kubernetes API (its JSON answer) as the caller's IAM
+        identity: the endpoint and CA from eks:DescribeCluster, a bearer token as `aws eks
+        get-token` makes it (a presigned sts:GetCallerIdentity for the cluster). A refusal (HTTP
+        401/403: no access entry for the identity) or no route is `AwsUnavailableError`."""
+        eks = self.client("eks")
+        found = self.call("eks:DescribeCluster", eks.describe_cluster, name=cluster_name)
+        cluster = found.get("cluster", {})
+        endpoint, ca = cluster.get("endpoint"), cluster.get("certificateAuthority", {}).get("data")
+        if not endpoint:
+            raise AwsUnavailableError(f"eks:DescribeCluster {cluster_name}: no endpoint yet")
+        request = urllib.request.Request(
+            endpoint.rstrip("/") + path,
+            headers={"Authorization": f"Bearer {self._eks_token(cluster_name)}",
+                     "Accept": "application/json"},
+        )  # fmt: skip
+        what = f"Kubernetes API of {cluster_name} {path}"
+        try:  # the cluster's own CA for its https endpoint (a bad one is an SSLError: OSError)
+            context = (
+                ssl.create_default_context(cadata=base64.b64decode(ca).decode() if ca else None)
+                if endpoint.startswith("https://")
+                else None
+            )
+            with urllib.request.urlopen(request, timeout=30, context=context) as answer:
+                return json.loads(answer.read())
+        except urllib.error.HTTPError as e:
+            raise AwsUnavailableError(f"{what}: HTTP {e.code} {e.reason}", str(e.code)) from None
+        except (OSError, ValueError) as e:  # URLError is an OSError; ValueError: not JSON
+            raise AwsUnavailableError(f"{what}: {e}") from None
+
+    def _eks_token(self, cluster_name: str) -> str:
+        """EKS's bearer token: "k8s-aws-v1." and the base64url of a presigned
+        sts:GetCallerIdentity URL signed with the header x-k8s-aws-id: <cluster> (its own STS
+        client, so the header reaches no other call)."""
+        sts = self._session.client("sts", region_name=self.region, config=CLIENT_CONFIG)
+
+        def cluster_header(request: Any, **_: Any) -> None:
+            request.headers["x-k8s-aws-id"] = cluster_name
+
+        sts.meta.events.register("before-sign.sts.GetCallerIdentity", cluster_header)
+        url = self.call("sts:GetCallerIdentity (presigned)", sts.generate_presigned_url,
+                        "get_caller_identity", Params={}, ExpiresIn=60,
+                        HttpMethod="GET")  # fmt: skip
+        return "k8s-aws-v1." + base64.urlsafe_b64encode(str(url).encode()).decode().rstrip("=")
 
     def availability_zone_ids(self) -> set[str]:
         ec2 = self.client("ec2")

@@ -184,11 +184,15 @@ def render_markdown() -> str:
         "`ImageVersionStatus`); a node's **health** is the health runner's newest verdicts in "
         "the stream `hyperpod-kit/health/<instance-id>` of the cluster's log group "
         "`/aws/sagemaker/Clusters/<cluster-name>/<cluster-id>` (source `log-group verdict`, "
-        "with the verdict's time; `unknown` when there is none). The API has no health field; "
-        "HyperPod's node health events go to the alert topic and are not stored, and the EKS "
-        "label needs the cluster's Kubernetes API, which `status` does not call. An unhealthy "
-        "node makes `status` exit 1, and its verdict is diagnosed (`node-unhealthy`, once per "
-        "node);",
+        "with the verdict's time) and, on EKS, the node's label "
+        "`sagemaker.amazonaws.com/node-health-status` (source `eks-label`: read from the "
+        "cluster's Kubernetes API, `GET /api/v1/nodes`, with a token as `aws eks get-token` "
+        "makes it, so the caller needs an access entry; when refused, `status` says so and keeps "
+        "the verdicts); `unknown` when there is neither. An unhealthy verdict stands (it names "
+        "the check); a label asking for a reboot or replacement makes the node unhealthy. The "
+        "API has no health field, and HyperPod's node health events go to the alert topic and "
+        "are not stored. An unhealthy node makes `status` exit 1, and it is diagnosed once per "
+        "node (`node-unhealthy`, `node-labelled-for-repair`);",
         "- the file system and its data repository associations (FSx), its free space "
         "(CloudWatch `FreeDataStorageCapacity`; below 10% is *degraded*);",
         "- the Studio domain and each Studio person's partition report under "

@@ -41,10 +41,10 @@ class LogEvent:
 
 
 # Where a node's health came from: the health runner's newest verdicts in the cluster's log group,
-# or nothing (no verdict yet, no log group). HyperPod's node health events go to the alert topic
-# and are not stored; the EKS label `sagemaker.amazonaws.com/node-health-status` is read only
-# through the cluster's Kubernetes API, which the command line does not call (docs/status.md).
-LOG_GROUP_VERDICT, UNKNOWN = "log-group verdict", "unknown"
+# on EKS the node's label `sagemaker.amazonaws.com/node-health-status` (HyperPod's own verdict,
+# read from the cluster's Kubernetes API by `status`), or nothing. HyperPod's node health events
+# go to the alert topic and are not stored (docs/troubleshooting.md).
+LOG_GROUP_VERDICT, EKS_LABEL, UNKNOWN = "log-group verdict", "eks-label", "unknown"
 
 
 @dataclass(frozen=True)

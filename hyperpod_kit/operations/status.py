@@ -3,9 +3,10 @@
 Found from CloudFormation (every stack tagged with the environment's name) and the discovery
 parameters the stacks publish (`/hyperpod-kit/<env>/<area>`), never from guesses: the cluster,
 its instance groups and nodes (SageMaker), node health (the health runner's newest verdicts in
-the cluster's log group: the API has no health field), the file system and its data repository
-associations (FSx; free space from CloudWatch), the Studio domain and the partitions gate (the
-nodes' reports under `/hyperpod-kit/<env>/partitions/`), the environment's alarms in ALARM. When
+the cluster's log group, and on EKS the node-health-status label: the API has no health field),
+the file system and its data repository associations (FSx; free space from CloudWatch), the
+Studio domain and the partitions gate (the nodes' reports under `/hyperpod-kit/<env>/partitions/`),
+the environment's alarms in ALARM. When
 something failed, the diagnosis (`hyperpod_kit.operations.diagnosis`) is attached.
 """
 
@@ -13,12 +14,13 @@ from __future__ import annotations
 
 import datetime
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from hyperpod_kit.config.aws import AwsFacade
+from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.jobs.eks import HEALTH_LABEL
+from hyperpod_kit.naming import eks_cluster_name, parameter_name
 from hyperpod_kit.operations import logs
 from hyperpod_kit.operations.diagnosis import Diagnosis, Evidence, diagnose
 from hyperpod_kit.operations.discovery import Deployed, discover
@@ -31,6 +33,8 @@ IMAGE_STALE = {"SecurityUpdateRequired", "EndOfLife"}
 FSX_BAD = {"FAILED", "MISCONFIGURED", "MISCONFIGURED_UNAVAILABLE"}
 FSX_BUSY = {"CREATING", "UPDATING", "DELETING"}
 FREE_SPACE_LOW = 0.10  # a file system with less free space than this share is degraded
+# HyperPod's EKS label values that ask for a repair (facts-hyperpod.md §4)
+LABEL_UNHEALTHY = {"UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 
 
 class NothingDeployedError(Exception):
@@ -82,6 +86,7 @@ class ClusterState:
     groups: list[GroupState]
     nodes: list[NodeState]
     log_group: str | None
+    eks_labels: str | None = None  # EKS: where the health labels were read, or why they were not
 
 
 @dataclass(frozen=True)
@@ -160,6 +165,8 @@ def collect(config: EnvironmentConfig, aws: AwsFacade, *, read_logs: bool = True
     status.stacks = [_stack(aws, s) for s in deployed.stacks]
     status.stacks += [_stack(aws, s) for s in deployed.nested if _unsettled(s["StackStatus"])]
     status.cluster = _cluster(aws, deployed, read_logs=read_logs)
+    if status.cluster is not None and config.orchestrator == "eks":
+        status.cluster = _with_eks_labels(aws, status.cluster, deployed, config)
     status.file_system = _file_system(aws, deployed)
     status.studio = _studio(aws, deployed, config)
     status.alarms = [
@@ -244,6 +251,48 @@ def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterS
         )  # fmt: skip
     return ClusterState(name, found.get("ClusterStatus", ""), found.get("FailureMessage", ""),
                         groups, nodes, group)  # fmt: skip
+
+
+def _with_eks_labels(
+    aws: AwsFacade, c: ClusterState, deployed: Deployed, config: EnvironmentConfig
+) -> ClusterState:
+    """The cluster with each node's health completed by its EKS label (`combine`); a label that
+    cannot be read (no access entry for the caller, no route to the endpoint) leaves the
+    verdicts as they are and says why."""
+    eks = deployed.handle("eks", "cluster_name") or eks_cluster_name(config)
+    try:
+        answer = aws.kubernetes_get(eks, f"/api/v1/nodes?labelSelector={HEALTH_LABEL}")
+    except AwsUnavailableError as e:
+        return replace(c, eks_labels=f"not read ({e})")
+    labels: dict[str, str] = {}
+    for node in answer.get("items", []) if isinstance(answer, dict) else []:
+        meta, spec = node.get("metadata", {}), node.get("spec", {})
+        value = meta.get("labels", {}).get(HEALTH_LABEL)
+        # the node's instance: an instance id in its name, provider id or labels
+        where = " ".join([meta.get("name", ""), spec.get("providerID", ""),
+                          *map(str, meta.get("labels", {}).values())])  # fmt: skip
+        ids = logs.INSTANCE_ID.findall(where)
+        if value and ids:
+            labels[ids[0]] = str(value)
+    nodes = [replace(n, health=combine(n.health, labels.get(n.instance_id))) for n in c.nodes]
+    return replace(c, nodes=nodes, eks_labels=f"read from the EKS cluster {eks}")
+
+
+def combine(verdict: logs.Health, label: str | None) -> logs.Health:
+    """A node's health from the runner's verdict and its EKS label: an unhealthy verdict stands
+    (it names the check); a label asking for a reboot or replacement makes the node unhealthy;
+    without a verdict, the label decides (Schedulable: healthy; Unschedulable: deep health
+    checks running, unknown)."""
+    if label is None or verdict.value == "unhealthy":
+        return verdict
+    said = f"{HEALTH_LABEL}={label}"
+    if label in LABEL_UNHEALTHY:
+        return logs.Health("unhealthy", logs.EKS_LABEL, said, failed=(said,))
+    if verdict.value == "unknown" and label == "Schedulable":
+        return logs.Health("healthy", logs.EKS_LABEL, said)
+    if verdict.value == "unknown":
+        return logs.Health("unknown", logs.EKS_LABEL, f"{said}: deep health checks running")
+    return verdict
 
 
 def _file_system(aws: AwsFacade, deployed: Deployed) -> FileSystemState | None:
@@ -419,8 +468,10 @@ def _node_evidence(c: ClusterState) -> tuple[list[Evidence], list[str]]:
             lines.append(Evidence("failure_message", n.message, n.instance_id))
         if n.status == "Failure" or n.health.value == "unhealthy":
             failing.append(n.instance_id)
-        if n.health.failed:
-            text = f"health runner verdict at {n.health.time}: " + "; ".join(n.health.failed)
+        if n.health.failed:  # the runner's checks with their time, or the EKS label
+            text = "; ".join(n.health.failed)
+            if n.health.source == logs.LOG_GROUP_VERDICT:
+                text = f"health runner verdict at {n.health.time}: {text}"
             lines.append(Evidence("node_health", text, f"{n.instance_id} ({n.group})"))
     failing += logs.INSTANCE_ID.findall(c.failure_message)
     return lines, failing

@@ -4,8 +4,11 @@ failed creation, a degraded node, image version status, the DRA's state, Studio'
 
 from __future__ import annotations
 
+import base64
 import datetime
+import http.server
 import json
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,9 +20,10 @@ from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.aws import AwsFacade
 from hyperpod_kit.naming import ENVIRONMENT_TAG, LOG_STREAMS, parameter_name
 from hyperpod_kit.operations import logs
+from hyperpod_kit.operations import status as status_module
 from hyperpod_kit.operations.diagnosis import Evidence, diagnose, render_markdown, signatures
-from hyperpod_kit.operations.discovery import PUBLISHED
-from hyperpod_kit.operations.status import DEGRADED, FAILED, collect
+from hyperpod_kit.operations.discovery import PUBLISHED, Deployed
+from hyperpod_kit.operations.status import DEGRADED, FAILED, ClusterState, NodeState, collect
 from tests.conftest import REPO
 
 T0 = datetime.datetime(2026, 11, 25, 1, 0, tzinfo=datetime.UTC)
@@ -403,3 +407,123 @@ def test_follow_prints_each_event_once_until_interrupted(
     out = capsys.readouterr().out.splitlines()
     assert [line.split("] ", 1)[1] for line in out] == ["first", "second"]
     assert asked == [None, 1]  # the next poll starts at the newest event seen
+
+
+# --- EKS: the node-health-status label -----------------------------------------------------------
+
+
+class KubernetesApi:
+    """A Kubernetes API on loopback (plain HTTP: the endpoint is what eks:DescribeCluster says)
+    answering GET /api/v1/nodes with `nodes`, or with `refuse` as the HTTP status; it keeps the
+    Authorization header of each request."""
+
+    def __init__(self, nodes: list[dict[str, Any]], refuse: int | None = None) -> None:
+        self.seen: list[tuple[str, str]] = []
+        api = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                api.seen.append((self.path, self.headers.get("Authorization", "")))
+                body = json.dumps({"kind": "NodeList", "apiVersion": "v1", "items": nodes})
+                self.send_response(refuse or 200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(body.encode())
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join()
+
+
+def k8s_node(instance_id: str, label: str) -> dict[str, Any]:
+    return {"metadata": {"name": f"hyperpod-{instance_id}", "labels": {
+        "sagemaker.amazonaws.com/node-health-status": label,
+        "sagemaker.amazonaws.com/instance-group-name": "workers"}},
+        "spec": {"providerID": f"aws:///usw2-az2/{instance_id}"}}  # fmt: skip
+
+
+def eks_cluster_state(*healths: logs.Health) -> ClusterState:
+    nodes = [NodeState(iid, "workers", "ml.g5.8xlarge", "Running", "", h, "UpToDate")
+             for iid, h in zip((NODE, OTHER), healths, strict=True)]  # fmt: skip
+    return ClusterState("hyperpod-eks", "InService", "", [], nodes, "/aws/sagemaker/Clusters/x/y")
+
+
+def describe_eks(stubs: Stubs, endpoint: str) -> None:
+    ca = base64.b64encode(b"not used over plain HTTP").decode()
+    stubs.on("eks", "describe_cluster", {"cluster": {
+        "name": "hyperpod-eks-eks", "endpoint": endpoint, "status": "ACTIVE",
+        "certificateAuthority": {"data": ca}}})  # fmt: skip
+
+
+def test_eks_labels_complete_the_runners_verdicts(stubs: Stubs) -> None:
+    config = load_environment(REPO / "environments" / "eks.yaml").config
+    api = KubernetesApi([k8s_node(NODE, "UnschedulablePendingReplacement"),
+                         k8s_node(OTHER, "Schedulable")])  # fmt: skip
+    try:
+        describe_eks(stubs, api.endpoint)
+        deployed = Deployed(config.name, handles={"eks": {"cluster_name": "hyperpod-eks-eks"}})
+        unknown = logs.Health("unknown", logs.UNKNOWN, "no verdict")
+        found = status_module._with_eks_labels(
+            stubs.facade, eks_cluster_state(unknown, unknown), deployed, config
+        )
+    finally:
+        api.close()
+    ((path, authorization),) = api.seen
+    assert path == "/api/v1/nodes?labelSelector=sagemaker.amazonaws.com/node-health-status"
+    # the bearer token is `aws eks get-token`'s: a presigned GetCallerIdentity signing the cluster
+    assert authorization.startswith("Bearer k8s-aws-v1.")
+    token = authorization.removeprefix("Bearer k8s-aws-v1.")
+    url = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4)).decode()
+    assert "Action=GetCallerIdentity" in url and "x-k8s-aws-id" in url
+    health = {n.instance_id: n.health for n in found.nodes}
+    label = "sagemaker.amazonaws.com/node-health-status"
+    assert (health[NODE].value, health[NODE].source, health[NODE].reason) == (
+        "unhealthy", logs.EKS_LABEL, f"{label}=UnschedulablePendingReplacement")  # fmt: skip
+    assert (health[OTHER].value, health[OTHER].source) == ("healthy", logs.EKS_LABEL)
+    assert found.eks_labels == "read from the EKS cluster hyperpod-eks-eks"
+    (diagnosis,) = diagnose(status_module._node_evidence(found)[0])
+    assert diagnosis.signature.id == "node-labelled-for-repair"
+    assert diagnosis.evidence.origin == f"{NODE} (workers)"
+
+
+def test_eks_labels_refused_leave_the_verdicts(stubs: Stubs) -> None:
+    config = load_environment(REPO / "environments" / "eks.yaml").config
+    api = KubernetesApi([], refuse=403)
+    try:
+        describe_eks(stubs, api.endpoint)
+        healthy = logs.Health("healthy", logs.LOG_GROUP_VERDICT, "2 checks passed", "t")
+        before = eks_cluster_state(healthy, healthy)
+        found = status_module._with_eks_labels(stubs.facade, before, Deployed(config.name), config)
+    finally:
+        api.close()
+    assert found.nodes == before.nodes
+    assert found.eks_labels is not None and found.eks_labels.startswith("not read (")
+    assert "HTTP 403" in found.eks_labels
+
+
+@pytest.mark.parametrize(
+    ("verdict", "label", "expected"),
+    [
+        ("unhealthy", "Schedulable", ("unhealthy", "log-group verdict")),  # the check is named
+        ("healthy", "UnschedulablePendingReboot", ("unhealthy", "eks-label")),
+        ("healthy", "Schedulable", ("healthy", "log-group verdict")),
+        ("unknown", "Schedulable", ("healthy", "eks-label")),
+        ("unknown", "Unschedulable", ("unknown", "eks-label")),  # deep health checks running
+        ("unknown", None, ("unknown", "unknown")),
+    ],
+)
+def test_verdict_and_label_combined(
+    verdict: str, label: str | None, expected: tuple[str, str]
+) -> None:
+    source = logs.UNKNOWN if verdict == "unknown" else logs.LOG_GROUP_VERDICT
+    combined = status_module.combine(logs.Health(verdict, source, "r", "t"), label)
+    assert (combined.value, combined.source) == expected
