@@ -115,8 +115,8 @@ def cdk_arguments(command: str, assembly: Path, extra: Sequence[str]) -> list[st
 
 
 def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
-    from hyperpod_kit.cli.outputs import write_error
     from hyperpod_kit.cli.synth import gated_assembly
+    from hyperpod_kit.outputs import write_error
 
     cdk = cdk_binary()
     if cdk is None:

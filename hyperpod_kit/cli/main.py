@@ -6,7 +6,7 @@ command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: me
 ...`` for an output path) with nothing written; `plan` also exits 1 for a dangerous change and
 3 for one AWS or the nodes refuse (see its --help); `status` exits 1 for an environment that is
 not healthy, and 2 without credentials or with nothing deployed (cli/status.py). Every write
-goes through `hyperpod_kit.cli.outputs`: an output replaces only what hyperpod-kit wrote.
+goes through `hyperpod_kit.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 
 from __future__ import annotations
@@ -19,10 +19,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hyperpod_kit import __version__
-from hyperpod_kit.cli.outputs import OutputError
-from hyperpod_kit.cli.quiet import quick_exit, silence_jsii
 from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
 from hyperpod_kit.config.findings import Finding
+from hyperpod_kit.outputs import OutputError
+from hyperpod_kit.process import quick_exit, silence_jsii
 
 DEFAULT_FILE = "environments/default.yaml"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -413,10 +413,10 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
 
 
 def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
-    from hyperpod_kit.cli.outputs import JOBS, write_error, write_files
     from hyperpod_kit.jobs import ImageError, JobImage, lint, render_jobs
     from hyperpod_kit.jobs.image import given_image, trainer_stack_image
     from hyperpod_kit.jobs.slurm import TemplateError
+    from hyperpod_kit.outputs import JOBS, write_error, write_files
 
     config = loaded.config
     try:
@@ -454,9 +454,9 @@ def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 
 
 def _schema(output: str | None, *, markdown: bool, force: bool) -> int:
-    from hyperpod_kit.cli.outputs import check_file, write_error, write_file
     from hyperpod_kit.config.jsonschema import environment_schema
     from hyperpod_kit.config.reference import markdown_reference
+    from hyperpod_kit.outputs import check_file, write_error, write_file
 
     text = markdown_reference() if markdown else json.dumps(environment_schema(), indent=2) + "\n"
     if output is None:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hyperpod_kit.cli.outputs import LOGS, FolderOutput, write_error
 from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.outputs import LOGS, FolderOutput, write_error
 
 if TYPE_CHECKING:  # boto3 is imported when status or logs runs, not for every command's parser
     from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError

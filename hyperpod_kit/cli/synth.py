@@ -3,7 +3,7 @@
 The assembly is built in a temporary sibling of the output folder and moved into place only when
 every gate passes, so a failed or interrupted synth never leaves a half-written or ungated
 `cdk.out` behind for a deploy to pick up. The output folder is replaced only if hyperpod-kit wrote
-it (see `hyperpod_kit.cli.outputs`).
+it (see `hyperpod_kit.outputs`).
 """
 
 from __future__ import annotations
@@ -14,15 +14,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from hyperpod_kit.cli.outputs import (
+from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.gates import GateReport, check_assembly
+from hyperpod_kit.outputs import (
     ASSEMBLY,
     FolderOutput,
     OutputError,
     write_error,
     write_marker,
 )
-from hyperpod_kit.config import LoadedEnvironment
-from hyperpod_kit.gates import GateReport, check_assembly
 
 
 def build_assembly(loaded: LoadedEnvironment, outdir: Path) -> None:

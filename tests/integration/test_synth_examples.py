@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.cli.outputs import ASSEMBLY, write_marker
 from hyperpod_kit.config import EnvironmentConfig, load_environment
 from hyperpod_kit.gates import check_assembly
+from hyperpod_kit.outputs import ASSEMBLY, write_marker
 from tests.conftest import REPO, run_cli, run_command
 
 pytestmark = pytest.mark.synth
