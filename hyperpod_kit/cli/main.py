@@ -23,6 +23,7 @@ from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_envi
 from hyperpod_kit.config.findings import Finding
 from hyperpod_kit.outputs import OutputError
 from hyperpod_kit.process import quick_exit, silence_jsii
+from hyperpod_kit.progress import Progress
 
 DEFAULT_FILE = "environments/default.yaml"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -74,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                 "-q",
                 "--quiet",
                 action="store_true",
-                help="of the file's findings, print errors only",
+                help="errors only: no warnings or infos of the file, no progress lines",
             )
         return c
 
@@ -176,6 +177,10 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="with --rehearse: the report as text (stderr) or JSON (stdout)",
     )
+    chk.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="errors only: no warnings or infos of the file, no progress lines",
+    )  # fmt: skip
     chk.add_argument(
         "--suppress", action="append", default=[], metavar="CHECK",
         help="with --rehearse: hide warnings and infos of this check (repeatable)",
@@ -289,7 +294,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "check" and args.rehearse is None:
         from hyperpod_kit.cli.synth import check
 
-        return check(Path(args.assembly))
+        return check(Path(args.assembly), _progress(args))
     if args.command == "check":
         args.file = args.rehearse
     # validate's findings are its output; for plan and check --rehearse, --format is for their
@@ -319,7 +324,7 @@ def _validate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 def _synth(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import synth
 
-    return synth(loaded, Path(args.output))
+    return synth(loaded, Path(args.output), _progress(args))
 
 
 def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
@@ -330,13 +335,19 @@ def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         Path(args.baseline),
         allow_replacement=args.allow_replacement,
         output_format=args.format,
+        progress=_progress(args),
     )
 
 
 def _rehearse(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import rehearse
 
-    return rehearse(loaded, as_json=args.format == "json")
+    return rehearse(loaded, as_json=args.format == "json", progress=_progress(args))
+
+
+def _progress(args: argparse.Namespace) -> Progress:
+    """The command's stage lines on stderr (hyperpod_kit/progress.py); none with --quiet."""
+    return Progress(args.command, quiet=args.quiet)
 
 
 def _status(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
