@@ -7,7 +7,7 @@ The work is in `hyperpod_kit.app`, shared with the CLI and the tests. Exit codes
 
 import sys
 
-from hyperpod_kit.cli.quiet import quick_exit, silence_jsii
+from hyperpod_kit.process import quick_exit, silence_jsii
 
 silence_jsii()  # before aws_cdk is imported (by hyperpod_kit.app)
 

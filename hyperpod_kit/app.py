@@ -17,6 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
 from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
+from hyperpod_kit.outputs import ASSEMBLY, write_marker
 from hyperpod_kit.stacks.cluster import ClusterStack
 from hyperpod_kit.stacks.monitoring import MonitoringStack
 from hyperpod_kit.stacks.network import NetworkStack
@@ -182,7 +183,6 @@ def main() -> int:
     synth|diff|deploy` stop where `hyperpod-kit` does. The outdir gets our marker, so that
     `hyperpod-kit synth` may replace it later.
     """
-    from hyperpod_kit.cli.outputs import ASSEMBLY, write_marker
     from hyperpod_kit.gates import check_assembly, warm_up
 
     app = create_app()

@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath
 from hyperpod_kit.config.derived import FSX_MOUNT, IMAGES_DIR
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
+from hyperpod_kit.health_settings import node_health_settings
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import LIFECYCLE_DIR
 from hyperpod_kit.templating import RenderError, environment, render
@@ -357,9 +358,6 @@ def render_templates(context: LifecycleContext, *, source: Path = LIFECYCLE_DIR)
 
 def health_settings_document(config: EnvironmentConfig) -> str:
     """The node health runner's settings.json: `node_health_settings`, as deterministic JSON."""
-    # Deferred: the settings live with the monitoring constructs (one source), which import CDK.
-    from hyperpod_kit.constructs.monitoring import node_health_settings
-
     return json.dumps(node_health_settings(config), indent=2, sort_keys=True) + "\n"
 
 

@@ -67,6 +67,13 @@ LOG_STREAMS: dict[str, str] = {
 }
 
 
+# EKS: the node label HyperPod sets from a node's health (jobs select `Schedulable`; HyperPod
+# taints with `Unschedulable` while deep health checks run), and the claim of the static FSx
+# volume the EKS add-ons stack creates in the job's namespace and jobs mount.
+HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
+FSX_CLAIM = "fsx-claim"
+
+
 def eks_cluster_name(config: EnvironmentConfig) -> str:
     """The EKS cluster's name: the existing one, or ``<cluster name>-eks`` for a new one."""
     return config.cluster.eks.existing_cluster_name or f"{config.cluster_name}-eks"

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.progress import Progress
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -114,9 +115,12 @@ def cdk_arguments(command: str, assembly: Path, extra: Sequence[str]) -> list[st
     return args + list(extra)
 
 
+QUIET = ("-q", "--quiet")  # the CDK CLI's (and passed on); they silence our progress lines too
+
+
 def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
-    from hyperpod_kit.cli.outputs import write_error
     from hyperpod_kit.cli.synth import gated_assembly
+    from hyperpod_kit.outputs import write_error
 
     cdk = cdk_binary()
     if cdk is None:
@@ -129,10 +133,11 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
     if (why := refusal(command, extra)) is not None:
         print(why + ".", file=sys.stderr)
         return 2
+    progress = Progress(command, quiet=any(arg in QUIET for arg in extra))
     try:
         with tempfile.TemporaryDirectory(prefix=f"hyperpod-kit-{command}.") as tmp:
             assembly = Path(tmp) / "cdk.out"
-            report = gated_assembly(loaded, assembly)
+            report = gated_assembly(loaded, assembly, progress)
             if not report.ok:
                 print(
                     f"{command} stopped by the gates: {len(report.errors)} errors; the CDK CLI "
@@ -143,7 +148,10 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
             if command == "deploy":
                 from hyperpod_kit.rehearsal import rehearse_assembly
 
-                rehearsal = rehearse_assembly(assembly, loaded.config, workdir=Path(tmp) / "actors")
+                with progress.stage("rehearsal"):
+                    rehearsal = rehearse_assembly(
+                        assembly, loaded.config, workdir=Path(tmp) / "actors"
+                    )
                 print(rehearsal.render(), file=sys.stderr)
                 if not rehearsal.ok:
                     print(
@@ -152,6 +160,7 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
                         file=sys.stderr,
                     )
                     return 1
+            progress.line(f"handing over to the CDK CLI (cdk {command})")
             return subprocess.call([str(cdk), *cdk_arguments(command, assembly, extra)], cwd=REPO)
     except OSError as e:
         print(write_error(e, tempfile.gettempdir()), file=sys.stderr)

@@ -6,7 +6,7 @@ command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: me
 ...`` for an output path) with nothing written; `plan` also exits 1 for a dangerous change and
 3 for one AWS or the nodes refuse (see its --help); `status` exits 1 for an environment that is
 not healthy, and 2 without credentials or with nothing deployed (cli/status.py). Every write
-goes through `hyperpod_kit.cli.outputs`: an output replaces only what hyperpod-kit wrote.
+goes through `hyperpod_kit.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 
 from __future__ import annotations
@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hyperpod_kit import __version__
-from hyperpod_kit.cli.outputs import OutputError
-from hyperpod_kit.cli.quiet import quick_exit, silence_jsii
 from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
 from hyperpod_kit.config.findings import Finding
+from hyperpod_kit.outputs import OutputError
+from hyperpod_kit.process import quick_exit, silence_jsii
+from hyperpod_kit.progress import Progress
 
 DEFAULT_FILE = "environments/default.yaml"
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -74,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
                 "-q",
                 "--quiet",
                 action="store_true",
-                help="of the file's findings, print errors only",
+                help="errors only: no warnings or infos of the file, no progress lines",
             )
         return c
 
@@ -176,6 +177,10 @@ def _parser() -> argparse.ArgumentParser:
         default="text",
         help="with --rehearse: the report as text (stderr) or JSON (stdout)",
     )
+    chk.add_argument(
+        "-q", "--quiet", action="store_true",
+        help="errors only: no warnings or infos of the file, no progress lines",
+    )  # fmt: skip
     chk.add_argument(
         "--suppress", action="append", default=[], metavar="CHECK",
         help="with --rehearse: hide warnings and infos of this check (repeatable)",
@@ -295,7 +300,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "check" and args.rehearse is None:
         from hyperpod_kit.cli.synth import check
 
-        return check(Path(args.assembly))
+        return check(Path(args.assembly), _progress(args))
     if args.command == "check":
         args.file = args.rehearse
     # validate's findings are its output; for plan and check --rehearse, --format is for their
@@ -325,7 +330,7 @@ def _validate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 def _synth(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import synth
 
-    return synth(loaded, Path(args.output))
+    return synth(loaded, Path(args.output), _progress(args))
 
 
 def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
@@ -336,13 +341,19 @@ def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         Path(args.baseline),
         allow_replacement=args.allow_replacement,
         output_format=args.format,
+        progress=_progress(args),
     )
 
 
 def _rehearse(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.synth import rehearse
 
-    return rehearse(loaded, as_json=args.format == "json")
+    return rehearse(loaded, as_json=args.format == "json", progress=_progress(args))
+
+
+def _progress(args: argparse.Namespace) -> Progress:
+    """The command's stage lines on stderr (hyperpod_kit/progress.py); none with --quiet."""
+    return Progress(args.command, quiet=args.quiet)
 
 
 def _status(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
@@ -419,10 +430,10 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
 
 
 def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
-    from hyperpod_kit.cli.outputs import JOBS, write_error, write_files
     from hyperpod_kit.jobs import ImageError, JobImage, lint, render_jobs
     from hyperpod_kit.jobs.image import given_image, trainer_stack_image
     from hyperpod_kit.jobs.slurm import TemplateError
+    from hyperpod_kit.outputs import JOBS, write_error, write_files
 
     config = loaded.config
     try:
@@ -460,9 +471,9 @@ def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 
 
 def _schema(output: str | None, *, markdown: bool, force: bool) -> int:
-    from hyperpod_kit.cli.outputs import check_file, write_error, write_file
     from hyperpod_kit.config.jsonschema import environment_schema
     from hyperpod_kit.config.reference import markdown_reference
+    from hyperpod_kit.outputs import check_file, write_error, write_file
 
     text = markdown_reference() if markdown else json.dumps(environment_schema(), indent=2) + "\n"
     if output is None:

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hyperpod_kit.cli.outputs import LOGS, FolderOutput, write_error
 from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.outputs import LOGS, FolderOutput, write_error
 
 if TYPE_CHECKING:  # boto3 is imported when status or logs runs, not for every command's parser
     from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
@@ -47,7 +47,8 @@ def add_status_arguments(st: argparse.ArgumentParser) -> None:
     st.add_argument("--format", choices=["text", "json"], default="text",
                     help="text or JSON, on stdout (text)")  # fmt: skip
     st.add_argument("--watch", action="store_true",
-                    help="refresh until nothing is in progress (at most 2 hours)")  # fmt: skip
+                    help="refresh until nothing is in progress (at most 2 hours); with "
+                    "--format json, one JSON document a line for each refresh")  # fmt: skip
     st.add_argument("--interval", type=float, default=30.0, metavar="SECONDS",
                     help="with --watch: seconds between refreshes (30)")  # fmt: skip
 
@@ -140,8 +141,9 @@ def status(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
             return _nothing(loaded)
         except AwsUnavailableError as e:
             return _unavailable(loaded, e)
-        if args.format == "json":
-            print(json.dumps(result.as_json(), indent=2, default=str), flush=True)
+        if args.format == "json":  # with --watch, JSON Lines: one document a refresh
+            indent = None if args.watch else 2
+            print(json.dumps(result.as_json(), indent=indent, default=str), flush=True)
         else:
             sys.stdout.write(render(result))
             sys.stdout.flush()

@@ -3,7 +3,7 @@
 The assembly is built in a temporary sibling of the output folder and moved into place only when
 every gate passes, so a failed or interrupted synth never leaves a half-written or ungated
 `cdk.out` behind for a deploy to pick up. The output folder is replaced only if hyperpod-kit wrote
-it (see `hyperpod_kit.cli.outputs`).
+it (see `hyperpod_kit.outputs`).
 """
 
 from __future__ import annotations
@@ -14,38 +14,44 @@ import tempfile
 import time
 from pathlib import Path
 
-from hyperpod_kit.cli.outputs import (
+from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.gates import GateReport, check_assembly
+from hyperpod_kit.outputs import (
     ASSEMBLY,
     FolderOutput,
     OutputError,
     write_error,
     write_marker,
 )
-from hyperpod_kit.config import LoadedEnvironment
-from hyperpod_kit.gates import GateReport, check_assembly
+from hyperpod_kit.progress import SILENT, Progress
 
 
-def build_assembly(loaded: LoadedEnvironment, outdir: Path) -> None:
+def build_assembly(loaded: LoadedEnvironment, outdir: Path, progress: Progress = SILENT) -> None:
     """Synthesize the environment's stacks into `outdir` (offline, no gates)."""
-    from hyperpod_kit.app import build_environment, create_app
-    from hyperpod_kit.gates import warm_up
+    with progress.stage("build the stacks"):
+        from hyperpod_kit.app import build_environment, create_app
+        from hyperpod_kit.gates import warm_up
 
-    app = create_app(outdir=str(outdir))
-    build_environment(app, loaded.config)
-    warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
-    app.synth()
+        app = create_app(outdir=str(outdir))
+        build_environment(app, loaded.config)
+    with progress.stage("synthesize, cdk-nag"):  # cdk-nag is an aspect: it runs in the synth
+        warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
+        app.synth()
 
 
-def gated_assembly(loaded: LoadedEnvironment, outdir: Path) -> GateReport:
+def gated_assembly(
+    loaded: LoadedEnvironment, outdir: Path, progress: Progress = SILENT
+) -> GateReport:
     """Synthesize into `outdir`, mark it as ours, run both gates and print their report."""
-    build_assembly(loaded, outdir)
+    build_assembly(loaded, outdir, progress)
     write_marker(outdir, ASSEMBLY)
-    report = check_assembly(outdir)
+    with progress.stage("cfn-lint"):
+        report = check_assembly(outdir)
     _print(report)
     return report
 
 
-def synth(loaded: LoadedEnvironment, output: Path) -> int:
+def synth(loaded: LoadedEnvironment, output: Path, progress: Progress = SILENT) -> int:
     started = time.perf_counter()
     try:
         out = FolderOutput.checked(output, ASSEMBLY)
@@ -57,7 +63,7 @@ def synth(loaded: LoadedEnvironment, output: Path) -> int:
         return 2
     try:
         with out.staging() as staging:
-            report = gated_assembly(loaded, staging)
+            report = gated_assembly(loaded, staging, progress)
             if not report.ok:
                 rejected.commit(staging)
                 print(
@@ -78,7 +84,7 @@ def synth(loaded: LoadedEnvironment, output: Path) -> int:
     return 0
 
 
-def check(assembly: Path) -> int:
+def check(assembly: Path, progress: Progress = SILENT) -> int:
     if not (assembly / "manifest.json").is_file():
         print(
             f"{assembly}: no cloud assembly here. Hint: run `hyperpod-kit synth` or "
@@ -86,20 +92,24 @@ def check(assembly: Path) -> int:
             file=sys.stderr,
         )
         return 2
-    report = check_assembly(assembly)
+    with progress.stage("gates"):
+        report = check_assembly(assembly)
     _print(report)
     return 0 if report.ok else 1
 
 
-def rehearse(loaded: LoadedEnvironment, *, as_json: bool = False) -> int:
+def rehearse(
+    loaded: LoadedEnvironment, *, as_json: bool = False, progress: Progress = SILENT
+) -> int:
     """Synthesize to a temporary folder, play every actor in deploy order, check its calls."""
     from hyperpod_kit.rehearsal import rehearse_assembly
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hyperpod-kit-rehearse.") as tmp:
         assembly = Path(tmp) / "cdk.out"
-        build_assembly(loaded, assembly)
-        report = rehearse_assembly(assembly, loaded.config, workdir=Path(tmp) / "actors")
+        build_assembly(loaded, assembly, progress)
+        with progress.stage("rehearsal"):
+            report = rehearse_assembly(assembly, loaded.config, workdir=Path(tmp) / "actors")
     if as_json:
         from hyperpod_kit.rehearsal.check import dumps
 
@@ -122,6 +132,7 @@ def plan(
     *,
     allow_replacement: bool,
     output_format: str = "text",
+    progress: Progress = SILENT,
 ) -> int:
     """Synthesize to a temporary folder and compare with `baseline`; nothing else is written.
     Exit codes as `hyperpod_kit.plan.Plan.exit_code`, 2 for a baseline it cannot read."""
@@ -139,8 +150,9 @@ def plan(
     try:
         read_assembly(baseline)  # before the synth: a damaged baseline fails fast
         with tempfile.TemporaryDirectory(prefix="hyperpod-kit-plan.") as candidate:
-            build_assembly(loaded, Path(candidate))
-            result = compare(baseline, Path(candidate))
+            build_assembly(loaded, Path(candidate), progress)
+            with progress.stage("compare with the baseline"):
+                result = compare(baseline, Path(candidate))
     except PlanInputError as error:
         print(f"{error}. Hint: synthesize the baseline again.", file=sys.stderr)
         return EXIT_BAD_INPUT

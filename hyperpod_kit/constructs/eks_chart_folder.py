@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from hyperpod_kit.jobs.eks import HEALTH_LABEL
+from hyperpod_kit.naming import HEALTH_LABEL
 
 HYPERPOD_HEALTH_TAINT: dict[str, str] = {
     "key": HEALTH_LABEL,

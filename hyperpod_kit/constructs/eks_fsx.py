@@ -19,7 +19,7 @@ from constructs import Construct
 
 from hyperpod_kit.constructs.eks import EksCluster, pod_identity_role
 from hyperpod_kit.constructs.lustre import LustreFileSystem
-from hyperpod_kit.jobs.eks import FSX_CLAIM
+from hyperpod_kit.naming import FSX_CLAIM
 
 CSI_ADDON = "aws-fsx-csi-driver"
 CSI_DRIVER = "fsx.csi.aws.com"

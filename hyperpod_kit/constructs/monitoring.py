@@ -12,7 +12,7 @@ encrypted with `aws/sns`: its key policy grants `events.amazonaws.com` and
 `/aws/sagemaker/Clusters/<name>/<id>`, which HyperPod creates with the cluster; the node-side
 runner's lines reach it through the nodes' log shipper (lifecycle/bin/hyperpod-kit-ship-logs), the
 jobs' step lines only when someone ships the job output there (see docs/health.md).
-`node_health_settings()` renders what the node-side runner reads.
+What the node-side runner reads is `hyperpod_kit.health_settings.node_health_settings()`.
 """
 
 from __future__ import annotations
@@ -37,14 +37,10 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from hyperpod_kit.config.derived import (
-    FSX_MOUNT,
     continuous_provisioning,
     ships_job_events,
-    worker_groups,
 )
-from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators.monitoring import effective_remediation
 from hyperpod_kit.constructs.functions import function_logs_and_role
 from hyperpod_kit.naming import cluster_log_group_name
 from hyperpod_kit.paths import ASSETS
@@ -68,9 +64,6 @@ TRAINING_METRICS: dict[str, tuple[str, str, cw.Unit, str]] = {
     "CheckpointSeconds": ("checkpoint", "$.seconds", cw.Unit.SECONDS, "Average"),
     "CheckpointBlockingSeconds": ("checkpoint", "$.blocking_seconds", cw.Unit.SECONDS, "Average"),
 }
-SETTINGS_VERSION = 1
-BOOT_GRACE_SECONDS = 600
-ESCALATE_WITHIN_SECONDS = 6 * 3600
 DEDUPE_SECONDS = 3600
 WINDOW = Duration.minutes(15)
 
@@ -93,53 +86,6 @@ def console_url(region: str, cluster_name: str) -> str:
         f"https://{region}.console.aws.amazon.com/sagemaker/home?region={region}"
         f"#/cluster-management/{cluster_name}"
     )
-
-
-def node_health_settings(config: EnvironmentConfig) -> dict[str, Any]:
-    """The node-side runner's settings (`lifecycle/health/settings.json` on every node): the checks
-    to run and what each may ask for, the expected hardware per instance group from the dated
-    instance-type table, deadlines and paths. Plain JSON data, so the runner needs nothing but
-    the standard library."""
-    mon = config.monitoring
-    node = mon.node_checks
-    groups = {g.name: g.instance_type for g in config.cluster.instance_groups}
-    types: dict[str, dict[str, Any]] = {}
-    for name in sorted(set(groups.values())):
-        facts = instance_type(name)
-        types[name] = {
-            "gpus": facts.gpus if facts is not None else None,
-            "efa_interfaces": facts.efa_interfaces if facts is not None else None,
-            "accelerator": facts.accelerator if facts is not None else None,
-        }
-    remediation = effective_remediation(config)
-    return {
-        "version": SETTINGS_VERSION,
-        "enabled": mon.enabled,
-        "environment": config.name,
-        "cluster_name": config.cluster_name,
-        "orchestrator": config.orchestrator,
-        "auto_repair": mon.auto_repair,
-        "interval_seconds": node.interval_seconds,
-        "cooldown_seconds": node.cooldown_minutes * 60,
-        "boot_grace_seconds": BOOT_GRACE_SECONDS,
-        "escalate_within_seconds": ESCALATE_WITHIN_SECONDS,
-        "checks": {name: {"remediation": action} for name, action in remediation.items()},
-        "fsx": {
-            # Slurm nodes mount FSx themselves (HyperPod's FsxLustreConfig); EKS pods use the CSI
-            # driver, so there is no node mount to probe.
-            "mount_path": FSX_MOUNT if config.orchestrator == "slurm" else None,
-            "timeout_seconds": node.fsx_timeout_seconds,
-        },
-        "disk": {"min_free_percent": node.min_free_disk_percent, "volumes": list(node.volumes)},
-        "gpu": {"nvidia_smi": "nvidia-smi", "timeout_seconds": 30},
-        "efa": {"fi_info": "/opt/amazon/efa/bin/fi_info"},
-        "eks": {"kubeconfig": "/var/lib/kubelet/kubeconfig"},
-        "groups": groups,
-        # Slurm acts on Action: reasons of compute nodes; the controller and login nodes are not
-        # slurmd nodes, so their checks only alert.
-        "repairable_groups": [g.name for g in worker_groups(config)],
-        "instance_types": types,
-    }
 
 
 class AlertTopic(Construct):

@@ -17,14 +17,13 @@ import yaml
 from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.jobs.context import JobContext
+from hyperpod_kit.naming import FSX_CLAIM, HEALTH_LABEL
 from hyperpod_kit.templating import json_value
 
 API_VERSION = "sagemaker.amazonaws.com/v1"
 KIND = "HyperPodPyTorchJob"
 AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
 MAX_RETRIES = "sagemaker.amazonaws.com/job-max-retry-count"
-HEALTH_LABEL = "sagemaker.amazonaws.com/node-health-status"
-FSX_CLAIM = "fsx-claim"  # the static PV/PVC the EKS stack creates in the job's namespace
 IMAGE_PLACEHOLDER = "${TRAINER_IMAGE}"
 SCHEMA = Path(__file__).resolve().parent / "templates" / "hyperpodpytorchjob.schema.json"
 

@@ -41,8 +41,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hyperpod_kit.cli.outputs import DEMO, FolderOutput, OutputError, write_error
-from hyperpod_kit.cli.quiet import silence_jsii
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.derived import job_partition
 from hyperpod_kit.local.health import HealthNode
@@ -57,6 +55,7 @@ from hyperpod_kit.local.training import (
     losses,
     of,
 )
+from hyperpod_kit.outputs import DEMO, FolderOutput, OutputError, write_error
 
 DEFAULT_OUT = "demo-out"
 DEFAULT_STEPS = 40
@@ -513,7 +512,6 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    silence_jsii()  # before the health settings load aws_cdk
     args = parser().parse_args(argv)
     prog = PROG
     try:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.health_settings import node_health_settings
 from hyperpod_kit.local.slurm import BASE_PATH, LocalSlurm
 from hyperpod_kit.local.training import REPO
 
@@ -80,9 +81,6 @@ class HealthNode:
         self.state_file = folder / "state.json"
         self.log_file = folder / "health.jsonl"
         self.settings_file = folder / "settings.json"
-        # Imported here: it loads aws_cdk (jsii), which the demo silences first.
-        from hyperpod_kit.constructs.monitoring import node_health_settings
-
         settings = node_health_settings(config)
         # The one documented substitution: the mount the check probes is this folder, not /fsx.
         settings["fsx"]["mount_path"] = str(fsx)

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.cli.outputs import read_marker
 from hyperpod_kit.gates import check_assembly
+from hyperpod_kit.outputs import read_marker
 from tests.conftest import REPO, WriteEnv
 
 pytestmark = [

@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.cli.outputs import MARKER, read_marker
 from hyperpod_kit.gates import check_assembly
+from hyperpod_kit.outputs import MARKER, read_marker
 from tests.conftest import NO_CREDENTIALS, REPO, WriteEnv, run_cli
 
 DEFAULT = REPO / "environments" / "default.yaml"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.cli.outputs import LOGS, MARKER, read_marker
 from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
+from hyperpod_kit.outputs import LOGS, MARKER, read_marker
 from tests.conftest import REPO, run_cli
 from tests.moto_server import MotoServer, moto_server
 

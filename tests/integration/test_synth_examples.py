@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.cli.outputs import ASSEMBLY, write_marker
 from hyperpod_kit.config import EnvironmentConfig, load_environment
 from hyperpod_kit.gates import check_assembly
+from hyperpod_kit.outputs import ASSEMBLY, write_marker
 from tests.conftest import REPO, run_cli, run_command
 
 pytestmark = pytest.mark.synth
@@ -45,6 +45,10 @@ def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> 
     assert (
         "cfn-lint: 0 errors" in result.stderr and "cdk-nag AwsSolutions: 0 errors" in result.stderr
     )
+    # stderr is a pipe here, not a terminal: plain stage lines with their timings, none on stdout
+    stages = re.findall(r"^hyperpod-kit: synth: (.+) \.\.\. \d+\.\d s$", result.stderr, re.M)
+    assert stages == ["build the stacks", "synthesize, cdk-nag", "cfn-lint"], result.stderr
+    assert "hyperpod-kit:" not in result.stdout
 
 
 def test_unsuppressed_nag_finding_fails_synth_and_keeps_cdk_out(tmp_path: Path) -> None:

@@ -362,6 +362,9 @@ def test_deploy_hands_the_gated_assembly_to_the_pinned_cli(
     assert not any(a.startswith(("-c", "--context", "environment=")) for a in args)
     err = capsys.readouterr().err
     assert "cdk-nag AwsSolutions: 0 errors" in err and "cfn-lint: 0 errors" in err
+    stages = re.findall(r"^hyperpod-kit: deploy: (.+) \.\.\. \d+\.\d s$", err, re.M)
+    assert stages == ["build the stacks", "synthesize, cdk-nag", "cfn-lint", "rehearsal"]
+    assert "hyperpod-kit: deploy: handing over to the CDK CLI (cdk deploy)" in err
 
 
 def test_a_gate_error_stops_deploy_before_the_cdk_cli(
@@ -381,12 +384,15 @@ def test_a_gate_error_stops_deploy_before_the_cdk_cli(
 
 
 def test_the_cdk_clis_exit_code_is_returned(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """And -q is the CDK CLI's (passed on); it silences hyperpod-kit's stage lines too."""
     calls = fake_cdk(tmp_path, monkeypatch, exit_code=1)
-    assert cli.main(["diff", str(DEFAULT), "--fail"]) == 1
+    assert cli.main(["diff", str(DEFAULT), "-q", "--fail"]) == 1
     (args,) = recorded(calls)
-    assert args[0] == "diff" and args[-1] == "--fail" and "--all" not in args
+    assert args[0] == "diff" and args[-2:] == ["-q", "--fail"] and "--all" not in args
+    err = capsys.readouterr().err
+    assert "hyperpod-kit: diff:" not in err and "cfn-lint: 0 errors" in err
 
 
 @pytest.mark.parametrize(

@@ -549,7 +549,7 @@ def test_hyperpod_access_entry_is_off_by_default(built: Any) -> None:
 
 
 def test_fsx_claim_is_a_static_volume_on_the_file_system_in_the_job_namespace(built: Any) -> None:
-    from hyperpod_kit.jobs.eks import FSX_CLAIM
+    from hyperpod_kit.naming import FSX_CLAIM
 
     addons = built("new").raw["eks-addons"]
     manifests = _of_type(addons, "Custom::AWSCDK-EKS-KubernetesResource")

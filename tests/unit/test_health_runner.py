@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from hyperpod_kit.config import EnvironmentConfig
-from hyperpod_kit.constructs.monitoring import node_health_settings
+from hyperpod_kit.health_settings import node_health_settings
 from tests.conftest import REPO, assert_node_python, default_data, merge
 
 HEALTH = REPO / "lifecycle" / "health"

@@ -19,7 +19,7 @@ import pytest
 
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.constructs.monitoring import node_health_settings
+from hyperpod_kit.health_settings import node_health_settings
 from hyperpod_kit.lifecycle import (
     ENROOT_PACKAGES_DIR,
     LifecycleError,

@@ -1,4 +1,4 @@
-"""`hyperpod_kit.cli.outputs`: the rules every write of the CLI follows, without any synth.
+"""`hyperpod_kit.outputs`: the rules every write of the CLI follows, without any synth.
 
 A folder is replaced only if it is missing, empty or ours (marker) of the same kind; a file is
 overwritten only with `force` (or when nothing would change); writes are staged and renamed; what
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_kit import __version__
-from hyperpod_kit.cli.outputs import (
+from hyperpod_kit.outputs import (
     ASSEMBLY,
     JOBS,
     MARKER,

@@ -381,6 +381,30 @@ def test_watch_refreshes_until_nothing_is_in_progress(
     assert cli.status(loaded, args) == 1  # without --watch: one report, not yet healthy
 
 
+def test_watch_in_json_is_one_document_a_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--watch --format json: JSON Lines, each refresh one parseable document."""
+    import argparse
+
+    from hyperpod_kit.cli import status as cli
+    from hyperpod_kit.operations import status as operations
+    from hyperpod_kit.operations.status import HEALTHY, IN_PROGRESS, Status
+
+    loaded = load_environment(REPO / "environments" / "default.yaml")
+    states = iter([IN_PROGRESS, HEALTHY])
+    monkeypatch.setattr(
+        operations,
+        "collect",
+        lambda config, aws: Status(config.name, config.region, state=next(states)),
+    )
+    monkeypatch.setattr(AwsFacade, "has_credentials", lambda self: True)
+    args = argparse.Namespace(format="json", watch=True, interval=0.01)
+    assert cli.status(loaded, args) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line)["state"] for line in lines] == [IN_PROGRESS, HEALTHY]
+
+
 def test_follow_prints_each_event_once_until_interrupted(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.cli.outputs import DEMO, MARKER, FolderOutput, read_marker, write_marker
 from hyperpod_kit.local import unavailable_reason
 from hyperpod_kit.local.demo import FAULT, HYPERPOD, PNG, RUNNER, SLURM, TIMELINE, TRAINER, YOU
+from hyperpod_kit.outputs import DEMO, MARKER, FolderOutput, read_marker, write_marker
 from tests.conftest import REPO
 from tests.integration.slurm.conftest import _unavailable
 
