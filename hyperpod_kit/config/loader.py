@@ -29,7 +29,7 @@ import stat
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -79,6 +79,22 @@ class LoadedEnvironment:
     config: EnvironmentConfig
     findings: list[Finding]
     lines: dict[Loc, int]
+    files: dict[Loc, str] = field(default_factory=dict)  # a path's file, if not `file` (extends)
+    chain: tuple[str, ...] = ()  # the files merged (`extends:`), base first; `file` last
+
+    def origin(self, path: str) -> tuple[str | None, int | None]:
+        """The file (None: `file` itself) and line where the value at `path` is written."""
+        loc = _path_to_loc(path)
+        for end in range(len(loc), -1, -1):
+            if loc[:end] in self.lines:
+                source = self.files.get(loc[:end], self.file)
+                return (None if source == self.file else source), self.lines[loc[:end]]
+        return None, None
+
+    def place(self, finding: Finding) -> Finding:
+        """The finding at the file and line of its path."""
+        source, line = self.origin(finding.path)
+        return replace(finding, line=line, file=source)
 
 
 def load_environment(
@@ -86,21 +102,30 @@ def load_environment(
 ) -> LoadedEnvironment:
     """Parse, check the schema, run the semantic validators (and, given `aws`, the checks that
     ask the account); raise `ConfigError` on any error."""
+    from hyperpod_kit.config.extends import read_layers
     from hyperpod_kit.config.validators import run_validators
 
     file = str(path)
-    doc = _parse(file, _read(file))
+    layered = read_layers(file)  # the file, and the bases it extends merged under it
+    doc = layered.doc
     config = _to_config(file, doc).at_source(Path(file).parent)
     raw = run_validators(config, suppress=[*suppress, *config.validation.suppress])
     if aws is not None and not has_errors(raw):
         from hyperpod_kit.config.aws import run_aws_checks  # boto3: only when asked for
 
         raw += run_aws_checks(config, aws)
-    lines = doc.lines
-    findings = [f.at_line(f.line or line_of(lines, _path_to_loc(f.path))) for f in raw]
+    loaded = LoadedEnvironment(
+        file=file,
+        config=config,
+        findings=[],
+        lines=doc.lines,
+        files={loc: f for loc, f in doc.files.items() if f != file},
+        chain=tuple(layer.file for layer in layered.layers),
+    )
+    findings = [f if f.line else loaded.place(f) for f in raw]
     if has_errors(findings):
         raise ConfigError(file, findings)
-    return LoadedEnvironment(file=file, config=config, findings=findings, lines=lines)
+    return replace(loaded, findings=findings)
 
 
 def peek_region(path: str | Path) -> str | None:
@@ -109,8 +134,9 @@ def peek_region(path: str | Path) -> str | None:
     For callers that need the region before the full load (the AWS facade), with the same bounds.
     """
     try:
-        file = str(path)
-        data = _parse(file, _read(file)).data
+        from hyperpod_kit.config.extends import read_layers
+
+        data = read_layers(str(path)).doc.data  # the region may come from a base
     except ConfigError:
         return None
     region = data.get("region")
@@ -357,6 +383,8 @@ class _Document:
     scalars: dict[Loc, yaml.ScalarNode] = field(default_factory=dict)
     keys: dict[Loc, yaml.ScalarNode] = field(default_factory=dict)
     explicit_tags: set[yaml.Node] = field(default_factory=set)
+    file: str = ""  # the file it was read from (merged: the file that extends the others)
+    files: dict[Loc, str] = field(default_factory=dict)  # merged: the file of each path
 
 
 def parse_yaml(file: str, text: str) -> tuple[Any, dict[Loc, int]]:
@@ -412,7 +440,7 @@ def _parse(file: str, text: str) -> _Document:
             node.start_mark.line + 1,
         )
     walk.lines[()] = node.start_mark.line + 1
-    return _Document(data, walk.lines, walk.scalars, walk.keys, loader.explicit_tags)
+    return _Document(data, walk.lines, walk.scalars, walk.keys, loader.explicit_tags, file=file)
 
 
 def _line_of_mark(mark: Any) -> int | None:
@@ -610,6 +638,15 @@ def _a(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
 
+def origin_of(doc: _Document, loc: Loc) -> tuple[str, int | None]:
+    """The file and line of the deepest part of `loc` that the document has; a merged document
+    (`extends:`) knows the file of each value, a plain one is all `doc.file`."""
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in doc.lines:
+            return doc.files.get(loc[:end], doc.file), doc.lines[loc[:end]]
+    return doc.file, None
+
+
 def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
     """The line of the deepest part of `loc` that the file has (a missing key: its parent)."""
     for end in range(len(loc), -1, -1):
@@ -793,7 +830,9 @@ def _schema_finding(
             hint = hint or f"use one of {err.get('ctx', {}).get('expected', '')}"
         elif kind in {"model_type", "dict_type", "model_attributes_type"}:
             hint = hint or _mapping_hint(where, value)
-    return Finding(Level.ERROR, path, message, hint, line_of(doc.lines, loc))
+    source, line = origin_of(doc, loc)
+    file = None if source == doc.file else source
+    return Finding(Level.ERROR, path, message, hint, line, file=file)
 
 
 def _written(node: yaml.ScalarNode | None, value: Any) -> str:
