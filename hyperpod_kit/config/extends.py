@@ -66,24 +66,28 @@ class Layered:
 def read_layers(file: str) -> Layered:
     """Read `file` and every base it extends, and merge them; `ConfigError` for any mistake."""
     chain: list[Layer] = []
-    seen: dict[Path, str] = {}
+    lines: list[int | None] = []  # the line of each file's `extends:`
+    seen: list[Path] = []
     current, via = file, None
     while True:
         doc = _parse_base(current, _read_base(current, via), via)
         extends, line = _directives(current, doc, top=not chain)
         chain.append(Layer(current, doc))
-        seen[Path(current).resolve()] = current
+        lines.append(line)
+        seen.append(Path(current).resolve())
         if extends is None:
             break
         base = os.path.normpath(os.path.join(os.path.dirname(current), extends))
         if Path(base).resolve() in seen:
-            loop = " -> ".join([*(layer.file for layer in chain), base])
+            # reported at the first `extends:` inside the loop: the file given, when it is in it
+            first = seen.index(Path(base).resolve())
+            loop = " -> ".join([*(layer.file for layer in chain[first:]), base])
             _fail(
-                current,
+                chain[first].file,
                 EXTENDS,
-                f"{extends!r} closes a loop: {loop}",
+                f"the bases lead back to this file: {loop}",
                 "a base cannot extend a file that extends it; remove one of these `extends:`",
-                line,
+                lines[first],
             )
         if len(chain) >= MAX_CHAIN:
             _fail(
@@ -115,7 +119,7 @@ def _read_base(file: str, via: tuple[str, int | None, str] | None) -> str:
             parent,
             EXTENDS,
             f"the base {written!r} ({file}): {said}",
-            f"the path is relative to this file's folder ({folder}); {_HINT_EXTENDS}",
+            f"the path is relative to this file's folder ({folder}): check its spelling",
             line,
         )
 
