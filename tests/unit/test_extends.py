@@ -6,11 +6,14 @@ import json
 import textwrap
 from pathlib import Path
 
+import jsonschema
 import pytest
+import yaml
 
 from hyperpod_kit.cli.main import main
 from hyperpod_kit.config import ConfigError, load_environment
 from hyperpod_kit.config.extends import MAX_CHAIN
+from hyperpod_kit.config.jsonschema import environment_schema
 from hyperpod_kit.config.loader import peek_region
 from tests.conftest import REPO
 
@@ -378,6 +381,26 @@ def test_the_team_overlays_differ_where_they_say() -> None:
     )
     assert dev.network.vpc is not None and prod.network.vpc is not None
     assert str(dev.network.vpc.cidr) != str(prod.network.vpc.cidr)
+
+
+def test_the_team_files_match_the_json_schema() -> None:
+    """Editors accept the directives and an overlay without the top-level keys its base sets,
+    but still ask a file that extends nothing for its required keys. (An item merged by name
+    may leave its own required keys to the base: the editor flags those, `validate` does not.)"""
+    validator = jsonschema.Draft202012Validator(environment_schema())
+    for file in sorted(TEAM.glob("*.yaml")):
+        data = yaml.safe_load(file.read_text())
+        errors = list(validator.iter_errors(data))
+        assert all(
+            e.validator == "required"
+            and list(e.absolute_path)[:2] == ["cluster", "instance_groups"]
+            for e in errors
+        ), (file.name, [e.message for e in errors])
+    lone = {"name": "team-dev", "abstract": False}
+    assert [e.message for e in validator.iter_errors(lone)] == [
+        "'region' is a required property",
+        "'availability_zone_id' is a required property",
+    ]
 
 
 def test_the_team_base_is_abstract() -> None:
