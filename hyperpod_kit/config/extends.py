@@ -28,6 +28,7 @@ from typing import Any
 
 from hyperpod_kit.config.findings import ConfigError, Finding, Level
 from hyperpod_kit.config.loader import (
+    MAX_VALUES,
     Loc,
     _Document,
     _fail,
@@ -37,6 +38,7 @@ from hyperpod_kit.config.loader import (
     format_loc,
     origin_of,
 )
+from hyperpod_kit.text import control_characters, control_hint, describe, shown
 
 EXTENDS, ABSTRACT = "extends", "abstract"
 # A base of a base of a base is already a lot to follow; eight files bound the work (each is read
@@ -102,6 +104,15 @@ def read_layers(file: str) -> Layered:
     merged = layers[0].doc
     for layer in layers[1:]:
         merged = _merge_docs(merged, layer, file)
+    # each file is within the bound; together they may not be (keys and items, and scalars)
+    if len(merged.lines) + len(merged.scalars) > MAX_VALUES:
+        _fail(
+            file,
+            EXTENDS,
+            f"with its bases, the environment holds more than {MAX_VALUES:,} values",
+            "an environment has a few hundred: check that each `extends:` names the right file",
+            lines[0],
+        )
     return Layered(merged, layers)
 
 
@@ -148,6 +159,9 @@ def _directives(file: str, doc: _Document, *, top: bool) -> tuple[str | None, in
     extends = doc.data.pop(EXTENDS) if EXTENDS in doc.data else None
     if line is not None and (not isinstance(extends, str) or not extends.strip()):
         _fail(file, EXTENDS, "should be the path of one base file", _HINT_EXTENDS, line)
+    if isinstance(extends, str) and control_characters(extends):
+        said = f"{shown(extends)} holds {describe(control_characters(extends)[0])}"
+        _fail(file, EXTENDS, said, control_hint(extends), line)
     abstract = doc.data.pop(ABSTRACT, False)
     if not isinstance(abstract, bool):
         _fail(

@@ -14,7 +14,7 @@ from hyperpod_kit.cli.main import main
 from hyperpod_kit.config import ConfigError, load_environment
 from hyperpod_kit.config.extends import MAX_CHAIN
 from hyperpod_kit.config.jsonschema import environment_schema
-from hyperpod_kit.config.loader import peek_region
+from hyperpod_kit.config.loader import MAX_VALUES, peek_region
 from tests.conftest import REPO
 
 BASE = """\
@@ -249,6 +249,28 @@ def test_a_chain_longer_than_the_bound_is_refused(tmp_path: Path) -> None:
     (finding,) = _error(tmp_path / f"f{MAX_CHAIN}.yaml").findings
     assert finding.path == "extends" and f"longer than {MAX_CHAIN} files" in finding.message
     assert load_environment(tmp_path / f"f{MAX_CHAIN - 1}.yaml").config.name == "team-base"
+
+
+def test_the_merged_environment_keeps_the_bound_on_values(tmp_path: Path) -> None:
+    """Each file is within MAX_VALUES; a chain of them together must be too."""
+    half = MAX_VALUES // 4 + 10  # keys, each with its value: just over half the bound a file
+    extra = "".join(f"  a{i}: x\n" for i in range(half))
+    _write(tmp_path, "a.yaml", BASE.replace("tags:\n", "tags:\n" + extra))
+    _write(
+        tmp_path,
+        "b.yaml",
+        "extends: a.yaml\ntags:\n" + "".join(f"  b{i}: x\n" for i in range(half)),
+    )
+    (finding,) = _error(tmp_path / "b.yaml").findings
+    assert (finding.path, finding.line) == ("extends", 1)
+    assert f"more than {MAX_VALUES:,} values" in finding.message
+
+
+def test_an_extends_with_a_control_character_is_one_line(tmp_path: Path) -> None:
+    dev = _write(tmp_path, "dev.yaml", 'name: team-dev\nextends: "base.yaml\\nx"\n')
+    (finding,) = _error(dev).findings
+    assert (finding.path, finding.line) == ("extends", 2)
+    assert "\n" not in finding.render(str(dev))
 
 
 def test_an_abstract_base_is_refused_alone_and_names_its_overlays(
