@@ -16,6 +16,10 @@ YAML merge keys (``<<: *defaults``, ``<<: [*a, *b]``) work: keys written in the 
 merged ones (so they are not "given twice"), and earlier mappings in a merge list win over later
 ones. A value reached through an alias or a merge reports the line where it is written, inside the
 anchor: that is the line to edit, and the path says which copy is meant.
+
+A file may extend a base file (`extends:`, config/extends.py): the bases are read with the same
+bounds and merged under it before the schema sees anything, and a finding about a value that
+came from a base carries that file (`Finding.file`) and its line.
 """
 
 from __future__ import annotations

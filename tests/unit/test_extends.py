@@ -158,6 +158,20 @@ def test_an_inherited_bad_value_is_reported_in_the_base(tmp_path: Path) -> None:
     assert finding.render(err.file).startswith(f"{base}:10 storage.lustre.storage_capacity_gib: ")
 
 
+def test_validate_json_gives_each_finding_its_own_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _write(tmp_path, "base.yaml", BASE.replace("capacity_gib: 1200", "capacity_gib: 2000"))
+    dev = _write(tmp_path, "dev.yaml", "extends: base.yaml\nname: team-dev\n")
+    assert main(["validate", str(dev), "--format", "json"]) == 2
+    out, err = capsys.readouterr()
+    rows = [r for r in json.loads(out) if r["level"] == "error"]
+    assert [(r["file"], r["line"], r["path"]) for r in rows] == [
+        (str(tmp_path / "base.yaml"), 10, "storage.lustre.storage_capacity_gib")
+    ]
+    assert err == ""
+
+
 def test_an_inherited_schema_error_is_reported_in_the_base(tmp_path: Path) -> None:
     _write(tmp_path, "base.yaml", BASE.replace("instance_count: 2}", "instance_count: two}"))
     dev = _write(tmp_path, "dev.yaml", "extends: base.yaml\nname: team-dev\n")
