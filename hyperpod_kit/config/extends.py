@@ -190,10 +190,13 @@ def _overlay_hint(file: str) -> str:
     extends = re.compile(rf"^extends:\s*[\"']?(\./)?{name}[\"']?\s*(#.*)?$", re.MULTILINE)
     found: list[str] = []
     for sibling in sorted(path.parent.glob("*.y*ml"))[:100]:
-        if sibling.name == path.name or not stat.S_ISREG(sibling.stat().st_mode):
+        try:  # only regular files, never waiting on a pipe; an unreadable one is skipped
+            if sibling.name == path.name or not stat.S_ISREG(sibling.stat().st_mode):
+                continue
+            with sibling.open("rb") as f:
+                head = f.read(64 << 10).decode("utf-8", errors="replace")
+        except OSError:
             continue
-        with sibling.open("rb") as f:
-            head = f.read(64 << 10).decode("utf-8", errors="replace")
         if extends.search(head):
             found.append(str(Path(os.path.dirname(file)) / sibling.name))
     if found:

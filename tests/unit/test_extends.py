@@ -292,6 +292,7 @@ def test_an_abstract_base_is_refused_alone_and_names_its_overlays(
 ) -> None:
     _write(tmp_path, "dev.yaml", "extends: base.yaml\nname: team-dev\n")
     _write(tmp_path, "prod.yaml", "# prod\nextends: './base.yaml'  # shared\nname: team-prod\n")
+    (tmp_path / "dangling.yaml").symlink_to(tmp_path / "nowhere.yaml")  # skipped, no traceback
     (finding,) = _error(base).findings
     assert (finding.path, finding.line) == ("abstract", 1)
     assert finding.hint is not None
