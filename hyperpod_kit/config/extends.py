@@ -366,7 +366,11 @@ class Explanation:
             where = f"{s.file}:{s.line}" if s.line else s.file
             if i == 0:
                 verb = "removed by" if s.value is None else "set by"
-                lines.append(f"  {verb} {where}")
+                # a mapping written on a base's mapping adds to it: show what this file writes
+                merged = isinstance(s.value, dict) and len(self.settings) > 1
+                lines.append(
+                    f"  {verb} {where}" + (f" (merged: {_json(s.value)})" if merged else "")
+                )
             else:
                 shown = "null" if s.value is None else _json(s.value)
                 lines.append(f"  over   {where} ({shown})")

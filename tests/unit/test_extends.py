@@ -335,6 +335,10 @@ def test_explain_names_the_file_that_set_a_value_and_what_it_overrode(
     assert out.splitlines()[:2] == [
         'cluster.instance_groups[0].instance_type: "ml.m5.xlarge"', f"  set by {base}:19",
     ]  # fmt: skip
+    _, out, _ = _explain(capsys, str(prod), "--explain", "cluster.instance_groups.compute")
+    assert out.splitlines()[1] == (
+        f'  set by {prod}:5 (merged: {{"name": "compute", "instance_count": 8}})'
+    )
     code, out, _ = _explain(capsys, str(prod), "--explain", "cluster.node_recovery")
     assert out.splitlines()[:2] == [
         'cluster.node_recovery: "Automatic"',
