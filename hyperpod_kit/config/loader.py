@@ -112,7 +112,7 @@ def load_environment(
     file = str(path)
     layered = read_layers(file)  # the file, and the bases it extends merged under it
     doc = layered.doc
-    config = _to_config(file, doc).at_source(Path(file).parent)
+    config = _to_config(file, doc).at_source(Path(file).parent, _written_elsewhere(doc))
     raw = run_validators(config, suppress=[*suppress, *config.validation.suppress])
     if aws is not None and not has_errors(raw):
         from hyperpod_kit.config.aws import run_aws_checks  # boto3: only when asked for
@@ -130,6 +130,25 @@ def load_environment(
     if has_errors(findings):
         raise ConfigError(file, findings)
     return replace(loaded, findings=findings)
+
+
+def _written_elsewhere(doc: _Document) -> dict[str, Path]:
+    """Text values written only in bases in other folders than `doc.file`'s, and that folder:
+    a relative path among them resolves from the file that writes it. A text that files in
+    different folders write is left to the environment file's folder."""
+    if not doc.files:
+        return {}  # one file: every value is written in it
+    home = Path(doc.file).parent.resolve()
+    folder_of = {f: Path(f).parent.resolve() for f in {doc.file, *doc.files.values()}}
+    folders: dict[str, set[Path]] = {}
+    for loc, node in doc.scalars.items():
+        if isinstance(node.value, str) and node.tag.endswith(":str"):
+            folders.setdefault(node.value, set()).add(folder_of[doc.files.get(loc, doc.file)])
+    return {
+        value: next(iter(found))
+        for value, found in folders.items()
+        if len(found) == 1 and home not in found
+    }
 
 
 def peek_region(path: str | Path) -> str | None:

@@ -205,6 +205,33 @@ def test_a_chain_of_three_files_in_different_folders(tmp_path: Path) -> None:
     assert peek_region(dev) == "us-west-2"  # read through the chain
 
 
+def test_a_relative_path_resolves_from_the_file_that_writes_it(tmp_path: Path) -> None:
+    """A lifecycle script the base names sits beside the base; one the environment names, beside
+    the environment (the `files` check looks for each where it resolves)."""
+    script = "scripts/setup.sh"
+    for folder in ("org", "team/envs"):
+        _write(tmp_path, f"{folder}/{script}", "#!/bin/bash\n")
+    groups = BASE.replace(
+        "instance_count: 2}", f"instance_count: 2, lifecycle: {{scripts: [{script}]}}}}"
+    )
+    _write(tmp_path, "org/root.yaml", groups)
+    dev = _write(tmp_path, "team/envs/dev.yaml", "extends: ../../org/root.yaml\nname: team-dev\n")
+    config = load_environment(dev).config
+    (compute,) = [g for g in config.cluster.instance_groups if g.name == "compute"]
+    assert config.resolve_path(compute.lifecycle.scripts[0]) == tmp_path / "org" / script
+    (tmp_path / "org" / script).unlink()
+    (finding,) = [f for f in _error(dev).findings if f.check == "files"]  # beside the base
+    assert (
+        finding.file == str(tmp_path / "org/root.yaml") and str(tmp_path / "org") in finding.message
+    )
+    own = "extends: ../../org/root.yaml\nname: team-dev\ncluster:\n  instance_groups:\n"
+    own += f"    - {{name: compute, lifecycle: {{scripts: [{script}]}}}}\n"
+    dev.write_text(own)
+    config = load_environment(dev).config  # the environment's own script, beside it
+    (compute,) = [g for g in config.cluster.instance_groups if g.name == "compute"]
+    assert config.resolve_path(compute.lifecycle.scripts[0]) == tmp_path / "team/envs" / script
+
+
 @pytest.mark.parametrize(
     ("files", "file", "line", "says"),
     [
