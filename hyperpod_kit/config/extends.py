@@ -105,7 +105,7 @@ def read_layers(file: str) -> Layered:
     for layer in layers[1:]:
         merged = _merge_docs(merged, layer, file)
     # each file is within the bound; together they may not be (keys and items, and scalars)
-    if len(merged.lines) + len(merged.scalars) > MAX_VALUES:
+    if len(layers) > 1 and len(merged.lines) + len(merged.scalars) > MAX_VALUES:
         _fail(
             file,
             EXTENDS,
