@@ -13,7 +13,6 @@ import math
 import sys
 
 from hyperpod_kit.config import LoadedEnvironment
-from hyperpod_kit.config.loader import line_of
 from hyperpod_kit.estimate import Estimate, render_text
 from hyperpod_kit.estimate import estimate as compute
 
@@ -68,7 +67,7 @@ def estimate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     )
     if result is None:
         return EXIT_BAD_INPUT
-    warnings = [w.at_line(line_of(loaded.lines, tuple(w.path.split(".")))) for w in result.warnings]
+    warnings = [loaded.place(w) for w in result.warnings]
     for w in warnings:
         print(w.render(loaded.file), file=sys.stderr)
     if args.format == "json":
@@ -76,6 +75,7 @@ def estimate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         data["file"] = loaded.file
         for row, w in zip(data["warnings"], warnings, strict=True):
             row["line"] = w.line
+            row["file"] = w.file or loaded.file
         print(json.dumps(data, indent=2))
     else:
         sys.stdout.write(render_text(result))

@@ -91,6 +91,13 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="also ask the account (AZ IDs, HyperPod quotas); needs credentials, else a warning",
     )
+    v.add_argument(
+        "--explain",
+        metavar="KEY",
+        help="print KEY's final value and the file and line that set it, through the files it "
+        "extends (a dotted path; list items by name or [index]: "
+        "cluster.instance_groups.compute.instance_count); on stdout",
+    )
 
     what = "print the environment file's JSON Schema (for editors), or the Markdown reference"
     s = sub.add_parser(
@@ -306,6 +313,7 @@ def _dispatch(args: argparse.Namespace) -> int:
     # validate's findings are its output; for plan and check --rehearse, --format is for their
     # report (the file's findings go to stderr as text)
     as_json = args.command == "validate" and getattr(args, "format", "text") == "json"
+    as_json = as_json and getattr(args, "explain", None) is None  # then stdout is the answer
     loaded = _load(
         args.file,
         args.suppress,
@@ -324,6 +332,10 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 
 def _validate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    if args.explain is not None:
+        from hyperpod_kit.cli.explain import explain_key
+
+        return explain_key(loaded, args.explain, as_json=args.format == "json")
     return EXIT_OK
 
 
@@ -413,7 +425,7 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
     if as_json:
         rows = [
             {
-                "file": file,
+                "file": f.file or file,
                 "line": f.line,
                 "level": f.level.name.lower(),
                 "path": f.path,

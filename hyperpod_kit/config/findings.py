@@ -27,11 +27,15 @@ class Finding:
     hint: str | None = None
     line: int | None = None
     check: str = "schema"
+    # The file the line is in, when it is not the one being loaded: a value an environment
+    # inherited from its base (`extends:`) is reported where it is written.
+    file: str | None = None
 
     def at_line(self, line: int | None) -> Finding:
         return replace(self, line=line)
 
     def render(self, file: str) -> str:
+        file = self.file or file
         where = f"{file}:{self.line}" if self.line else file
         level = "" if self.level is Level.ERROR else f"{self.level.name.lower()}: "
         text = f"{where} {level}{self.path}: {_sentence(self.message)}"
@@ -51,7 +55,7 @@ def has_errors(findings: Iterable[Finding]) -> bool:
 
 def sort_findings(findings: Iterable[Finding]) -> list[Finding]:
     """Worst first, then in file order, so the first line printed is the one to fix first."""
-    return sorted(findings, key=lambda f: (-f.level, f.line or 0, f.path))
+    return sorted(findings, key=lambda f: (-f.level, f.file or "", f.line or 0, f.path))
 
 
 class ConfigError(Exception):

@@ -16,6 +16,10 @@ YAML merge keys (``<<: *defaults``, ``<<: [*a, *b]``) work: keys written in the 
 merged ones (so they are not "given twice"), and earlier mappings in a merge list win over later
 ones. A value reached through an alias or a merge reports the line where it is written, inside the
 anchor: that is the line to edit, and the path says which copy is meant.
+
+A file may extend a base file (`extends:`, config/extends.py): the bases are read with the same
+bounds and merged under it before the schema sees anything, and a finding about a value that
+came from a base carries that file (`Finding.file`) and its line.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import stat
 import types
 import typing
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -79,6 +83,22 @@ class LoadedEnvironment:
     config: EnvironmentConfig
     findings: list[Finding]
     lines: dict[Loc, int]
+    files: dict[Loc, str] = field(default_factory=dict)  # a path's file, if not `file` (extends)
+    chain: tuple[str, ...] = ()  # the files merged (`extends:`), base first; `file` last
+
+    def origin(self, path: str) -> tuple[str | None, int | None]:
+        """The file (None: `file` itself) and line where the value at `path` is written."""
+        loc = _path_to_loc(path)
+        for end in range(len(loc), -1, -1):
+            if loc[:end] in self.lines:
+                source = self.files.get(loc[:end], self.file)
+                return (None if source == self.file else source), self.lines[loc[:end]]
+        return None, None
+
+    def place(self, finding: Finding) -> Finding:
+        """The finding at the file and line of its path."""
+        source, line = self.origin(finding.path)
+        return replace(finding, line=line, file=source)
 
 
 def load_environment(
@@ -86,21 +106,49 @@ def load_environment(
 ) -> LoadedEnvironment:
     """Parse, check the schema, run the semantic validators (and, given `aws`, the checks that
     ask the account); raise `ConfigError` on any error."""
+    from hyperpod_kit.config.extends import read_layers
     from hyperpod_kit.config.validators import run_validators
 
     file = str(path)
-    doc = _parse(file, _read(file))
-    config = _to_config(file, doc).at_source(Path(file).parent)
+    layered = read_layers(file)  # the file, and the bases it extends merged under it
+    doc = layered.doc
+    config = _to_config(file, doc).at_source(Path(file).parent, _written_elsewhere(doc))
     raw = run_validators(config, suppress=[*suppress, *config.validation.suppress])
     if aws is not None and not has_errors(raw):
         from hyperpod_kit.config.aws import run_aws_checks  # boto3: only when asked for
 
         raw += run_aws_checks(config, aws)
-    lines = doc.lines
-    findings = [f.at_line(f.line or line_of(lines, _path_to_loc(f.path))) for f in raw]
+    loaded = LoadedEnvironment(
+        file=file,
+        config=config,
+        findings=[],
+        lines=doc.lines,
+        files={loc: f for loc, f in doc.files.items() if f != file},
+        chain=tuple(layer.file for layer in layered.layers),
+    )
+    findings = [f if f.line else loaded.place(f) for f in raw]
     if has_errors(findings):
         raise ConfigError(file, findings)
-    return LoadedEnvironment(file=file, config=config, findings=findings, lines=lines)
+    return replace(loaded, findings=findings)
+
+
+def _written_elsewhere(doc: _Document) -> dict[str, Path]:
+    """Text values written only in bases in other folders than `doc.file`'s, and that folder:
+    a relative path among them resolves from the file that writes it. A text that files in
+    different folders write is left to the environment file's folder."""
+    if not doc.files:
+        return {}  # one file: every value is written in it
+    home = Path(doc.file).parent.resolve()
+    folder_of = {f: Path(f).parent.resolve() for f in {doc.file, *doc.files.values()}}
+    folders: dict[str, set[Path]] = {}
+    for loc, node in doc.scalars.items():
+        if isinstance(node.value, str) and node.tag.endswith(":str"):
+            folders.setdefault(node.value, set()).add(folder_of[doc.files.get(loc, doc.file)])
+    return {
+        value: next(iter(found))
+        for value, found in folders.items()
+        if len(found) == 1 and home not in found
+    }
 
 
 def peek_region(path: str | Path) -> str | None:
@@ -109,8 +157,9 @@ def peek_region(path: str | Path) -> str | None:
     For callers that need the region before the full load (the AWS facade), with the same bounds.
     """
     try:
-        file = str(path)
-        data = _parse(file, _read(file)).data
+        from hyperpod_kit.config.extends import read_layers
+
+        data = read_layers(str(path)).doc.data  # the region may come from a base
     except ConfigError:
         return None
     region = data.get("region")
@@ -357,6 +406,8 @@ class _Document:
     scalars: dict[Loc, yaml.ScalarNode] = field(default_factory=dict)
     keys: dict[Loc, yaml.ScalarNode] = field(default_factory=dict)
     explicit_tags: set[yaml.Node] = field(default_factory=set)
+    file: str = ""  # the file it was read from (merged: the file that extends the others)
+    files: dict[Loc, str] = field(default_factory=dict)  # merged: the file of each path
 
 
 def parse_yaml(file: str, text: str) -> tuple[Any, dict[Loc, int]]:
@@ -412,7 +463,7 @@ def _parse(file: str, text: str) -> _Document:
             node.start_mark.line + 1,
         )
     walk.lines[()] = node.start_mark.line + 1
-    return _Document(data, walk.lines, walk.scalars, walk.keys, loader.explicit_tags)
+    return _Document(data, walk.lines, walk.scalars, walk.keys, loader.explicit_tags, file=file)
 
 
 def _line_of_mark(mark: Any) -> int | None:
@@ -610,6 +661,15 @@ def _a(noun: str) -> str:
     return f"an {noun}" if noun[:1] in "aeiou" else f"a {noun}"
 
 
+def origin_of(doc: _Document, loc: Loc) -> tuple[str, int | None]:
+    """The file and line of the deepest part of `loc` that the document has; a merged document
+    (`extends:`) knows the file of each value, a plain one is all `doc.file`."""
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in doc.lines:
+            return doc.files.get(loc[:end], doc.file), doc.lines[loc[:end]]
+    return doc.file, None
+
+
 def line_of(lines: dict[Loc, int], loc: Loc) -> int | None:
     """The line of the deepest part of `loc` that the file has (a missing key: its parent)."""
     for end in range(len(loc), -1, -1):
@@ -793,7 +853,9 @@ def _schema_finding(
             hint = hint or f"use one of {err.get('ctx', {}).get('expected', '')}"
         elif kind in {"model_type", "dict_type", "model_attributes_type"}:
             hint = hint or _mapping_hint(where, value)
-    return Finding(Level.ERROR, path, message, hint, line_of(doc.lines, loc))
+    source, line = origin_of(doc, loc)
+    file = None if source == doc.file else source
+    return Finding(Level.ERROR, path, message, hint, line, file=file)
 
 
 def _written(node: yaml.ScalarNode | None, value: Any) -> str:

@@ -25,14 +25,19 @@ HEADER = """# Configuration reference
 Every key of an environment file, with its type and default. Unknown keys are errors. Sections
 that are lists (`[]`) take one mapping per item. The semantic checks that relate several keys are
 listed under [Checks](#checks); `validation.suppress` (or `--suppress NAME`) hides a check's
-warnings and infos, never its errors.
+warnings and infos, never its errors. `extends` and `abstract` let one file build on another
+([Environments that share a base](environments.md)).
 """
 
 
 def markdown_reference() -> str:
+    from hyperpod_kit.config.jsonschema import DIRECTIVES
     from hyperpod_kit.config.validators import REGISTRY
 
     rows = ["| key | type | default | description |", "|---|---|---|---|"]
+    for name, spec in DIRECTIVES.items():
+        default = f"`{str(spec['default']).lower()}`" if "default" in spec else ""
+        rows.append(f"| `{name}` | {spec['type']} | {default} | {spec['description']} |")
     rows += list(_rows(EnvironmentConfig, ""))
     checks = ["| check | area | what it checks |", "|---|---|---|"]
     for v in sorted(REGISTRY.values(), key=lambda v: (v.area, v.name)):

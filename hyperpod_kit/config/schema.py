@@ -933,17 +933,24 @@ class EnvironmentConfig(Section):
     validation: ValidationConfig = Field(default_factory=ValidationConfig)
 
     _source_dir: Path | None = PrivateAttr(default=None)
+    _written_in: dict[str, Path] = PrivateAttr(default_factory=dict)
 
     @property
     def cluster_name(self) -> str:
         return self.cluster.name or self.name
 
-    def at_source(self, source_dir: Path) -> EnvironmentConfig:
-        """This config, knowing the folder its relative paths (scripts, templates) start from."""
+    def at_source(
+        self, source_dir: Path, written_in: dict[str, Path] | None = None
+    ) -> EnvironmentConfig:
+        """This config, knowing the folder its relative paths (scripts, templates) start from;
+        `written_in`: values written in a base (`extends:`) in another folder, and that folder."""
         self._source_dir = source_dir.resolve()
+        self._written_in = {value: folder.resolve() for value, folder in (written_in or {}).items()}
         return self
 
     def resolve_path(self, path: str) -> Path:
-        """A path from the file: absolute as is, relative to the environment file's folder."""
+        """A path from the file: absolute as is, relative to the folder of the environment file
+        that writes it (a base's own folder for a path the base writes)."""
         p = Path(path).expanduser()
-        return p if p.is_absolute() else (self._source_dir or Path.cwd()) / p
+        start = self._written_in.get(path) or self._source_dir or Path.cwd()
+        return p if p.is_absolute() else start / p

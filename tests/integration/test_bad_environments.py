@@ -69,6 +69,8 @@ SYNTH_SAMPLE = {
     "slurm-without-controller.yaml",
     "elastic-min-above-max.yaml",
     "studio-app-twice.yaml",  # was a jsii traceback in synth (a construct id clash)
+    "abstract-alone.yaml",  # a base on its own: refused before anything is synthesized
+    "extends-missing-base.yaml",
 }
 SYNTH_ALL = os.environ.get("HYPERPOD_KIT_TEST_SYNTH_ALL") == "1"
 

@@ -51,6 +51,34 @@ def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> 
     assert "hyperpod-kit:" not in result.stdout
 
 
+def test_team_dev_synthesizes_through_its_base(tmp_path: Path) -> None:
+    """environments/team/dev.yaml, written on top of base.yaml (abstract), synthesizes and passes
+    both gates; the cluster is the merged one (the base's compute group, dev's count). Not a
+    golden example: one synth of the merged file proves the chain reaches the stacks."""
+    example = REPO / "environments" / "team" / "dev.yaml"
+    out = tmp_path / "cdk.out"
+    result = _cli("synth", str(example), "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    report = check_assembly(out)
+    assert report.ok, [f.render() for f in report.errors]
+    assert [f.render() for f in report.findings if f.gate in ("cfn-lint", "cdk-nag")] == []
+    config = load_environment(example).config
+    stacks = {s.name for s in report.stacks if "/" not in s.name}
+    assert stacks == {f"team-dev-{area}" for area in expected_areas(config)}
+    template = json.loads((out / "team-dev-cluster.template.json").read_text())
+    (cluster,) = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"
+    ]
+    groups = {
+        g["InstanceGroupName"]: (g["InstanceType"], g["InstanceCount"])
+        for g in cluster["Properties"]["InstanceGroups"]
+    }
+    assert groups == {
+        "controller": ("ml.m5.xlarge", 1), "login": ("ml.m5.xlarge", 1),
+        "compute": ("ml.g5.8xlarge", 1),
+    }  # fmt: skip
+
+
 def test_unsuppressed_nag_finding_fails_synth_and_keeps_cdk_out(tmp_path: Path) -> None:
     """Flow logs off is an AwsSolutions-VPC7 error: the gate rejects it, cdk.out stays as it was."""
     env = tmp_path / "no-flow-logs.yaml"
