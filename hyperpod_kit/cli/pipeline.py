@@ -79,7 +79,9 @@ class PipelineEnvironment:
 def add_pipeline_parser(sub: Any) -> None:
     what = "generate CI workflows that plan, deploy and watch environments"
     p = sub.add_parser("pipeline", help=what, description=f"{what} (docs/pipelines.md)")
-    kinds = p.add_subparsers(dest="pipeline_kind", required=True, metavar="KIND")
+    kinds = p.add_subparsers(
+        dest="pipeline_kind", required=True, metavar="KIND", help="github (GitHub Actions)"
+    )
     what = "write GitHub Actions workflows into .github/workflows"
     g = kinds.add_parser(
         "github",
@@ -343,9 +345,10 @@ def with_digest(text: str) -> str:
     return f"{head}\n{line}#\n{rest}" if sep else line + text
 
 
-def unchanged_digest(current: bytes) -> str | None:
-    """The SHA-256 of `current` if it is a workflow hyperpod-kit wrote and nobody changed since
-    (its digest line matches the rest), else None: what `check_file` takes as `ours`."""
+def ours_digest(current: bytes) -> str | None:
+    """What `check_file` takes as `ours` for a workflow file: None if hyperpod-kit did not write
+    it (no digest line); the SHA-256 of `current` if it wrote it and nobody changed it since;
+    else the digest it recorded (which no longer matches: the file was edited)."""
     try:
         text = current.decode("utf-8")
     except UnicodeDecodeError:
@@ -355,7 +358,7 @@ def unchanged_digest(current: bytes) -> str | None:
         return None
     rest = text[: found.start()] + text[found.end() :]
     if hashlib.sha256(rest.encode()).hexdigest() != found[1]:
-        return None
+        return found[1]
     return hashlib.sha256(current).hexdigest()
 
 
@@ -402,7 +405,7 @@ def pipeline(args: argparse.Namespace) -> int:
             target = folder / name
             ours = None
             if target.is_file() and not target.is_symlink():
-                ours = unchanged_digest(target.read_bytes())
+                ours = ours_digest(target.read_bytes())
             if folder.is_dir():
                 writes.append(check_file(target, text, force=args.force, ours=ours))
         folder.mkdir(parents=True, exist_ok=True)
