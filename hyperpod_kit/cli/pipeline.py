@@ -53,6 +53,8 @@ ROLE_ARN = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 GIT_REF = re.compile(r"^(?!.*\.\.)(?!.*//)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}(?<![./])$")
 SAFE_PATH = re.compile(r"^[A-Za-z0-9._/-]+$")
+RUNNER_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+DEFAULT_RUNNER = "ubuntu-latest"
 
 
 class PipelineError(ValueError):
@@ -124,6 +126,13 @@ def add_pipeline_parser(sub: Any) -> None:
     g.add_argument(
         "--region",
         help="the region of the AWS credentials (default: each environment file's region)",
+    )
+    g.add_argument(
+        "--deploy-runner",
+        default=DEFAULT_RUNNER,
+        metavar="LABEL",
+        help="the runner label of the deploy jobs, which build the trainer image (a multi-GB "
+        f"NVIDIA base: a larger runner, see docs/pipelines.md) ({DEFAULT_RUNNER})",
     )
     g.add_argument(
         "-o",
@@ -237,6 +246,17 @@ def toolkit_repository(given: str | None) -> str:
     return found[1]
 
 
+def check_runner(value: str) -> str:
+    if not RUNNER_LABEL.match(value):
+        raise PipelineError(
+            "--deploy-runner",
+            value,
+            "is not a runner label",
+            "letters, digits, . _ and -, e.g. ubuntu-latest or a larger runner's name",
+        )
+    return value
+
+
 def check_region(value: str) -> str:
     if value not in regions():
         raise PipelineError(
@@ -300,8 +320,11 @@ def environments(args: argparse.Namespace) -> list[PipelineEnvironment]:
 # --- rendering ---------------------------------------------------------------------------------
 
 
-def _context(envs: list[PipelineEnvironment], repository: str, ref: str) -> dict[str, Any]:
+def _context(
+    envs: list[PipelineEnvironment], repository: str, ref: str, runner: str
+) -> dict[str, Any]:
     order = [e.name for e in envs]
+    account = "${{ steps.aws.outputs.aws-account-id }}"  # of the deploy role, after OIDC
     rows = []
     for i, e in enumerate(envs):
         rows.append(
@@ -317,6 +340,8 @@ def _context(envs: list[PipelineEnvironment], repository: str, ref: str) -> dict
                 "needs": "synth" if i == 0 else f"deploy-{order[i - 1]}",
                 "plan_group": "hyperpod-kit-plan-${{ github.event.pull_request.number }}-" + e.name,
                 "deploy_group": f"hyperpod-kit-{e.name}",
+                "lookup_role": f"arn:aws:iam::{account}:role/cdk-hnb659fds-lookup-role-"
+                f"{account}-{e.region}",
                 "plan_artifact": f"hyperpod-kit-plan-{e.name}",
                 "assembly_artifact": f"hyperpod-kit-assembly-{e.name}",
                 "drift_artifact": f"hyperpod-kit-drift-{e.name}",
@@ -334,6 +359,7 @@ def _context(envs: list[PipelineEnvironment], repository: str, ref: str) -> dict
         "environments_json": json.dumps(order),
         "drift_jobs": [r["drift_job"] for r in rows],
         "cron": DRIFT_CRON,
+        "deploy_runner": runner,
         "command": " ".join([*(f"--env {e.name}={e.file}" for e in envs), f"--toolkit-ref {ref}"]),
     }
 
@@ -363,13 +389,13 @@ def ours_digest(current: bytes) -> str | None:
 
 
 def render_workflows(
-    envs: list[PipelineEnvironment], *, repository: str, ref: str
+    envs: list[PipelineEnvironment], *, repository: str, ref: str, runner: str = DEFAULT_RUNNER
 ) -> dict[str, str]:
     """File name -> text of every workflow."""
     from hyperpod_kit.templating import environment, render
 
     env = environment(TEMPLATES, trim_blocks=True)
-    context = _context(envs, repository, ref)
+    context = _context(envs, repository, ref, runner)
     files = {}
     for name, (template, purpose) in WORKFLOWS.items():
         text = render(
@@ -390,12 +416,13 @@ def pipeline(args: argparse.Namespace) -> int:
 
     try:
         ref = check_ref(args.toolkit_ref)
+        runner = check_runner(args.deploy_runner)
         repository = toolkit_repository(args.toolkit_repository)
         envs = environments(args)
     except PipelineError as e:
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
-    files = render_workflows(envs, repository=repository, ref=ref)
+    files = render_workflows(envs, repository=repository, ref=ref, runner=runner)
     folder = Path(args.output)
     try:
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):

@@ -109,7 +109,8 @@ def test_pull_requests_get_no_credentials_nor_write_token(
 def test_deploys_in_order_with_oidc_from_one_synth(
     team_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert generate(capsys, "--aws-role-arn", f"prod={ROLE}")[0] == 0
+    code, _ = generate(capsys, "--aws-role-arn", f"prod={ROLE}", "--deploy-runner", "big-64gb")
+    assert code == 0
     deploy = workflows(team_repo)["hyperpod-kit-deploy.yml"]
     assert deploy["on"] == {"push": {"branches": ["main"]}}
     jobs = deploy["jobs"]
@@ -120,6 +121,7 @@ def test_deploys_in_order_with_oidc_from_one_synth(
     for name in ("dev", "prod"):
         job = jobs[f"deploy-{name}"]
         assert job["environment"] == name
+        assert job["runs-on"] == "big-64gb"  # where the trainer image is built
         assert job["permissions"] == {"contents": "read", "id-token": "write"}
         assert job["concurrency"]["group"] == f"hyperpod-kit-{name}"
         steps = job["steps"]
@@ -127,13 +129,22 @@ def test_deploys_in_order_with_oidc_from_one_synth(
         assert not any("hyperpod-kit synth" in s.get("run", "") for s in steps)
         (download,) = [s for s in steps if "download-artifact" in s.get("uses", "")]
         assert download["with"]["name"] == f"hyperpod-kit-assembly-{name}"
-        (aws,) = [s for s in steps if "configure-aws-credentials" in s.get("uses", "")]
+        aws, read = [s for s in steps if "configure-aws-credentials" in s.get("uses", "")]
         role = aws["with"]["role-to-assume"]
         assert role == (ROLE if name == "prod" else "${{ vars.HYPERPOD_KIT_ROLE_ARN_DEV }}")
+        assert "role-chaining" not in aws["with"]
+        # status reads with the CDK bootstrap's read-only lookup role, chained after the deploy.
+        assert read["with"]["role-chaining"] is True
+        region = "us-west-2" if name == "dev" else "us-east-1"
+        account = "${{ steps.aws.outputs.aws-account-id }}"
+        assert read["with"]["role-to-assume"] == (
+            f"arn:aws:iam::{account}:role/cdk-hnb659fds-lookup-role-{account}-{region}"
+        )
         runs = [s.get("run", "") for s in steps]
         deploy_at = next(i for i, r in enumerate(runs) if 'cdk" deploy --app' in r)
         assert 'hyperpod-kit check "$HPK_OUT/assembly"' in runs[deploy_at]
-        assert "hyperpod-kit status" in runs[deploy_at + 1]
+        assert steps.index(read) == deploy_at + 1
+        assert "hyperpod-kit status" in runs[deploy_at + 2]
     assert deploy["jobs"]["deploy-prod"]["steps"][-1]["run"].endswith("--watch")
     drift = workflows(team_repo)["hyperpod-kit-drift.yml"]
     assert set(drift["on"]) == {"schedule", "workflow_dispatch"}
@@ -216,6 +227,10 @@ def test_refuses_a_file_of_someone_else_without_force(
         (
             ["--env", "dev=environments/default.yaml", "--toolkit-ref", "$(id)"],
             "--toolkit-ref: '$(id)' is not a git tag",
+        ),
+        (
+            ["--env", "dev=environments/default.yaml", "--deploy-runner", "big runner"],
+            "--deploy-runner: 'big runner' is not a runner label",
         ),
     ],
 )
