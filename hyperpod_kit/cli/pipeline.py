@@ -25,6 +25,7 @@ import json
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
@@ -36,6 +37,7 @@ from hyperpod_kit.paths import REPO
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 DEFAULT_OUTPUT = ".github/workflows"
+BOOTSTRAP_OUTPUT = "deploy-identity.out"
 WORKFLOWS = {  # file name -> (template, what it is for)
     "hyperpod-kit-plan.yml": ("plan.yml.j2", "plan every pull request"),
     "hyperpod-kit-plan-comment.yml": ("plan-comment.yml.j2", "post the plan on the pull request"),
@@ -52,6 +54,9 @@ ENV_NAME = re.compile(r"^[a-z][a-z0-9-]{0,38}$")
 ROLE_ARN = re.compile(r"^arn:aws(-[a-z]+)*:iam::\d{12}:role/[A-Za-z0-9+=,.@_/-]{1,512}$")
 REPOSITORY = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})/[A-Za-z0-9._-]{1,100}$")
 GIT_REF = re.compile(r"^(?!.*\.\.)(?!.*//)[A-Za-z0-9][A-Za-z0-9._/-]{0,199}(?<![./])$")
+OIDC_PROVIDER_ARN = re.compile(
+    r"^arn:aws(-[a-z]+)*:iam::\d{12}:oidc-provider/token\.actions\.githubusercontent\.com$"
+)
 SAFE_PATH = re.compile(r"^[A-Za-z0-9._/-]+$")
 RUNNER_LABEL = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 DEFAULT_RUNNER = "ubuntu-latest"
@@ -144,6 +149,45 @@ def add_pipeline_parser(sub: Any) -> None:
     g.add_argument(
         "--force", action="store_true", help="overwrite workflow files that were changed by hand"
     )
+    what = "synthesize the deploy identity: GitHub's OIDC provider and the deploy role"
+    b = kinds.add_parser(
+        "bootstrap",
+        help=what,
+        description=f"{what}, trusted only by the repository's main branch and the named GitHub "
+        "environments, allowed only to assume the CDK bootstrap roles of the environments' "
+        "regions; gated like `synth` (cdk-nag, cfn-lint). Deploy it once per account with the "
+        "pinned CDK CLI: `npx cdk deploy --app DIR` (docs/pipelines.md).",
+    )
+    b.add_argument(
+        "--repository",
+        required=True,
+        metavar="OWNER/NAME",
+        help="the GitHub repository whose workflows deploy (the team's repository)",
+    )
+    b.add_argument(
+        "--env",
+        dest="envs",
+        action="append",
+        default=[],
+        metavar="NAME=FILE",
+        required=True,
+        help="a GitHub environment that deploys into this account, and its environment file "
+        "(repeatable; its region names the bootstrap roles)",
+    )
+    b.add_argument("--branch", default="main", help="the branch the drift job runs on (main)")
+    b.add_argument(
+        "--oidc-provider-arn",
+        metavar="ARN",
+        help="the account's existing GitHub OIDC provider (default: create one; an account "
+        "has at most one for the URL)",
+    )
+    b.add_argument(
+        "-o",
+        "--output",
+        default=BOOTSTRAP_OUTPUT,
+        metavar="DIR",
+        help=f"cloud assembly folder ({BOOTSTRAP_OUTPUT}); replaced only if hyperpod-kit wrote it",
+    )
 
 
 # --- checking the flags ----------------------------------------------------------------------
@@ -212,11 +256,9 @@ def check_ref(value: str) -> str:
     return value
 
 
-def check_repository(value: str) -> str:
+def check_repository(value: str, flag: str = "--toolkit-repository") -> str:
     if not REPOSITORY.match(value):
-        raise PipelineError(
-            "--toolkit-repository", value, "is not a GitHub repository", "OWNER/NAME"
-        )
+        raise PipelineError(flag, value, "is not a GitHub repository", "OWNER/NAME")
     return value
 
 
@@ -277,18 +319,20 @@ def check_role(value: str) -> tuple[str, str]:
     return name, arn
 
 
-def environments(args: argparse.Namespace) -> list[PipelineEnvironment]:
+def environments(
+    envs: Sequence[str], roles_given: Sequence[str] = (), region_given: str | None = None
+) -> list[PipelineEnvironment]:
     """The environments the flags name, each file loaded like `validate` (exit 2 on an error)."""
     from hyperpod_kit.config import ConfigError, load_environment
 
     files: dict[str, str] = {}
-    for value in args.envs:
+    for value in envs:
         name, file = _pair("--env", value, "FILE")
         if name in files:
             raise PipelineError("--env", value, f"names {name!r} twice", "give each once")
         files[name] = check_env_file(value, file)
     roles: dict[str, str] = {}
-    for value in args.roles:
+    for value in roles_given:
         name, arn = check_role(value)
         if name not in files:
             raise PipelineError(
@@ -298,7 +342,7 @@ def environments(args: argparse.Namespace) -> list[PipelineEnvironment]:
                 f"one of {', '.join(files)}",
             )
         roles[name] = arn
-    region = check_region(args.region) if args.region is not None else None
+    region = check_region(region_given) if region_given is not None else None
     result = []
     for name, file in files.items():
         try:
@@ -412,13 +456,15 @@ def render_workflows(
 
 
 def pipeline(args: argparse.Namespace) -> int:
+    if args.pipeline_kind == "bootstrap":
+        return bootstrap(args)
     from hyperpod_kit.cli.outputs import OutputError, check_file, write_error, write_file
 
     try:
         ref = check_ref(args.toolkit_ref)
         runner = check_runner(args.deploy_runner)
         repository = toolkit_repository(args.toolkit_repository)
-        envs = environments(args)
+        envs = environments(args.envs, args.roles, args.region)
     except PipelineError as e:
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
@@ -453,6 +499,98 @@ def pipeline(args: argparse.Namespace) -> int:
     print(
         f"next: commit {args.output}; give each GitHub environment ({names}) its deploy role "
         "and the later ones required reviewers (docs/pipelines.md)",
+        file=sys.stderr,
+    )
+    return EXIT_OK
+
+
+# --- the deploy identity -----------------------------------------------------------------------
+
+
+def check_provider_arn(value: str | None) -> str | None:
+    if value is not None and not OIDC_PROVIDER_ARN.match(value):
+        raise PipelineError(
+            "--oidc-provider-arn",
+            value,
+            "is not the ARN of a GitHub OIDC provider",
+            "arn:aws:iam::ACCOUNT:oidc-provider/token.actions.githubusercontent.com "
+            "(`aws iam list-open-id-connect-providers` lists them)",
+        )
+    return value
+
+
+def check_branch(value: str) -> str:
+    if not GIT_REF.match(value):
+        raise PipelineError("--branch", value, "is not a branch name", "e.g. main")
+    return value
+
+
+def build_identity(
+    outdir: Path,
+    *,
+    repository: str,
+    branch: str,
+    envs: Sequence[PipelineEnvironment],
+    provider_arn: str | None,
+) -> None:
+    """Synthesize the deploy identity stack into `outdir` (offline, cdk-nag as an aspect)."""
+    import aws_cdk as cdk
+    from cdk_nag import AwsSolutionsChecks
+
+    from hyperpod_kit.app import create_app
+    from hyperpod_kit.stacks.deploy_identity import STACK_NAME, DeployIdentityStack
+
+    app = create_app(outdir=str(outdir))
+    DeployIdentityStack(
+        app,
+        STACK_NAME,
+        description="hyperpod-kit: the GitHub Actions deploy role (pipeline bootstrap)",
+        repository=repository,
+        branch=branch,
+        environments=[e.name for e in envs],
+        regions=[e.region for e in envs],
+        provider_arn=provider_arn,
+    )
+    cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    app.synth()
+
+
+def bootstrap(args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.outputs import ASSEMBLY, FolderOutput, OutputError, write_error
+    from hyperpod_kit.gates import check_assembly
+
+    try:
+        repository = check_repository(args.repository, "--repository")
+        branch = check_branch(args.branch)
+        provider_arn = check_provider_arn(args.oidc_provider_arn)
+        envs = environments(args.envs)
+        out = FolderOutput.checked(args.output, ASSEMBLY)
+    except (PipelineError, OutputError) as e:
+        print(e, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        with out.staging() as staging:
+            build_identity(
+                staging, repository=repository, branch=branch, envs=envs, provider_arn=provider_arn
+            )
+            report = check_assembly(staging)
+            print(report.render(), file=sys.stderr)
+            if not report.ok:
+                print(f"bootstrap stopped by the gates: {len(report.errors)} errors; nothing "
+                      "written", file=sys.stderr)  # fmt: skip
+                return 1
+            out.commit(staging)
+    except OutputError as e:
+        print(e, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        print(write_error(e, args.output), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    print(
+        f"synthesized the deploy identity -> {args.output}; next, with administrator "
+        f"credentials of the account: npx cdk deploy --app {args.output} (from hyperpod-kit's "
+        "folder, or its node_modules/.bin/cdk), then put the output DeployRoleArn in "
+        "HYPERPOD_KIT_ROLE_ARN_<ENV> (docs/pipelines.md)",
         file=sys.stderr,
     )
     return EXIT_OK
