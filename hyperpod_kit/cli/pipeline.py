@@ -32,6 +32,7 @@ from typing import Any
 
 from hyperpod_kit import __version__
 from hyperpod_kit.config.facts import action_pins, regions
+from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS
 from hyperpod_kit.paths import REPO
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -404,6 +405,7 @@ def _context(
         "drift_jobs": [r["drift_job"] for r in rows],
         "cron": DRIFT_CRON,
         "deploy_runner": runner,
+        "session_seconds": DEPLOY_SESSION_SECONDS,
         "command": " ".join([*(f"--env {e.name}={e.file}" for e in envs), f"--toolkit-ref {ref}"]),
     }
 

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from aws_cdk import Aws, DefaultStackSynthesizer
+from aws_cdk import Aws, DefaultStackSynthesizer, Duration
 from aws_cdk import aws_iam as iam
 from constructs import Construct
+
+from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS
 
 GITHUB_OIDC_HOST = "token.actions.githubusercontent.com"
 GITHUB_OIDC_URL = f"https://{GITHUB_OIDC_HOST}"
@@ -60,6 +62,7 @@ class GitHubDeployIdentity(Construct):
             "DeployRole",
             description=f"GitHub Actions of {repository} ({', '.join(environments)}): assumes "
             "the CDK bootstrap roles, nothing else",
+            max_session_duration=Duration.seconds(DEPLOY_SESSION_SECONDS),
             assumed_by=iam.WebIdentityPrincipal(
                 provider_arn,
                 conditions={

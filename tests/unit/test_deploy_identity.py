@@ -73,6 +73,8 @@ def test_trust_only_the_repository_branch_and_environments() -> None:
         },
     }
     assert '"*"' not in json.dumps(role["Properties"]["AssumeRolePolicyDocument"])
+    # What the deploy workflow asks for (role-duration-seconds): a cluster's deploy outlasts 1 h.
+    assert role["Properties"]["MaxSessionDuration"] == 4 * 3600
 
 
 def test_allowed_only_to_assume_the_bootstrap_roles() -> None:

@@ -133,6 +133,7 @@ def test_deploys_in_order_with_oidc_from_one_synth(
         role = aws["with"]["role-to-assume"]
         assert role == (ROLE if name == "prod" else "${{ vars.HYPERPOD_KIT_ROLE_ARN_DEV }}")
         assert "role-chaining" not in aws["with"]
+        assert aws["with"]["role-duration-seconds"] == 4 * 3600  # the role's MaxSessionDuration
         # status reads with the CDK bootstrap's read-only lookup role, chained after the deploy.
         assert read["with"]["role-chaining"] is True
         region = "us-west-2" if name == "dev" else "us-east-1"
