@@ -6,6 +6,7 @@ environments' regions; cdk-nag and cfn-lint clean without a suppression."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -94,6 +95,17 @@ def test_allowed_only_to_assume_the_bootstrap_roles() -> None:
         for region in ("us-east-1", "us-west-2")
         for role in ("deploy-role", "file-publishing-role", "image-publishing-role", "lookup-role")
     )
+
+
+def test_template_equals_the_reviewed_one() -> None:
+    """tests/data/pipeline/deploy-identity.template.json; regenerate with
+    HYPERPOD_KIT_UPDATE_GOLDEN=1 and review the diff."""
+    golden = REPO / "tests" / "data" / "pipeline" / "deploy-identity.template.json"
+    text = json.dumps(_template(None), indent=1, sort_keys=True) + "\n"
+    if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text(), f"the template differs from {golden}: review, regenerate"
 
 
 def test_an_existing_provider_is_used_not_created() -> None:

@@ -256,3 +256,23 @@ def test_bad_toolkit_repository(team_repo: Path, capsys: pytest.CaptureFixture[s
     assert code == 2 and err.count("\n") == 1
     assert "--toolkit-repository: 'not a repo' is not a GitHub repository" in err
     assert not (team_repo / ".github").exists()
+
+
+GOLDEN = REPO / "tests" / "data" / "pipeline"
+
+
+def test_workflows_equal_the_reviewed_ones(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a team commits, as reviewed: tests/data/pipeline/*.yml (dev and prod, a role for
+    prod). A change to a template shows up as a diff of these files; regenerate them with
+    HYPERPOD_KIT_UPDATE_GOLDEN=1 and read that diff."""
+    code, err = generate(capsys, "--aws-role-arn", f"prod={ROLE}", "--toolkit-ref", "v0.1.0")
+    assert code == 0, err
+    for name in WORKFLOWS:
+        text = (team_repo / ".github" / "workflows" / name).read_text()
+        golden = GOLDEN / name
+        if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
+            golden.parent.mkdir(parents=True, exist_ok=True)
+            golden.write_text(text)
+        assert text == golden.read_text(), f"{name} differs from {golden}: review, regenerate"
