@@ -324,7 +324,7 @@ def environments(
     envs: Sequence[str], roles_given: Sequence[str] = (), region_given: str | None = None
 ) -> list[PipelineEnvironment]:
     """The environments the flags name, each file loaded like `validate` (exit 2 on an error)."""
-    from hyperpod_kit.config import ConfigError, load_environment
+    from hyperpod_kit.config import ConfigError, Level, load_environment
 
     files: dict[str, str] = {}
     for value in envs:
@@ -349,12 +349,14 @@ def environments(
         try:
             loaded = load_environment(file)
         except ConfigError as e:
-            first = next(f for f in e.findings if f.level.name == "ERROR")
+            first = next(f for f in e.findings if f.level is Level.ERROR)
+            where = f"{e.file}:{first.line}" if first.line else e.file
             raise PipelineError(
                 "--env",
                 f"{name}={file}",
-                f"does not validate ({first.render(e.file)})",
-                f"fix it first: hyperpod-kit validate {file}",
+                f"does not validate ({where} {first.path}: {first.message.rstrip('.')})",
+                f"{first.hint.rstrip('.') + '; ' if first.hint else ''}"
+                f"`hyperpod-kit validate {file}` shows every finding",
             ) from None
         env = PipelineEnvironment(name, file, region or loaded.config.region, "")
         role = roles.get(name, "${{ vars." + env.variable + " }}")
