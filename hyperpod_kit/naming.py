@@ -96,3 +96,8 @@ def studio_lifecycle_config_name(environment: str, app: str, digest: str) -> str
     """A lifecycle configuration's name: every property is create-only, so new content gets a
     new name, ending with 8 hex digits of its hash."""
     return f"{environment}-{LIFECYCLE_KINDS[app]}-{digest}"
+
+
+# The GitHub deploy role (`pipeline bootstrap`) allows sessions this long and the generated deploy
+# workflow asks for them: creating or updating a cluster can outlast the default hour.
+DEPLOY_SESSION_SECONDS = 4 * 3600

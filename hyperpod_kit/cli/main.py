@@ -1,5 +1,5 @@
 """`hyperpod-kit`: init, validate, estimate, schema, synth, plan, check (--rehearse), jobs, diff,
-deploy, destroy, status, logs.
+deploy, destroy, status, logs, pipeline.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
@@ -222,6 +222,10 @@ def _parser() -> argparse.ArgumentParser:
 
     add_init_parser(sub)
 
+    from hyperpod_kit.cli.pipeline import add_pipeline_parser
+
+    add_pipeline_parser(sub)
+
     from hyperpod_kit.cli import status
 
     status.add_status_arguments(env_command("status", status.STATUS_HELP))
@@ -295,10 +299,11 @@ def split_cdk_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
         return _schema(args.output, markdown=args.markdown, force=args.force)
-    if args.command == "init":
+    if args.command in ("init", "pipeline"):  # commands that write files, not environments
         from hyperpod_kit.cli.init import init
+        from hyperpod_kit.cli.pipeline import pipeline
 
-        return init(args)
+        return (init if args.command == "init" else pipeline)(args)
     if args.command == "estimate":
         from hyperpod_kit.cli.estimate import estimate
 

@@ -7,7 +7,8 @@ fact sheet (which names a source for every cell) and carry the date they were ch
 message about a type or zone newer than the table can say how old the table is and how to go past
 it (`validation.allow_instance_types`, `validation.allow_availability_zone_ids`,
 `validation.allow_regions`). `helm_charts.json`: the NVIDIA and EFA device plugins' charts at the
-versions HyperPod's own chart pins (kept by hand, with its source).
+versions HyperPod's own chart pins (kept by hand, with its source). `github_actions.json`: the
+commit of each GitHub Action's release tag that `pipeline github` pins workflows to (by hand).
 
 `update_rules.json`: what a change to a resource property does on deploy (replace, refused by the
 service, nodes recreated, new nodes only, safe), each row with its source, and the create-only
@@ -26,6 +27,7 @@ support calendar), `ami_accounts.json` (the accounts an Ubuntu AMI already has),
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -150,6 +152,41 @@ def helm_chart_pins() -> dict[str, ChartPin]:
 
 def helm_charts_checked() -> str:
     return str(_load("helm_charts.json")["checked"])
+
+
+@dataclass(frozen=True)
+class ActionPin:
+    """A GitHub Action at the commit of a release tag (`github_actions.json`)."""
+
+    name: str
+    tag: str
+    commit: str
+
+    @property
+    def uses(self) -> str:
+        return f"{self.name}@{self.commit}"
+
+
+_ACTION = re.compile(r"^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$")
+_TAG = re.compile(r"^v\d+(\.\d+)*$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+@cache
+def action_pins() -> dict[str, ActionPin]:
+    """The actions the generated workflows use, each pinned by full commit SHA (checked here, so
+    a hand edit that breaks a pin fails loudly instead of reaching a workflow)."""
+    pins = {}
+    for name, row in _load("github_actions.json")["actions"].items():
+        pin = ActionPin(name=name, tag=row["tag"], commit=row["commit"])
+        if not (_ACTION.match(name) and _TAG.match(pin.tag) and _COMMIT.match(pin.commit)):
+            raise ValueError(f"github_actions.json: {name}: not an action pinned by a full SHA")
+        pins[name] = pin
+    return pins
+
+
+def action_pins_checked() -> str:
+    return str(_load("github_actions.json")["checked"])
 
 
 # --- the API's constraints and the rules' tables ------------------------------------------------

@@ -1,0 +1,45 @@
+"""The deploy identity stack (`hyperpod-kit pipeline bootstrap`): deployed once per account, by
+hand, before the generated workflows can deploy there."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aws_cdk import CfnOutput, Stack
+from constructs import Construct
+
+from hyperpod_kit.constructs.deploy_identity import GitHubDeployIdentity
+
+STACK_NAME = "hyperpod-kit-github-deploy-identity"
+
+
+class DeployIdentityStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        repository: str,
+        branch: str,
+        environments: Sequence[str],
+        regions: Sequence[str],
+        provider_arn: str | None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.identity = GitHubDeployIdentity(
+            self,
+            "GitHub",
+            repository=repository,
+            branch=branch,
+            environments=environments,
+            regions=regions,
+            provider_arn=provider_arn,
+        )
+        CfnOutput(
+            self,
+            "DeployRoleArn",
+            value=self.identity.role.role_arn,
+            description="the role ARN for HYPERPOD_KIT_ROLE_ARN_<ENV> (or --aws-role-arn)",
+        )
