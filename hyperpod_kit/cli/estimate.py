@@ -53,6 +53,33 @@ def _from_pricing_api(loaded: LoadedEnvironment, seconds: float | None) -> Estim
         return None
 
 
+ESTIMATE_HELP = (
+    "what FILE brings and costs: accelerators, EFA, Lustre throughput, checkpoint times, "
+    "hourly and monthly cost from a dated price table (or the AWS Pricing API with --aws)"
+)
+
+
+def add_estimate_arguments(est: argparse.ArgumentParser) -> None:
+    est.add_argument(
+        "--step-time",
+        metavar="SECONDS",
+        help="seconds one training step takes: then the share of the checkpoint interval spent "
+        "writing a checkpoint (a warning above 5%%)",
+    )
+    est.add_argument(
+        "--format",
+        choices=["text", "json"],
+        default="text",
+        help="text or JSON, on stdout (text)",
+    )
+    est.add_argument(
+        "--aws",
+        action="store_true",
+        help="prices from the AWS Pricing API (pricing:GetProducts, with credentials) instead of "
+        "the bundled table",
+    )
+
+
 def estimate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     try:
         seconds = step_time(args.step_time)

@@ -193,30 +193,9 @@ def _parser() -> argparse.ArgumentParser:
         help="with --rehearse: hide warnings and infos of this check (repeatable)",
     )  # fmt: skip
 
-    est = env_command(
-        "estimate",
-        "what FILE brings and costs: accelerators, EFA, Lustre throughput, checkpoint times, "
-        "hourly and monthly cost from a dated price table (or the AWS Pricing API with --aws)",
-        quiet=False,
-    )
-    est.add_argument(
-        "--step-time",
-        metavar="SECONDS",
-        help="seconds one training step takes: then the share of the checkpoint interval spent "
-        "writing a checkpoint (a warning above 5%%)",
-    )
-    est.add_argument(
-        "--format",
-        choices=["text", "json"],
-        default="text",
-        help="text or JSON, on stdout (text)",
-    )
-    est.add_argument(
-        "--aws",
-        action="store_true",
-        help="prices from the AWS Pricing API (pricing:GetProducts, with credentials) instead of "
-        "the bundled table",
-    )
+    from hyperpod_kit.cli import estimate
+
+    estimate.add_estimate_arguments(env_command("estimate", estimate.ESTIMATE_HELP, quiet=False))
 
     from hyperpod_kit.cli.init import add_init_parser
 

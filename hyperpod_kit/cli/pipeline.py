@@ -462,7 +462,7 @@ def render_workflows(
 def pipeline(args: argparse.Namespace) -> int:
     if args.pipeline_kind == "bootstrap":
         return bootstrap(args)
-    from hyperpod_kit.cli.outputs import OutputError, check_file, write_error, write_file
+    from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
 
     try:
         ref = check_ref(args.toolkit_ref)
@@ -560,8 +560,8 @@ def build_identity(
 
 
 def bootstrap(args: argparse.Namespace) -> int:
-    from hyperpod_kit.cli.outputs import ASSEMBLY, FolderOutput, OutputError, write_error
     from hyperpod_kit.gates import check_assembly
+    from hyperpod_kit.outputs import ASSEMBLY, FolderOutput, OutputError, write_error
 
     try:
         repository = check_repository(args.repository, "--repository")

@@ -19,8 +19,7 @@ from typing import Any
 
 from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.jobs.eks import HEALTH_LABEL
-from hyperpod_kit.naming import eks_cluster_name, parameter_name
+from hyperpod_kit.naming import HEALTH_LABEL, eks_cluster_name, parameter_name
 from hyperpod_kit.operations import logs
 from hyperpod_kit.operations.diagnosis import Diagnosis, Evidence, diagnose
 from hyperpod_kit.operations.discovery import Deployed, discover
