@@ -19,21 +19,25 @@ import yaml
 
 from hyperpod_kit.cli import main as cli
 from hyperpod_kit.cli.pipeline import WORKFLOWS, ours_digest
+from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.facts import action_pins
 
 REPO = Path(__file__).resolve().parents[2]
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
-ENVS = ["--env", "dev=environments/default.yaml", "--env", "prod=environments/prod-slurm.yaml"]
+ENV_FILES = {"dev": "environments/team/dev.yaml", "prod": "environments/team/prod.yaml"}
+ENVS = [arg for name, file in ENV_FILES.items() for arg in ("--env", f"{name}={file}")]
 TOOLKIT = ["--toolkit-repository", "example-org/hyperpod-kit"]
 ROLE = "arn:aws:iam::123456789012:role/hyperpod-kit-deploy"
 
 
 @pytest.fixture
 def team_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A repository that holds only environment files, as the current folder."""
+    """A repository that holds only environment files (the team example, and two standalone
+    ones for the bad-flag cases), as the current folder."""
     (tmp_path / "environments").mkdir()
     for name in ("default.yaml", "prod-slurm.yaml"):
         shutil.copy(REPO / "environments" / name, tmp_path / "environments" / name)
+    shutil.copytree(REPO / "environments" / "team", tmp_path / "environments" / "team")
     monkeypatch.chdir(tmp_path)
     return tmp_path
 
@@ -136,7 +140,7 @@ def test_deploys_in_order_with_oidc_from_one_synth(
         assert aws["with"]["role-duration-seconds"] == 4 * 3600  # the role's MaxSessionDuration
         # status reads with the CDK bootstrap's read-only lookup role, chained after the deploy.
         assert read["with"]["role-chaining"] is True
-        region = "us-west-2" if name == "dev" else "us-east-1"
+        region = load_environment(REPO / ENV_FILES[name]).config.region  # through its base
         account = "${{ steps.aws.outputs.aws-account-id }}"
         assert read["with"]["role-to-assume"] == (
             f"arn:aws:iam::{account}:role/cdk-hnb659fds-lookup-role-{account}-{region}"
