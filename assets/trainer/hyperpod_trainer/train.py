@@ -46,6 +46,7 @@ from .checkpoint import (
 from .config import Config, ConfigError, grad_accum_steps
 from .data import BatchPlan, build_dataset, build_loader
 from .distributed import DistContext, init_distributed, shutdown
+from .evaluate import Evaluator, build_eval_dataset
 from .faults import Faults
 from .fingerprint import (
     config_hash,
@@ -153,6 +154,19 @@ class Trainer:
         self.shape = cfg.shape()
         # First, so that a wrong data.path fails before any model is built.
         self.dataset = build_dataset(cfg.data, vocab_size=self.shape.vocab_size)
+        held_out = build_eval_dataset(cfg)
+        self.evaluator = (
+            Evaluator(
+                held_out,
+                max_sequences=cfg.eval.max_sequences,
+                micro_batch_size=cfg.train.micro_batch_size,
+                world_size=ctx.world_size,
+                rank=ctx.rank,
+                device=ctx.device,
+            )
+            if held_out is not None
+            else None
+        )
         self.fingerprint = data_fingerprint(cfg)
         self.metrics = Metrics(cfg.metrics, rank=ctx.rank)
         self.faults = Faults(cfg.fault, ctx.rank)
@@ -489,6 +503,33 @@ class Trainer:
             norm = torch.nn.utils.get_total_norm(grads, foreach=True)
         return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
+    def _logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        autocast = torch.autocast(self.ctx.device.type, dtype=torch.bfloat16)
+        with autocast if self.autocast else contextlib.nullcontext():
+            logits: torch.Tensor = self.model(inputs)
+        return logits
+
+    def evaluate(self, step: int) -> None:
+        """Held-out loss and perplexity (evaluate.py), on every rank at the same step."""
+        if self.evaluator is None:
+            return
+        self.model.eval()
+        result = self.evaluator.run(self._logits, self.loss_chunk)
+        self.model.train()
+        self.metrics.evaluation(
+            step,
+            {
+                "loss": result.loss,
+                "perplexity": result.perplexity,
+                "tokens": result.tokens,
+                "sequences": result.sequences,
+                "seconds": round(result.seconds, 4),
+            },
+        )
+        self.info(f"eval at step {step}: loss {result.loss:.6f}, perplexity {result.perplexity:g}")
+        # Not training time: keep it out of the logging window's step time and tokens/s.
+        self._window = (self._window[0] + result.seconds, self._window[1])
+
     def train_step(
         self, batches: Iterator[Any], step: int
     ) -> tuple[torch.Tensor, list[int], float, torch.Tensor]:
@@ -511,9 +552,7 @@ class Trainer:
             sample_ids, tokens = next(batches)
             ids.extend(int(i) for i in sample_ids)
             tokens = tokens.to(self.ctx.device, non_blocking=True)
-            autocast = torch.autocast(self.ctx.device.type, dtype=torch.bfloat16)
-            with autocast if self.autocast else contextlib.nullcontext():
-                logits = self.model(tokens[:, :-1])
+            logits = self._logits(tokens[:, :-1])
             loss = cross_entropy(logits, tokens[:, 1:], self.loss_chunk)
             if poison:
                 loss = loss * float("nan")
@@ -575,6 +614,8 @@ class Trainer:
             if self.checkpointer is None and reason not in ("completed", "stop_at_step"):
                 self.info(f"{reason}: no checkpoint.dir, stopping without a checkpoint")
             self.save(blocking=True)
+            if reason in ("completed", "stop_at_step"):
+                self.evaluate(self.progress.step)  # after the save: it cannot cost the step
         if self.checkpointer is not None:
             self.checkpointer.close()
             if code == EXIT_NONFINITE and self.ctx.rank == 0:
@@ -641,6 +682,8 @@ class Trainer:
                 return reason, 0
             if save_now:
                 self.save(blocking=False)
+            if cfg.eval.every_steps and step % cfg.eval.every_steps == 0 and step != last_step:
+                self.evaluate(step)
         return reason, 0
 
     def _readback(
