@@ -52,15 +52,17 @@ NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 CLUSTER_EVENT = "SageMaker HyperPod Cluster Event"
 HEALTH_SOURCE = "hyperpod-kit-health"  # the node-side runner's "source" field
 LIFECYCLE_FAILED = "hyperpod-kit lifecycle: FAILED in"  # lifecycle/on_create.sh.j2, on failure
-# Metric name -> (trainer event, its JSON field, unit, statistic): the trainer's "step" and
-# "checkpoint" lines (assets/trainer/hyperpod_trainer/metrics.py, checkpoint.py), as they reach the
-# cluster's log group from the nodes' spool (Slurm jobs rendered by `hyperpod-kit jobs`).
+# Metric name -> (trainer event, its JSON field, unit, statistic): the trainer's "step", "eval"
+# and "checkpoint" lines (assets/trainer/hyperpod_trainer/metrics.py, checkpoint.py), as they
+# reach the cluster's log group from the nodes' spool (Slurm jobs rendered by `hyperpod-kit jobs`).
 TRAINING_METRICS: dict[str, tuple[str, str, cw.Unit, str]] = {
     "TrainingStep": ("step", "$.step", cw.Unit.COUNT, "Maximum"),
     "TrainingLoss": ("step", "$.loss", cw.Unit.NONE, "Average"),
     "TrainingTokensPerSecond": ("step", "$.tokens_per_s", cw.Unit.COUNT_PER_SECOND, "Average"),
     "TrainingStepSeconds": ("step", "$.step_time_s", cw.Unit.SECONDS, "Average"),
     "TrainingMFU": ("step", "$.mfu", cw.Unit.NONE, "Average"),
+    "EvalLoss": ("eval", "$.loss", cw.Unit.NONE, "Average"),
+    "EvalPerplexity": ("eval", "$.perplexity", cw.Unit.NONE, "Average"),
     "CheckpointSeconds": ("checkpoint", "$.seconds", cw.Unit.SECONDS, "Average"),
     "CheckpointBlockingSeconds": ("checkpoint", "$.blocking_seconds", cw.Unit.SECONDS, "Average"),
 }
@@ -709,8 +711,8 @@ class ClusterMonitoring(Construct):
 
         return [
             cw.GraphWidget(
-                title="Training: loss and step",
-                left=[m("TrainingLoss", "loss")],
+                title="Training: loss, held-out loss and step",
+                left=[m("TrainingLoss", "loss"), m("EvalLoss", "held-out loss")],
                 right=[m("TrainingStep", "step")],
                 width=8,
             ),

@@ -224,6 +224,51 @@ def test_rendezvous_host_comes_from_the_steps_node_list(
     assert f"checkpoint.dir={tmp_path}/fsx/checkpoints" in sets
 
 
+def _run_job_with_launcher(tmp_path: Path, launcher: str) -> tuple[int, str, Path, bool]:
+    """Run the local variant with `launcher` as the trainer's python (a bash body); returns
+    (exit code, stderr, checkpoint folder, whether the launcher ran)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    ran = tmp_path / "ran"
+    srun = bin_dir / "srun"
+    srun.write_text('#!/bin/bash\nwhile [[ $1 == --* ]]; do shift; done\nexec "$@"\n')
+    python = bin_dir / "python"
+    python.write_text(f"#!/bin/bash\ntouch {shlex.quote(str(ran))}\n{launcher}\n")
+    for f in (srun, python):
+        f.chmod(0o755)
+    local = LocalRun(fsx_root=tmp_path / "fsx", python=str(python))
+    job = tmp_path / "job.sbatch"
+    job.write_text(_sbatch(_config(), local=local))
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "SLURM_JOB_ID": "77", "SLURM_JOB_NUM_NODES": "1"}
+    env["SLURM_JOB_NODELIST"] = "node1"
+    result = subprocess.run(
+        ["bash", str(job)], env=env, capture_output=True, text=True, check=False
+    )
+    ran_now = ran.exists()
+    ran.unlink(missing_ok=True)
+    return result.returncode, result.stderr, tmp_path / "fsx" / "checkpoints", ran_now
+
+
+def test_sbatch_exits_with_the_trainers_recorded_final_code(tmp_path: Path) -> None:
+    """torchrun exits 1 whatever its ranks' code; the trainer records a final failure in its
+    checkpoint folder (docs/trainer.md): the job ends with that code, and a requeued job stops
+    before starting anything."""
+    ckpt = tmp_path / "fsx" / "checkpoints"
+    record = '{\n "exit_code": 5,\n "reason": "no intact checkpoint"\n}'
+    fails = f"mkdir -p {shlex.quote(str(ckpt))}; printf '%s' {shlex.quote(record)} > "
+    fails += f"{shlex.quote(str(ckpt / 'FAILED.json'))}; exit 1"
+    code, stderr, _, ran = _run_job_with_launcher(tmp_path, fails)
+    assert (code, ran) == (5, True), stderr
+    assert "final failure recorded" in stderr
+    code, stderr, _, ran = _run_job_with_launcher(tmp_path, "exit 0")  # a requeue of the job
+    assert (code, ran) == (5, False), stderr
+    (ckpt / "FAILED.json").unlink()
+    code, stderr, _, ran = _run_job_with_launcher(tmp_path, "exit 1")  # a crash: its own code
+    assert (code, ran) == (1, True), stderr
+    code, stderr, _, ran = _run_job_with_launcher(tmp_path, "exit 0")
+    assert (code, ran) == (0, True), stderr
+
+
 def test_a_slurm_job_is_rendered_with_its_image() -> None:
     """Never looked up at run time: a Slurm job without an image is refused when rendered."""
     with pytest.raises(ImageError, match="--image"):
@@ -380,7 +425,10 @@ def test_sbatch_passes_exactly_the_overrides() -> None:
     assert settings[: len(trainer_settings(config.trainer.job))] == [
         (s.key, s.value) for s in trainer_settings(config.trainer.job)
     ]
-    tail = _sbatch(config).split("hyperpod-trainer \\\n", 1)[1].replace("\\\n", "")
+    tail = _sbatch(config).split("hyperpod-trainer \\\n", 1)[1]
+    tail, handler = tail.split(" \\\n  || ", 1)  # then: the recorded final code, if any
+    assert handler.startswith('{ status=$?; hyperpod_final; exit "$status"; }')
+    tail = tail.replace("\\\n", "")
     assert shlex.split(tail) == [w for key, value in settings for w in ("--set", f"{key}={value}")]
 
 

@@ -359,7 +359,8 @@ def test_metric_filters_read_the_clusters_log_group(built: Any) -> None:
     assert filters["TrainingNonFiniteStops"]["FilterPattern"] == (
         '{ ($.event = "exit") && ($.reason = "non_finite") }'
     )
-    assert {n for n in filters if n.startswith(("Training", "Checkpoint"))} == {
+    assert filters["EvalLoss"]["FilterPattern"] == '{ ($.event = "eval") && ($.loss = *) }'
+    assert {n for n in filters if n.startswith(("Training", "Checkpoint", "Eval"))} == {
         *TRAINING_METRICS,
         "TrainingNonFiniteStops",
     }
@@ -371,7 +372,7 @@ def test_on_eks_no_filter_pretends_to_read_training_metrics(built: Any) -> None:
         for p in built("eks").props("AWS::Logs::MetricFilter")
     ]
     assert "NodeCheckFailures" in names
-    assert not [n for n in names if n.startswith(("Training", "Checkpoint"))]
+    assert not [n for n in names if n.startswith(("Training", "Checkpoint", "Eval"))]
     (dashboard,) = built("eks").props("AWS::CloudWatch::Dashboard")
     assert "Training:" not in json.dumps(dashboard["DashboardBody"])
 
@@ -419,7 +420,8 @@ def test_the_dashboard_shows_cluster_fsx_and_training(built: Any) -> None:
     ):
         assert piece in body, piece
     for piece in (
-        "Training: loss and step",
+        "Training: loss, held-out loss and step",
+        "EvalLoss",
         "TrainingTokensPerSecond",
         "TrainingMFU",
         "CheckpointBlockingSeconds",

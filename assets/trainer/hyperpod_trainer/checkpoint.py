@@ -1,18 +1,25 @@
 """Crash-safe checkpoint layout on a shared file system, written with PyTorch DCP.
 
-    <dir>/step_000120/            complete: DCP shards + .metadata + COMPLETE.json
+    <dir>/step_000120/            complete: OWNER.json + DCP shards + .metadata + COMPLETE.json
     <dir>/step_000123.tmp/        being written (or abandoned by a crash)
     <dir>/latest                  "step_000120", replaced atomically
+    <dir>/damaged/step_000126/    complete once, failed verification at a start: kept, never read
+    <dir>/FAILED.json             a final failure: every later launch exits at once with its code
 
-A save writes into ``step_N.tmp/``; only when every rank's shards and DCP's ``.metadata`` are on
-disk does rank 0 write ``COMPLETE.json``, rename the folder to ``step_N/`` and then swap
-``latest``. A crash at any point leaves the previous complete checkpoint untouched, and the next
-launch deletes leftovers. Retention deletes a folder's marker first, so a half-deleted folder is
-never mistaken for a complete one. One job per checkpoint directory (lease.py).
+A save writes ``OWNER.json`` into ``step_N.tmp/`` before anything else; only when every rank's
+shards and DCP's ``.metadata`` are on disk does rank 0 write ``COMPLETE.json`` (with the size of
+every file), rename the folder to ``step_N/`` and then swap ``latest``. A crash at any point
+leaves the previous complete checkpoint untouched, and the next launch deletes our leftovers
+(folders with OWNER.json and no COMPLETE.json). A folder we did not write is never touched.
+Before resuming, the newest complete checkpoint is verified (every file `.metadata` names, the
+recorded sizes); a damaged one is moved into ``damaged/`` and the previous one is tried.
+Retention deletes a folder's marker first and its owner file last, so a half-deleted folder is
+never mistaken for a complete one nor for someone else's. One job per directory (lease.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -20,20 +27,24 @@ import shutil
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
 from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
+from torch.distributed.checkpoint.filesystem import FileSystemReader
 from torch.distributed.checkpoint.staging import AsyncStager, DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 
 MARKER = "COMPLETE.json"
+OWNER = "OWNER.json"  # written first into every folder the trainer creates
 LATEST = "latest"
 DCP_METADATA = ".metadata"
+DAMAGED = "damaged"
+FAILED = "FAILED.json"
 _STEP_DIR = re.compile(r"^step_(\d+)$")
-_TMP_DIR = re.compile(r"^step_(\d+)\.tmp$")
+_TMP_DIR = re.compile(r"^step_(\d+)\.(tmp|old)$")  # being written; being pruned
 
 Emit = Callable[..., None]
 
@@ -49,49 +60,200 @@ class CheckpointInfo:
     meta: dict[str, Any]
 
 
-def is_complete(path: Path) -> bool:
-    return (path / MARKER).is_file() and (path / DCP_METADATA).is_file()
+def read_marker(path: Path) -> dict[str, Any] | None:
+    """The folder's COMPLETE.json as a mapping with an integer step, else None."""
+    try:
+        meta = json.loads((path / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
+        return None
+    return meta
 
 
-def read_info(path: Path) -> CheckpointInfo:
-    meta = json.loads((path / MARKER).read_text())
-    return CheckpointInfo(path=path, step=int(meta["step"]), meta=meta)
+def is_ours(path: Path) -> bool:
+    """Whether the trainer wrote this folder: its owner file, or (checkpoints written before
+    owner files existed) a COMPLETE.json of the trainer's form."""
+    return (path / OWNER).is_file() or read_marker(path) is not None
 
 
 def complete_checkpoints(root: Path) -> list[CheckpointInfo]:
-    """Complete checkpoints, oldest first."""
+    """Our checkpoints with a readable completion marker, oldest first (not yet verified)."""
     if not root.is_dir():
         return []
-    found = [read_info(p) for p in root.iterdir() if _STEP_DIR.match(p.name) and is_complete(p)]
+    found: list[CheckpointInfo] = []
+    for path in root.iterdir():
+        meta = read_marker(path) if _STEP_DIR.match(path.name) and path.is_dir() else None
+        if meta is not None:
+            found.append(CheckpointInfo(path=path, step=int(meta["step"]), meta=meta))
     return sorted(found, key=lambda info: info.step)
 
 
-def find_latest(root: Path) -> CheckpointInfo | None:
-    """The newest complete checkpoint.
+def remove_owned(path: Path) -> None:
+    """Delete one of our folders: its marker first, its owner file last, so that at every
+    moment it is either complete or recognisably ours and interrupted."""
+    (path / MARKER).unlink(missing_ok=True)
+    for child in path.iterdir():
+        if child.name == OWNER:
+            continue
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
+    (path / OWNER).unlink(missing_ok=True)
+    with contextlib.suppress(OSError):
+        path.rmdir()
 
-    Decided by the markers, not by `latest`: if a crash fell between the rename and the pointer
-    update, the newer folder is complete and is the right one to resume. `latest` exists for
-    people and tools (`cat latest`), and is only ever swapped to a complete folder.
-    """
-    found = complete_checkpoints(root)
-    return found[-1] if found else None
 
-
-def clean_incomplete(root: Path) -> list[Path]:
-    """Delete `.tmp` folders and marker-less step folders left by a crash (rank 0, at start)."""
+def clean_incomplete(root: Path) -> tuple[list[Path], list[Path]]:
+    """Rank 0, at start: delete our interrupted saves and prunings (`step_N.tmp`, `step_N.old`
+    with our owner file); return (removed, foreign): step folders we did not write are listed
+    and left alone."""
     removed: list[Path] = []
+    foreign: list[Path] = []
     if not root.is_dir():
-        return removed
-    for path in root.iterdir():
-        abandoned = _TMP_DIR.match(path.name) or (
-            _STEP_DIR.match(path.name) and not (path / MARKER).is_file()
-        )
-        if abandoned and path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
+        return removed, foreign
+    for path in sorted(root.iterdir()):
+        if not (_TMP_DIR.match(path.name) or _STEP_DIR.match(path.name)) or not path.is_dir():
+            continue
+        if not is_ours(path):
+            foreign.append(path)
+        elif _TMP_DIR.match(path.name):
+            remove_owned(path)
             removed.append(path)
     for stray in root.glob(f"{LATEST}.*.tmp"):
         stray.unlink(missing_ok=True)
-    return removed
+    return removed, foreign
+
+
+def file_sizes(path: Path) -> dict[str, int]:
+    """Size of every file below `path` but the completion marker, by relative path."""
+    return {
+        p.relative_to(path).as_posix(): p.stat().st_size
+        for p in sorted(path.rglob("*"))
+        if p.is_file() and p.name != MARKER
+    }
+
+
+def verify(info: CheckpointInfo) -> str | None:
+    """Why this complete checkpoint cannot be loaded, or None if it is intact.
+
+    Checks DCP's `.metadata` (present, readable), that every file it names exists and holds
+    the bytes it points into, and that every file has the size recorded in COMPLETE.json
+    (checkpoints written before sizes were recorded get the first two checks only).
+    """
+    if not (info.path / DCP_METADATA).is_file():
+        return f"{DCP_METADATA} is missing"
+    return _check_recorded_sizes(info) or _check_metadata_files(info.path)
+
+
+def _check_recorded_sizes(info: CheckpointInfo) -> str | None:
+    recorded = info.meta.get("files")
+    if not isinstance(recorded, dict):
+        return None
+    for name, size in sorted(recorded.items()):
+        target = info.path / name
+        if not target.is_file():
+            return f"{name} is missing"
+        actual = target.stat().st_size
+        if actual != size:
+            return f"{name} has {actual} bytes, {MARKER} recorded {size}"
+    return None
+
+
+def _check_metadata_files(path: Path) -> str | None:
+    try:
+        metadata = FileSystemReader(str(path)).read_metadata()
+    except Exception as exc:  # any unreadable metadata means damaged, whatever raised
+        return f"{DCP_METADATA} is unreadable ({type(exc).__name__}: {exc})"
+    needed: dict[str, int] = {}
+    for item in (metadata.storage_data or {}).values():
+        name = getattr(item, "relative_path", None)
+        if isinstance(name, str):
+            end = int(item.offset) + int(item.length)
+            needed[name] = max(needed.get(name, 0), end)
+    for name, end in sorted(needed.items()):
+        target = path / name
+        if not target.is_file():
+            return f"{name} is missing (named by {DCP_METADATA})"
+        if target.stat().st_size < end:
+            return f"{name} has {target.stat().st_size} bytes, {DCP_METADATA} needs {end}"
+    return None
+
+
+def move_aside(root: Path, path: Path) -> Path:
+    """Move a damaged checkpoint into `<root>/damaged/` (a new name if one is taken)."""
+    aside = root / DAMAGED
+    aside.mkdir(exist_ok=True)
+    target = aside / path.name
+    n = 1
+    while target.exists():
+        n += 1
+        target = aside / f"{path.name}.{n}"
+    os.rename(path, target)
+    _fsync_dir(root)
+    return target
+
+
+@dataclass
+class ResumeScan:
+    """What rank 0 found and did in the checkpoint folder before resuming."""
+
+    latest: CheckpointInfo | None = None  # the newest intact checkpoint
+    removed: list[Path] = field(default_factory=list)  # our interrupted saves, deleted
+    foreign: list[Path] = field(default_factory=list)  # not ours: left alone
+    damaged: list[tuple[Path, Path, str]] = field(default_factory=list)  # (was, now, why)
+
+    @property
+    def none_intact(self) -> bool:
+        """Complete checkpoints existed and every one of them is damaged."""
+        return self.latest is None and bool(self.damaged)
+
+
+def prepare_resume(root: Path) -> ResumeScan:
+    """Rank 0, holding the lease: clean our leftovers, then check our `step_N` folders newest
+    first and move each damaged one aside (no readable COMPLETE.json: a renamed folder always
+    had one), until an intact one is found. Older ones are neither read nor moved."""
+    scan = ResumeScan()
+    scan.removed, scan.foreign = clean_incomplete(root)
+    foreign = set(scan.foreign)
+    ours = [
+        p
+        for p in (root.iterdir() if root.is_dir() else [])
+        if _STEP_DIR.match(p.name) and p.is_dir() and p not in foreign
+    ]
+    for path in sorted(ours, key=lambda p: int(p.name.split("_")[1]), reverse=True):
+        meta = read_marker(path)
+        if meta is None:
+            problem: str | None = f"{MARKER} is missing or unreadable"
+        else:
+            info = CheckpointInfo(path=path, step=int(meta["step"]), meta=meta)
+            problem = verify(info)
+            if problem is None:
+                scan.latest = info
+                break
+        scan.damaged.append((path, move_aside(root, path), problem or ""))
+    if scan.damaged and scan.latest is not None:
+        write_atomic(root / LATEST, scan.latest.path.name + "\n")
+    return scan
+
+
+def record_final_failure(root: Path, code: int, reason: str) -> None:
+    """Make every later launch on this folder exit at once with `code` (`final_failure`)."""
+    record = {"exit_code": code, "reason": reason, "time": time.time()}
+    write_atomic(root / FAILED, json.dumps(record, indent=1, sort_keys=True))
+
+
+def final_failure(root: Path, *, unreadable_code: int) -> tuple[int, str] | None:
+    """(exit code, reason) of a recorded final failure in this folder, else None; a record
+    that cannot be read is still final (`unreadable_code`), never a crash that loops."""
+    try:
+        record = json.loads((root / FAILED).read_text())
+        return int(record["exit_code"]), str(record["reason"])
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError):
+        return unreadable_code, f"{root / FAILED} is unreadable"
 
 
 def _fsync_dir(path: Path) -> None:
@@ -111,10 +273,6 @@ def write_atomic(path: Path, text: str) -> None:
         os.fsync(f.fileno())
     os.replace(tmp, path)
     _fsync_dir(path.parent)
-
-
-def dir_bytes(path: Path) -> int:
-    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
 @dataclass
@@ -198,10 +356,15 @@ class Checkpointer:
         if step == self.last_step:
             return
         tmp = self.root / f"{step_dir_name(step)}.tmp"
+        # Rank 0 prepares the folder (owner file first) and tells everyone whether it may: a
+        # folder of that name that we did not write is never touched, so that save is skipped.
+        blocked: list[str | None] = [None]
         if self.rank == 0:
-            shutil.rmtree(tmp, ignore_errors=True)
-            tmp.mkdir(parents=True)
-        dist.barrier(group=self.group)
+            blocked[0] = self._prepare(step, tmp)
+        dist.broadcast_object_list(blocked, src=0, group=self.group)  # also the barrier
+        if blocked[0] is not None:
+            self.emit("checkpoint_skipped", step=step, reason=blocked[0])
+            return
         started = time.monotonic()
         if self.async_save and not blocking:
             response = state_dict_saver.async_save(
@@ -226,6 +389,17 @@ class Checkpointer:
         self.last_step = step
         if blocking:
             self.wait()
+
+    def _prepare(self, step: int, tmp: Path) -> str | None:
+        final = self.root / step_dir_name(step)
+        for path in (tmp, final):
+            if path.exists() and not is_ours(path):
+                return f"{path} exists and was not written by the trainer: left alone"
+        if tmp.exists():
+            remove_owned(tmp)
+        tmp.mkdir(parents=True)
+        write_atomic(tmp / OWNER, json.dumps({"writer": "hyperpod_trainer", "step": step}))
+        return None
 
     def wait_for_staging(self) -> float:
         """Block until an async save has copied the state off the training tensors.
@@ -285,13 +459,22 @@ class Checkpointer:
             # Another job took the folder over (lease.py): leave the .tmp, touch nothing else.
             return
         name = step_dir_name(pending.step)
-        size = dir_bytes(pending.tmp)
-        marker = {**pending.meta, "step": pending.step, "bytes": size, "time": time.time()}
+        files = file_sizes(pending.tmp)
+        size = sum(files.values())
+        marker = {
+            **pending.meta,
+            "step": pending.step,
+            "bytes": size,
+            "files": files,  # what verify() checks before a resume
+            "time": time.time(),
+        }
         write_atomic(pending.tmp / MARKER, json.dumps(marker, indent=1, sort_keys=True))
         final = self.root / name
-        if final.exists():  # a stale folder from an abandoned timeline (resume: false)
-            (final / MARKER).unlink(missing_ok=True)
-            shutil.rmtree(final)
+        if final.exists():  # a stale folder of ours from an abandoned timeline (resume: false)
+            if not is_ours(final):  # appeared since save() looked: leave both
+                self.emit("checkpoint_skipped", step=pending.step, reason=f"{final} is not ours")
+                return
+            remove_owned(final)
         os.rename(pending.tmp, final)
         _fsync_dir(self.root)
         write_atomic(self.root / LATEST, name + "\n")
@@ -311,8 +494,13 @@ class Checkpointer:
         found = complete_checkpoints(self.root)
         doomed = [info.path for info in found[: max(0, len(found) - self.keep_last)]]
         for path in doomed:
-            (path / MARKER).unlink(missing_ok=True)  # first: never "complete" while half-deleted
-            shutil.rmtree(path, ignore_errors=True)
+            # Renamed first (atomic): a pruning cut short is a `.old` leftover, not a damaged
+            # checkpoint; then the marker first and the owner file last.
+            pruning = path.with_name(f"{path.name}.old")
+            if pruning.is_dir() and is_ours(pruning):
+                remove_owned(pruning)
+            os.rename(path, pruning)
+            remove_owned(pruning)
         return doomed
 
     def load(self, info: CheckpointInfo, state_dict: dict[str, Any]) -> None:

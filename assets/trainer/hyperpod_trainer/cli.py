@@ -1,7 +1,8 @@
 """Command line: `torchrun --nproc_per_node=N -m hyperpod_trainer --config cfg.yaml [--set k=v]`.
 
 Exit codes: 0 success (including a graceful stop on SIGTERM/SIGUSR1), 2 bad configuration or
-command line (one line on stderr naming the field, no traceback), anything else is a crash.
+command line (one line on stderr naming the field, no traceback), 3, 4, 5 final failures
+(train.FINAL_EXIT_CODES: no launcher should retry them), anything else is a crash.
 Validation runs before torch is imported, so `--check` and bad configs answer in a moment.
 """
 

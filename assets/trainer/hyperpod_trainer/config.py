@@ -60,6 +60,8 @@ class DataConfig:
     num_workers: int | None = None  # DataLoader processes per rank; null = 2 on CUDA, 0 on CPU
     prefetch_factor: int = 4  # micro-batches each worker keeps ready (with num_workers > 0)
     sample_log_dir: str | None = None  # per-rank JSON lines of the sample ids of every step
+    # Held-out token shards (the formats data.path takes), read in order for evaluation (eval.*)
+    eval_path: str | None = None
 
 
 @dataclass
@@ -119,6 +121,15 @@ class CheckpointConfig:
 
 
 @dataclass
+class EvalConfig:
+    """Loss and perplexity on data.eval_path: every `every_steps` steps and at the end."""
+
+    every_steps: int = 0  # 0: only at the end of the run (with data.eval_path)
+    # The first this many sequences (windows of seq_len+1 tokens) of the held-out set; null: all
+    max_sequences: int | None = None
+
+
+@dataclass
 class MetricsConfig:
     log_every: int = 1
     tensorboard_dir: str | None = None
@@ -147,6 +158,7 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     optim: OptimConfig = field(default_factory=OptimConfig)
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     fault: FaultConfig = field(default_factory=FaultConfig)
 
@@ -307,6 +319,7 @@ def validate(cfg: Config) -> None:
     _validate_train(cfg)
     _validate_optim(cfg)
     _validate_checkpoint(cfg)
+    _validate_eval(cfg)
     _at_least("metrics.log_every", cfg.metrics.log_every, 1)
     _validate_events_file(cfg.metrics.events_file)
 
@@ -413,6 +426,16 @@ def _validate_checkpoint(cfg: Config) -> None:
     if f.crash_in_save_at_step is not None and not c.dir:
         raise ConfigError("fault.crash_in_save_at_step", "needs checkpoint.dir")
     _at_least("fault.nonfinite_steps", f.nonfinite_steps, 1)
+
+
+def _validate_eval(cfg: Config) -> None:
+    e = cfg.eval
+    _at_least("eval.every_steps", e.every_steps, 0)
+    _at_least("eval.max_sequences", e.max_sequences, 1)
+    if e.every_steps and not cfg.data.eval_path:
+        raise ConfigError("data.eval_path", "required when eval.every_steps > 0")
+    if cfg.data.eval_path == "":
+        raise ConfigError("data.eval_path", "must not be empty (null for no evaluation)")
 
 
 def grad_accum_steps(cfg: Config, world_size: int) -> int:

@@ -42,3 +42,21 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, chunk_tokens: int
         assert isinstance(piece, torch.Tensor)
         total = total + piece
     return total / count
+
+
+def token_loss_sum(logits: torch.Tensor, targets: torch.Tensor, chunk_tokens: int) -> torch.Tensor:
+    """Sum of the fp32 per-token cross-entropies, added up in fp64 (for evaluation, no grad).
+
+    Each token's loss is the same fp32 number whichever rank and batch computes it; summing in
+    fp64 makes the total independent of how the tokens were split, to about 1e-16 relative.
+    """
+    flat = logits.flatten(0, 1)
+    flat_targets = targets.flatten()
+    piece = max(1, chunk_tokens if chunk_tokens > 0 else flat.shape[0])
+    total = torch.zeros((), device=flat.device, dtype=torch.float64)
+    for part, part_targets in zip(
+        torch.split(flat, piece), torch.split(flat_targets, piece), strict=True
+    ):
+        losses = F.cross_entropy(part.float(), part_targets, reduction="none")
+        total += losses.double().sum()
+    return total

@@ -88,6 +88,16 @@ class Metrics:
         if self._mlflow is not None:
             self._mlflow.log_metrics(numeric, step=step)
 
+    def evaluation(self, step: int, fields: dict[str, Any]) -> None:
+        """A held-out evaluation (evaluate.py): an "eval" line, and eval/* in TensorBoard/MLflow."""
+        self.event("eval", step=step, **fields)
+        numeric = {k: float(v) for k, v in fields.items() if isinstance(v, int | float)}
+        if self._tb is not None:
+            for key, value in numeric.items():
+                self._tb.add_scalar(f"eval/{key}", value, step)
+        if self._mlflow is not None:
+            self._mlflow.log_metrics({f"eval_{k}": v for k, v in numeric.items()}, step=step)
+
     def _close_events(self) -> None:
         events, self._events = self._events, None
         if events is not None:

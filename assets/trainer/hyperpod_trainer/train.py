@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import resource
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,10 +32,21 @@ from torch.distributed.fsdp import FSDPModule
 from torch.distributed.tensor import DTensor
 from torch.optim.lr_scheduler import LambdaLR
 
-from .checkpoint import Checkpointer, CheckpointInfo, build_stager, clean_incomplete, find_latest
+from .checkpoint import (
+    DAMAGED,
+    FAILED,
+    OWNER,
+    Checkpointer,
+    CheckpointInfo,
+    build_stager,
+    final_failure,
+    prepare_resume,
+    record_final_failure,
+)
 from .config import Config, ConfigError, grad_accum_steps
 from .data import BatchPlan, build_dataset, build_loader
 from .distributed import DistContext, init_distributed, shutdown
+from .evaluate import Evaluator, build_eval_dataset
 from .faults import Faults
 from .fingerprint import (
     config_hash,
@@ -52,8 +64,19 @@ from .schedule import lr_at
 from .signals import StopRequest
 from .state import Progress
 
+# Final exit codes: a relaunch would fail the same way, so no launcher should retry them.
 EXIT_NONFINITE = 3  # too many non-finite steps in a row; the last good checkpoint is kept
 EXIT_LEASE_LOST = 4  # another job took over the checkpoint folder; nothing more was written
+EXIT_NO_INTACT_CHECKPOINT = 5  # every complete checkpoint failed verification (all kept aside)
+FINAL_EXIT_CODES = (EXIT_NONFINITE, EXIT_LEASE_LOST, EXIT_NO_INTACT_CHECKPOINT)
+
+
+class FinalExitError(Exception):
+    """Stop this launch with a final exit code and one line on stderr."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def run(cfg: Config) -> int:
@@ -65,9 +88,36 @@ def run(cfg: Config) -> int:
         torch.use_deterministic_algorithms(True)
     ctx = init_distributed(cfg.train.device)
     try:
+        check_recorded_failure(cfg, ctx)  # before building anything: a final failure is final
         return Trainer(cfg, ctx, stop).fit()
+    except FinalExitError as failure:
+        # Every rank prints, as for a config error (cli.py): torchrun may stop the slower ones.
+        print(f"hyperpod_trainer: final: {failure}", file=sys.stderr, flush=True)
+        return failure.code
     finally:
         shutdown()
+
+
+def check_recorded_failure(cfg: Config, ctx: DistContext) -> None:
+    """Exit at once with the code a previous launch recorded as final in checkpoint.dir.
+
+    Under torchrun (and so under Slurm's auto-resume and the HyperPod job's retries) the
+    launcher reports its own exit code, not the rank's: the record is what stops the loop.
+    """
+    if not cfg.checkpoint.dir:
+        return
+    found: list[tuple[int, str] | None] = [None]
+    if ctx.rank == 0:
+        root = Path(cfg.checkpoint.dir)
+        found[0] = final_failure(root, unreadable_code=EXIT_NO_INTACT_CHECKPOINT)
+    dist.broadcast_object_list(found, src=0, group=ctx.ctrl_group)
+    if found[0] is not None:
+        code, reason = found[0]
+        raise FinalExitError(
+            code,
+            f"exit {code} recorded in {Path(cfg.checkpoint.dir) / FAILED}: {reason}. Not "
+            "retrying; fix the cause, then delete that file to start again",
+        )
 
 
 def _memory_mb(device: torch.device) -> float:
@@ -104,6 +154,19 @@ class Trainer:
         self.shape = cfg.shape()
         # First, so that a wrong data.path fails before any model is built.
         self.dataset = build_dataset(cfg.data, vocab_size=self.shape.vocab_size)
+        held_out = build_eval_dataset(cfg)
+        self.evaluator = (
+            Evaluator(
+                held_out,
+                max_sequences=cfg.eval.max_sequences,
+                micro_batch_size=cfg.train.micro_batch_size,
+                world_size=ctx.world_size,
+                rank=ctx.rank,
+                device=ctx.device,
+            )
+            if held_out is not None
+            else None
+        )
         self.fingerprint = data_fingerprint(cfg)
         self.metrics = Metrics(cfg.metrics, rank=ctx.rank)
         self.faults = Faults(cfg.fault, ctx.rank)
@@ -334,19 +397,40 @@ class Trainer:
             )
         return diffs
 
+    def _scan_checkpoints(self) -> tuple[CheckpointInfo | None, str | None]:
+        """Rank 0: clean, verify, move damaged checkpoints aside (checkpoint.prepare_resume).
+        Returns (newest intact checkpoint, reason for a final failure)."""
+        assert self.checkpointer is not None
+        root = self.checkpointer.root
+        scan = prepare_resume(root)
+        for path in scan.removed:
+            self.info(f"removed incomplete checkpoint {path} (an interrupted save)")
+        for path in scan.foreign:
+            self.info(f"WARNING: {path} was not written by the trainer (no {OWNER}): left alone")
+        for was, now, why in scan.damaged:
+            self.info(f"WARNING: checkpoint {was} is damaged ({why}): moved to {now}")
+            self.metrics.event("checkpoint_damaged", path=str(was), moved_to=str(now), why=why)
+        if not scan.none_intact:
+            return scan.latest, None
+        reason = (
+            f"no intact checkpoint in {root}: all {len(scan.damaged)} complete ones are "
+            f"damaged and kept in {root / DAMAGED}"
+        )
+        record_final_failure(root, EXIT_NO_INTACT_CHECKPOINT, reason)
+        return None, reason
+
     def resume(self) -> None:
-        """Load the newest complete checkpoint, if any; delete what crashes left behind."""
+        """Load the newest intact checkpoint, if any (or stop: exit 5 when none is intact)."""
         if self.checkpointer is None or not self.cfg.checkpoint.resume:
             return
-        root = self.checkpointer.root
-        found: list[CheckpointInfo | None] = [None]
-        if self.ctx.rank == 0:
-            for path in clean_incomplete(root):
-                self.info(f"removed incomplete checkpoint {path}")
-            found[0] = find_latest(root)
         # One decision for all ranks, even if a shared file system is slow to show a rename.
+        found: list[tuple[CheckpointInfo | None, str | None]] = [(None, None)]
+        if self.ctx.rank == 0:
+            found[0] = self._scan_checkpoints()
         dist.broadcast_object_list(found, src=0, group=self.ctx.ckpt_group)
-        ckpt = found[0]
+        ckpt, failure = found[0]
+        if failure is not None:
+            raise FinalExitError(EXIT_NO_INTACT_CHECKPOINT, failure)
         if ckpt is None:
             return
         if ckpt.meta.get("model_shape") != self.shape.as_dict():
@@ -419,6 +503,33 @@ class Trainer:
             norm = torch.nn.utils.get_total_norm(grads, foreach=True)
         return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
+    def _logits(self, inputs: torch.Tensor) -> torch.Tensor:
+        autocast = torch.autocast(self.ctx.device.type, dtype=torch.bfloat16)
+        with autocast if self.autocast else contextlib.nullcontext():
+            logits: torch.Tensor = self.model(inputs)
+        return logits
+
+    def evaluate(self, step: int) -> None:
+        """Held-out loss and perplexity (evaluate.py), on every rank at the same step."""
+        if self.evaluator is None:
+            return
+        self.model.eval()
+        result = self.evaluator.run(self._logits, self.loss_chunk)
+        self.model.train()
+        self.metrics.evaluation(
+            step,
+            {
+                "loss": result.loss,
+                "perplexity": result.perplexity,
+                "tokens": result.tokens,
+                "sequences": result.sequences,
+                "seconds": round(result.seconds, 4),
+            },
+        )
+        self.info(f"eval at step {step}: loss {result.loss:.6f}, perplexity {result.perplexity:g}")
+        # Not training time: keep it out of the logging window's step time and tokens/s.
+        self._window = (self._window[0] + result.seconds, self._window[1])
+
     def train_step(
         self, batches: Iterator[Any], step: int
     ) -> tuple[torch.Tensor, list[int], float, torch.Tensor]:
@@ -441,9 +552,7 @@ class Trainer:
             sample_ids, tokens = next(batches)
             ids.extend(int(i) for i in sample_ids)
             tokens = tokens.to(self.ctx.device, non_blocking=True)
-            autocast = torch.autocast(self.ctx.device.type, dtype=torch.bfloat16)
-            with autocast if self.autocast else contextlib.nullcontext():
-                logits = self.model(tokens[:, :-1])
+            logits = self._logits(tokens[:, :-1])
             loss = cross_entropy(logits, tokens[:, 1:], self.loss_chunk)
             if poison:
                 loss = loss * float("nan")
@@ -488,7 +597,15 @@ class Trainer:
     def fit(self) -> int:
         self.agree()
         self.take_lease()
-        self.resume()
+        try:
+            self.resume()
+        except BaseException:
+            # Hand the folder back (a refused resume is not a crash of a holder) and stop.
+            if self.checkpointer is not None:
+                self.checkpointer.close()
+            if self.lease is not None:
+                self.lease.release()
+            raise
         cfg = self.cfg
         last_step = cfg.train.stop_at_step or cfg.train.steps
         reason = "completed" if last_step == cfg.train.steps else "stop_at_step"
@@ -497,8 +614,18 @@ class Trainer:
             if self.checkpointer is None and reason not in ("completed", "stop_at_step"):
                 self.info(f"{reason}: no checkpoint.dir, stopping without a checkpoint")
             self.save(blocking=True)
+            if reason in ("completed", "stop_at_step"):
+                self.evaluate(self.progress.step)  # after the save: it cannot cost the step
         if self.checkpointer is not None:
             self.checkpointer.close()
+            if code == EXIT_NONFINITE and self.ctx.rank == 0:
+                # Final: a relaunch would resume the same checkpoint and diverge again.
+                record_final_failure(
+                    self.checkpointer.root,
+                    code,
+                    f"{cfg.train.max_nonfinite_steps} non-finite steps in a row up to step "
+                    f"{self.progress.step}; the newest checkpoint is the last good one",
+                )
         if self.lease is not None and code != EXIT_LEASE_LOST:
             self.lease.release()
         self.samples.close()
@@ -555,6 +682,8 @@ class Trainer:
                 return reason, 0
             if save_now:
                 self.save(blocking=False)
+            if cfg.eval.every_steps and step % cfg.eval.every_steps == 0 and step != last_step:
+                self.evaluate(step)
         return reason, 0
 
     def _readback(

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 
 import pytest
 
 pytest.importorskip("hyperpod_trainer")
 np = pytest.importorskip("numpy")
+torch = pytest.importorskip("torch")
 
 from hyperpod_trainer import checkpoint as ck  # noqa: E402
 from hyperpod_trainer.config import DataConfig  # noqa: E402
@@ -66,33 +68,75 @@ def test_token_ids_beyond_the_vocab_are_refused(tmp_path: Path) -> None:
         ds[0]
 
 
-def _fake_checkpoint(root: Path, step: int, *, marker: bool = True, tmp: bool = False) -> Path:
-    path = root / (f"step_{step:06d}" + (".tmp" if tmp else ""))
+def _fake_checkpoint(
+    root: Path, step: int, *, marker: bool = True, suffix: str = "", owner: bool = True
+) -> Path:
+    """A real (tiny) DCP checkpoint folder as the trainer lays it out."""
+    import torch.distributed.checkpoint as dcp
+
+    path = root / (f"step_{step:06d}" + suffix)
     path.mkdir(parents=True)
-    (path / ".metadata").write_bytes(b"x")
-    (path / "__0_0.distcp").write_bytes(b"x" * 10)
+    if owner:
+        (path / ck.OWNER).write_text(json.dumps({"writer": "hyperpod_trainer", "step": step}))
+    with warnings.catch_warnings():  # "assuming the intent is to save in a single process"
+        warnings.simplefilter("ignore", UserWarning)
+        dcp.save({"w": torch.full((64,), float(step))}, checkpoint_id=str(path), no_dist=True)
     if marker:
-        (path / ck.MARKER).write_text(json.dumps({"step": step}))
+        meta = {"step": step, "files": ck.file_sizes(path)}
+        (path / ck.MARKER).write_text(json.dumps(meta))
     return path
 
 
-def test_latest_is_the_newest_complete_checkpoint(tmp_path: Path) -> None:
-    assert ck.find_latest(tmp_path) is None
+def test_resume_scan_keeps_what_it_did_not_write(tmp_path: Path) -> None:
+    assert ck.prepare_resume(tmp_path).latest is None
     _fake_checkpoint(tmp_path, 3)
     _fake_checkpoint(tmp_path, 6)
-    _fake_checkpoint(tmp_path, 9, tmp=True)  # crashed while saving
-    _fake_checkpoint(tmp_path, 12, marker=False)  # half deleted
+    _fake_checkpoint(tmp_path, 9, suffix=".tmp", marker=False)  # crashed while saving
+    _fake_checkpoint(tmp_path, 2, suffix=".old")  # crashed while pruning
+    _fake_checkpoint(tmp_path, 12, marker=False)  # renamed, then lost its marker: damaged
+    user = _fake_checkpoint(tmp_path, 10, marker=False, owner=False)  # someone else's
+    legacy = _fake_checkpoint(tmp_path, 1, owner=False)  # before owner files: its marker
     ck.write_atomic(tmp_path / ck.LATEST, "step_000003\n")  # lagging pointer
-    latest = ck.find_latest(tmp_path)
-    assert latest is not None
-    assert latest.step == 6
-    removed = {p.name for p in ck.clean_incomplete(tmp_path)}
-    assert removed == {"step_000009.tmp", "step_000012"}
+    before = sorted(p.name for p in user.iterdir())
+    scan = ck.prepare_resume(tmp_path)
+    assert scan.latest is not None
+    assert scan.latest.step == 6
+    assert {p.name for p in scan.removed} == {"step_000009.tmp", "step_000002.old"}
+    assert scan.foreign == [user]
+    assert [(was.name, now.relative_to(tmp_path).as_posix()) for was, now, _ in scan.damaged] == [
+        ("step_000012", "damaged/step_000012")
+    ]
+    assert sorted(p.name for p in user.iterdir()) == before
+    assert ck.is_ours(legacy)
     assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "damaged",
         "latest",
+        "step_000001",
         "step_000003",
         "step_000006",
+        "step_000010",
     ]
+    assert (tmp_path / ck.LATEST).read_text() == "step_000006\n"
+
+
+@pytest.mark.parametrize("damage", ["missing shard", "truncated shard", "missing metadata"])
+def test_verify_names_what_is_damaged(tmp_path: Path, damage: str) -> None:
+    path = _fake_checkpoint(tmp_path, 3)
+    info = ck.CheckpointInfo(path, 3, json.loads((path / ck.MARKER).read_text()))
+    assert ck.verify(info) is None
+    (shard,) = path.glob("*.distcp")
+    if damage == "missing shard":
+        shard.unlink()
+    elif damage == "truncated shard":
+        shard.write_bytes(shard.read_bytes()[:-8])
+    else:
+        (path / ck.DCP_METADATA).unlink()
+    problem = ck.verify(info)
+    assert problem is not None
+    assert (ck.DCP_METADATA if damage == "missing metadata" else shard.name) in problem
+    # Without recorded sizes (a checkpoint of an older trainer) DCP's metadata still tells.
+    legacy = ck.CheckpointInfo(path, 3, {"step": 3})
+    assert ck.verify(legacy) is not None
 
 
 def test_write_atomic_replaces_without_leftovers(tmp_path: Path) -> None:

@@ -19,6 +19,8 @@ pytest.importorskip("hyperpod_trainer")
 from hyperpod_kit.constructs.monitoring import TRAINING_METRICS
 from hyperpod_kit.paths import ASSETS
 
+np = pytest.importorskip("numpy")
+
 pytestmark = pytest.mark.trainer
 
 GPU_ONLY = {"$.mfu"}  # needs the device's peak FLOPs: computed on GPUs only
@@ -29,12 +31,16 @@ def test_every_training_metric_filter_finds_its_field_in_a_real_run(
 ) -> None:
     events = tmp_path / "spool"
     events.mkdir()
+    held_out = tmp_path / "held"  # for the "eval" lines
+    held_out.mkdir()
+    np.save(held_out / "tokens.npy", (np.arange(3 * 32 + 1) % 256).astype(np.uint16))
     sets = harness.with_recipe(
         "train.steps=3",
         "train.global_batch_size=2",
         f"checkpoint.dir={tmp_path / 'ckpt'}",
         "checkpoint.every_steps=1",
         f"metrics.events_file={events}/{{job_id}}.jsonl",
+        f"data.eval_path={held_out}",
     )
     result = harness.direct(
         [arg for s in sets for arg in ("--set", s)],

@@ -3,6 +3,7 @@ run stopped after too many in a row), and per-block torch.compile agreeing with 
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -181,6 +182,11 @@ def test_too_many_non_finite_steps_stop_with_the_last_good_checkpoint(
     assert [e["step"] for e in run.of("checkpoint")] == [4]
     assert (ckpt / "latest").read_text().strip() == "step_000004"
     assert sorted(p.name for p in ckpt.glob("step_*")) == ["step_000004"]
+    # Final: recorded, so a restart (auto-resume) exits at once instead of diverging again.
+    assert json.loads((ckpt / "FAILED.json").read_text())["exit_code"] == 3
+    again = harness.direct(["--set", f"checkpoint.dir={ckpt}", "--set", "train.steps=12"])
+    assert again.returncode == 3, again.explain()
+    assert not again.events
 
 
 def test_compiled_blocks_agree_with_eager_over_20_steps(harness, tmp_path: Path) -> None:
