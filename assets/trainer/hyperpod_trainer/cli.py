@@ -1,7 +1,7 @@
 """Command line: `torchrun --nproc_per_node=N -m hyperpod_trainer --config cfg.yaml [--set k=v]`.
 
 Subcommands (the first argument; without one the command trains, as the rendered jobs call it):
-`import-hf SRC OUT`, `export-hf CHECKPOINT OUT`.
+`import-hf SRC OUT`, `export-hf CHECKPOINT OUT`, `prepare-data --tokenizer ... --input ...`.
 
 Exit codes: 0 success (including a graceful stop on SIGTERM/SIGUSR1), 2 bad configuration or
 command line (one line on stderr naming the field, no traceback), anything else is a crash.
@@ -33,7 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=f"python -m {PROG}",
         description=__doc__.splitlines()[0],
-        epilog="other commands: import-hf, export-hf (each with --help)",
+        epilog="other commands: import-hf, export-hf, prepare-data (each with --help)",
     )
     parser.add_argument("--config", help="YAML file (sections: model, data, train, optim, ...)")
     parser.add_argument(
@@ -107,9 +107,16 @@ def _export_hf(argv: list[str]) -> int:
     return 0
 
 
+def _prepare_data(argv: list[str]) -> int:
+    from .prepare import main as prepare_main
+
+    return prepare_main(argv, prog=f"python -m {PROG} prepare-data", parser_class=_Parser)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "import-hf": _import_hf,
     "export-hf": _export_hf,
+    "prepare-data": _prepare_data,
 }
 
 

@@ -27,6 +27,10 @@ class ConfigError(Exception):
         self.path = path
         self.message = message
 
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, str]]:
+        # Picklable, so that it can cross a process boundary (prepare-data's workers).
+        return (ConfigError, (self.path, self.message))
+
 
 @dataclass
 class ModelConfig:
@@ -62,7 +66,12 @@ class ModelConfig:
 class DataConfig:
     source: Literal["synthetic", "tokens"] = "synthetic"
     path: str | None = None
-    token_dtype: Literal["uint16", "uint32"] = "uint16"  # for headerless .bin shards
+    # The dtype of the tokens: headerless .bin shards are read as it; headered .tokens shards
+    # (prepare-data) must say the same.
+    token_dtype: Literal["uint16", "uint32"] = "uint16"
+    # tokenizer.json the headered shards must have been made with (by its SHA-256); null = the
+    # tokenizer.json prepare-data left in data.path, if any, else all shards must agree.
+    tokenizer: str | None = None
     seq_len: int = 32
     seed: int = 1234
     shuffle: bool = True
