@@ -230,3 +230,58 @@ def test_existing_output_is_not_replaced_without_force(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="already exists"):
         hf.import_hf(tmp_path / "hf", tmp_path / "ckpt")
     assert (tmp_path / "ckpt" / "mine.txt").read_text() == "keep"
+
+
+@pytest.mark.parametrize("preset", ["llama-1b", "llama-8b"])
+def test_llama_presets_rope_frequencies_equal_transformers(preset: str) -> None:
+    """The presets claim Llama 3.2 1B / 3.1 8B: their RoPE is the llama3-scaled one that
+    transformers computes from those models' published rope_scaling."""
+    from hyperpod_trainer.model import rope_frequencies
+    from hyperpod_trainer.presets import PRESETS
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    shape = PRESETS[preset]
+    config = transformers.LlamaConfig(**{**hf.hf_config(shape, seq_len=2048, dtype=torch.float32)})
+    expected, attention_factor = ROPE_INIT_FUNCTIONS["llama3"](config, "cpu")
+    assert attention_factor == 1.0
+    torch.testing.assert_close(rope_frequencies(shape).float(), expected.float())
+    assert not torch.allclose(
+        rope_frequencies(dataclasses.replace(shape, rope_type="default")).float(), expected.float()
+    )
+
+
+def test_unscaled_shapes_record_what_they_always_did() -> None:
+    """Checkpoints written before RoPE scaling existed hold model_shape without rope_* scaling
+    keys; an unscaled model still records exactly that, so they still resume."""
+    from hyperpod_trainer.presets import PRESETS
+
+    assert set(PRESETS["tiny"].as_dict()) == {
+        "dim", "n_layers", "n_heads", "n_kv_heads", "ffn_dim", "vocab_size", "rope_theta",
+        "norm_eps", "tie_embeddings",
+    }  # fmt: skip
+    assert PRESETS["llama-8b"].as_dict()["rope_factor"] == 8.0
+
+
+@pytest.mark.parametrize(
+    ("sets", "field"),
+    [
+        (["model.rope_type=llama3"], "model.rope_factor"),
+        (
+            ["model.preset=llama-8b", "model.rope_high_freq_factor=0.5"],
+            "model.rope_high_freq_factor",
+        ),
+        (["model.rope_type=yarn"], "model.rope_type"),
+    ],
+)
+def test_bad_rope_scaling_is_one_line(harness: Any, sets: list[str], field: str) -> None:
+    result = harness.direct([*(a for s in sets for a in ("--set", s)), "--check"])
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"hyperpod_trainer: config error: {field}: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_rope_type_default_turns_a_presets_scaling_off() -> None:
+    from hyperpod_trainer.config import load_config
+
+    shape = load_config(None, ["model.preset=llama-8b", "model.rope_type=default"]).shape()
+    assert shape.rope_type == "default" and shape.rope_factor is None
