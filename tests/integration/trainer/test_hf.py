@@ -3,7 +3,7 @@
 A tiny random Llama is made locally (`LlamaConfig` + `save_pretrained`, offline), with and without
 Llama 3.1's `llama3` RoPE scaling, imported, and its logits compared with transformers' on the
 same tokens; exported back and loaded with `AutoModelForCausalLM.from_pretrained`; imported,
-trained for a few steps by the real trainer and exported again.
+trained for a few steps by the real trainer (2 ranks under FSDP) and exported again.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 pytest.importorskip("hyperpod_trainer")
 torch = pytest.importorskip("torch")
@@ -151,13 +152,14 @@ def test_import_train_export_load(tmp_path: Path, harness: Any) -> None:
     result = harness.direct(["import-hf", str(tmp_path / "hf"), str(tmp_path / "ckpt")])
     assert result.returncode == 0, result.explain()
     assert "model:" in result.stdout and "rope_type" in result.stdout
-    config = tmp_path / "job.yaml"
-    config.write_text(
-        result.stdout
-        + "data:\n  seq_len: 16\ntrain:\n  steps: 3\n  global_batch_size: 4\n"
-        + "  micro_batch_size: 2\n  device: cpu\noptim:\n  warmup_steps: 1\n"
-    )
-    trained = harness.direct(["--config", str(config)], timeout=240)
+    printed = yaml.safe_load(result.stdout)
+    assert printed["checkpoint"]["dir"] == str(tmp_path / "ckpt")
+    sets = [f"model.{k}={v}" for k, v in printed["model"].items()]
+    sets += [f"checkpoint.dir={tmp_path / 'ckpt'}", "data.seq_len=16", "train.steps=3"]
+    sets += ["train.global_batch_size=4", "train.micro_batch_size=2", "optim.warmup_steps=1"]
+    # Two ranks: the fp32 import is loaded into FSDP's sharded parameters, and the export
+    # reads a checkpoint that FSDP wrote.
+    trained = harness.launch(2, sets)
     assert trained.returncode == 0, trained.explain()
     assert trained.of("resume")[0]["weights_only"] is True
     assert trained.of("resume")[0]["step"] == 0
