@@ -379,7 +379,12 @@ class Trainer:
                 "=" * 78,
                 f"WEIGHTS-ONLY RESUME from {ckpt.path}: {describe(changed, limit=10)}",
                 "model weights loaded; optimizer state dropped; data order RESTARTED at sample 0",
-                f"(checkpoint.resume_weights_only=true); steps continue from {self.progress.step}",
+                (
+                    "(an import-hf checkpoint)"
+                    if model_only
+                    else "(checkpoint.resume_weights_only=true)"
+                )
+                + f"; steps continue from {self.progress.step}",
                 "=" * 78,
             ):
                 self.info(line)
