@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ import yaml
 
 pytest.importorskip("hyperpod_trainer")
 torch = pytest.importorskip("torch")
+# Offline, whatever the shell says: every model and tokenizer here is made by the test.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
 from hyperpod_trainer import hf  # noqa: E402

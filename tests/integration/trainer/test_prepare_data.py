@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,8 @@ import pytest
 
 pytest.importorskip("hyperpod_trainer")
 np = pytest.importorskip("numpy")
+# Offline, whatever the shell says: every model and tokenizer here is made by the test.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 tokenizers = pytest.importorskip("tokenizers")
 pytest.importorskip("torch")
 
