@@ -60,3 +60,19 @@ def test_runs_as_a_non_root_user_and_launches_torchrun(dockerfile: DockerfilePar
 def test_build_context_ignores_caches() -> None:
     ignored = (TRAINER_DIR / ".dockerignore").read_text().split()
     assert "**/__pycache__" in ignored and "**/*.egg-info" in ignored
+
+
+def test_trainer_runtime_dependencies_are_installed_pinned(dockerfile: DockerfileParser) -> None:
+    """The trainer installs with --no-deps: every runtime dependency the NGC image lacks is
+    installed explicitly, at the version the tests run with (requirements-dev.txt)."""
+    args = dict(a.split("=", 1) for a in _instructions(dockerfile, "ARG") if "=" in a)
+    run = " ".join(_instructions(dockerfile, "RUN"))
+    dev = (TRAINER_DIR.parents[1] / "requirements-dev.txt").read_text().splitlines()
+    pins = dict(line.split("==", 1) for line in dev if "==" in line and not line.startswith("#"))
+    for package, arg in (
+        ("safetensors", "SAFETENSORS_VERSION"),
+        ("tokenizers", "TOKENIZERS_VERSION"),
+    ):
+        assert f'"{package}==${{{arg}}}"' in run
+        assert args[arg] == pins[package]
+        assert package in (TRAINER_DIR / "pyproject.toml").read_text()

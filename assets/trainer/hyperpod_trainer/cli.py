@@ -1,5 +1,8 @@
 """Command line: `torchrun --nproc_per_node=N -m hyperpod_trainer --config cfg.yaml [--set k=v]`.
 
+Subcommands (the first argument; without one the command trains, as the rendered jobs call it):
+`import-hf SRC OUT`, `export-hf CHECKPOINT OUT`, `prepare-data --tokenizer ... --input ...`.
+
 Exit codes: 0 success (including a graceful stop on SIGTERM/SIGUSR1), 2 bad configuration or
 command line (one line on stderr naming the field, no traceback), 3, 4, 5 final failures
 (train.FINAL_EXIT_CODES: no launcher should retry them), anything else is a crash.
@@ -12,6 +15,8 @@ import argparse
 import json
 import os
 import sys
+from collections.abc import Callable
+from pathlib import Path
 from typing import NoReturn
 
 from .config import ConfigError, grad_accum_steps, load_config
@@ -26,7 +31,11 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog=f"python -m {PROG}", description=__doc__.splitlines()[0])
+    parser = _Parser(
+        prog=f"python -m {PROG}",
+        description=__doc__.splitlines()[0],
+        epilog="other commands: import-hf, export-hf, prepare-data (each with --help)",
+    )
     parser.add_argument("--config", help="YAML file (sections: model, data, train, optim, ...)")
     parser.add_argument(
         "--set",
@@ -48,7 +57,82 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _import_hf(argv: list[str]) -> int:
+    parser = _Parser(
+        prog=f"python -m {PROG} import-hf",
+        description="Hugging Face Llama (config.json + safetensors) -> a checkpoint folder the "
+        "trainer starts from (model weights at step 0, fresh optimizer).",
+    )
+    parser.add_argument("src", type=Path, help="folder with config.json and *.safetensors")
+    parser.add_argument("out", type=Path, help="new checkpoint folder (use as checkpoint.dir)")
+    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    args = parser.parse_args(argv)
+    from .hf import import_hf, print_import_summary
+
+    shape = import_hf(args.src, args.out, force=args.force)
+    print_import_summary(shape, args.src, args.out)
+    return 0
+
+
+def _export_hf(argv: list[str]) -> int:
+    parser = _Parser(
+        prog=f"python -m {PROG} export-hf",
+        description="A trainer checkpoint -> safetensors + config.json (+ tokenizer) that "
+        "transformers' AutoModelForCausalLM.from_pretrained loads. Reads the model tensors "
+        "only, never the optimizer state.",
+    )
+    parser.add_argument(
+        "checkpoint", type=Path, help="a step_NNNNNN folder, or a checkpoint.dir (its newest)"
+    )
+    parser.add_argument("out", type=Path, help="new folder for the Hugging Face model")
+    parser.add_argument(
+        "--dtype",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="weights' dtype (default fp32: the checkpoint's master weights)",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        type=Path,
+        help="tokenizer.json (or its folder) to ship with the model; default: the one "
+        "prepare-data wrote beside the data the checkpoint was trained on, if any",
+    )
+    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    args = parser.parse_args(argv)
+    from .hf import export_hf
+
+    folder = export_hf(
+        args.checkpoint, args.out, dtype=args.dtype, tokenizer=args.tokenizer, force=args.force
+    )
+    print(f"exported {folder} -> {args.out} ({args.dtype})", file=sys.stderr)
+    return 0
+
+
+def _prepare_data(argv: list[str]) -> int:
+    from .prepare import main as prepare_main
+
+    return prepare_main(argv, prog=f"python -m {PROG} prepare-data", parser_class=_Parser)
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "import-hf": _import_hf,
+    "export-hf": _export_hf,
+    "prepare-data": _prepare_data,
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in COMMANDS:
+        try:
+            return COMMANDS[argv[0]](argv[1:])
+        except ConfigError as exc:
+            print(f"{PROG} {argv[0]}: error: {exc}", file=sys.stderr, flush=True)
+            return 2
+    return _train(argv)
+
+
+def _train(argv: list[str]) -> int:
     args = _parser().parse_args(argv)
     try:
         cfg = load_config(args.config, args.set)

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import yaml
 
-from .presets import PRESETS, ModelShape, checkpoint_bytes, resolve_shape
+from .presets import PRESETS, ROPE_SCALING_FIELDS, ModelShape, checkpoint_bytes, resolve_shape
 
 
 class ConfigError(Exception):
@@ -26,6 +26,10 @@ class ConfigError(Exception):
         super().__init__(f"{path}: {message}")
         self.path = path
         self.message = message
+
+    def __reduce__(self) -> tuple[type[ConfigError], tuple[str, str]]:
+        # Picklable, so that it can cross a process boundary (prepare-data's workers).
+        return (ConfigError, (self.path, self.message))
 
 
 @dataclass
@@ -40,6 +44,15 @@ class ModelConfig:
     rope_theta: float | None = None
     norm_eps: float | None = None
     tie_embeddings: bool | None = None
+    # RoPE frequency scaling (presets.py): default = none; llama3 = Llama 3.1/3.2's, which needs
+    # the four parameters below (the llama presets set them). Same meaning as Hugging Face's
+    # rope_scaling {rope_type, factor, low_freq_factor, high_freq_factor,
+    # original_max_position_embeddings}.
+    rope_type: Literal["default", "llama3"] | None = None
+    rope_factor: float | None = None
+    rope_low_freq_factor: float | None = None
+    rope_high_freq_factor: float | None = None
+    rope_original_max_position: int | None = None
     activation_checkpointing: bool = False
     # torch.compile each transformer block (FSDP's hooks stay outside the compiled region);
     # null = on for CUDA, off on CPU. Needs a C/C++ compiler on CPU.
@@ -53,7 +66,12 @@ class ModelConfig:
 class DataConfig:
     source: Literal["synthetic", "tokens"] = "synthetic"
     path: str | None = None
-    token_dtype: Literal["uint16", "uint32"] = "uint16"  # for headerless .bin shards
+    # The dtype of the tokens: headerless .bin shards are read as it; headered .tokens shards
+    # (prepare-data) must say the same.
+    token_dtype: Literal["uint16", "uint32"] = "uint16"
+    # tokenizer.json the headered shards must have been made with (by its SHA-256); null = the
+    # tokenizer.json prepare-data left in data.path, if any, else all shards must agree.
+    tokenizer: str | None = None
     seq_len: int = 32
     seed: int = 1234
     shuffle: bool = True
@@ -348,6 +366,7 @@ def _validate_model(cfg: Config) -> None:
     if m.norm_eps is not None and m.norm_eps <= 0:
         raise ConfigError("model.norm_eps", f"must be > 0, got {m.norm_eps:g}")
     shape = cfg.shape()
+    _validate_rope_scaling(shape)
     if shape.dim % shape.n_heads:
         raise ConfigError("model.dim", f"{shape.dim} is not divisible by n_heads {shape.n_heads}")
     if shape.head_dim % 2:
@@ -356,6 +375,24 @@ def _validate_model(cfg: Config) -> None:
         raise ConfigError(
             "model.n_kv_heads",
             f"n_heads {shape.n_heads} is not a multiple of n_kv_heads {shape.n_kv_heads}",
+        )
+
+
+def _validate_rope_scaling(shape: ModelShape) -> None:
+    if shape.rope_type != "llama3":
+        return
+    for name in ROPE_SCALING_FIELDS[1:]:
+        value = getattr(shape, name)
+        if value is None:
+            raise ConfigError(f"model.{name}", "required when model.rope_type is llama3")
+        if value <= 0:
+            raise ConfigError(f"model.{name}", f"must be > 0, got {value:g}")
+    assert shape.rope_low_freq_factor is not None and shape.rope_high_freq_factor is not None
+    if shape.rope_high_freq_factor <= shape.rope_low_freq_factor:
+        raise ConfigError(
+            "model.rope_high_freq_factor",
+            f"{shape.rope_high_freq_factor:g} must be greater than rope_low_freq_factor "
+            f"{shape.rope_low_freq_factor:g}",
         )
 
 

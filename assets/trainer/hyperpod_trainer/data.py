@@ -28,6 +28,7 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .config import ConfigError, DataConfig
 from .fingerprint import SAMPLER_VERSION
+from .shards import SHARD_SUFFIXES, ShardError, max_token_id, open_tokens, tokenizer_sha256
 from .signals import ignore_stop_signals
 
 
@@ -87,36 +88,86 @@ class SyntheticTokens(Dataset[tuple[int, torch.Tensor]]):
         return sample_id, (start + stride * steps) % self.vocab_size
 
 
-_BIN_DTYPES: dict[str, np.dtype[Any]] = {"uint16": np.dtype("<u2"), "uint32": np.dtype("<u4")}
-
-
-def _open_shard(path: Path, bin_dtype: str) -> np.ndarray[Any, Any]:
-    """Memory-map one shard; copy-on-write so torch gets a writable view that never hits disk."""
-    if path.suffix == ".npy":
-        try:
-            array: np.ndarray[Any, Any] = np.load(path, mmap_mode="c")
-        except ValueError as exc:
-            raise ConfigError("data.path", f"{path}: {exc}") from None
-    else:
-        array = np.memmap(path, dtype=_BIN_DTYPES[bin_dtype], mode="c")
-    if array.ndim != 1 or array.dtype not in (np.uint16, np.uint32):
-        raise ConfigError(
-            "data.path", f"{path}: expected 1-D uint16 or uint32 tokens, got {array.dtype}"
-        )
-    return array
-
-
 def find_shards(directory: Path) -> list[Path]:
     if not directory.is_dir():
         raise ConfigError("data.path", f"{directory} is not a directory")
-    shards = sorted(p for p in directory.iterdir() if p.suffix in (".npy", ".bin"))
+    shards = sorted(p for p in directory.iterdir() if p.suffix in SHARD_SUFFIXES)
     if not shards:
-        raise ConfigError("data.path", f"no .npy or .bin token shards in {directory}")
+        raise ConfigError("data.path", f"no .tokens, .npy or .bin token shards in {directory}")
     return shards
 
 
+def _open_shard(path: Path, bin_dtype: str) -> np.ndarray[Any, Any]:
+    try:
+        return open_tokens(path, bin_dtype=bin_dtype)[0]
+    except ShardError as exc:
+        raise ConfigError("data.path", str(exc)) from None
+
+
+def _job_tokenizer(cfg: DataConfig, directory: Path) -> tuple[str, str] | None:
+    """(sha256, where it comes from) of the tokenizer the job's shards must have been made with:
+    data.tokenizer, else the tokenizer.json prepare-data left in data.path, else None."""
+    if cfg.tokenizer is not None:
+        path = Path(cfg.tokenizer)
+        if not path.is_file():
+            raise ConfigError("data.tokenizer", f"{path} is not a file")
+        return tokenizer_sha256(path), str(path)
+    beside = directory / "tokenizer.json"
+    if beside.is_file():
+        return tokenizer_sha256(beside), str(beside)
+    return None
+
+
+def check_shards(cfg: DataConfig, paths: list[Path], *, vocab_size: int) -> list[int]:
+    """Open every shard once and refuse, naming the file, what this job cannot read right:
+    another dtype or tokenizer than the job's, a vocabulary larger than the model's, a token id
+    outside it (checked here, at open, never mid-run). Returns each shard's token count."""
+    assert cfg.path is not None
+    expected = _job_tokenizer(cfg, Path(cfg.path))
+    counts = []
+    for path in paths:
+        try:
+            array, header = open_tokens(path, bin_dtype=cfg.token_dtype)
+        except ShardError as exc:
+            raise ConfigError("data.path", str(exc)) from None
+        if header is None:
+            top = max_token_id(array)
+        else:
+            if header.dtype != cfg.token_dtype:
+                raise ConfigError(
+                    "data.token_dtype",
+                    f"{path} holds {header.dtype} tokens, the job reads {cfg.token_dtype}; set "
+                    f"data.token_dtype={header.dtype}",
+                )
+            if header.vocab_size > vocab_size:
+                raise ConfigError(
+                    "model.vocab_size",
+                    f"{path} was made with a tokenizer of {header.vocab_size} tokens, more than "
+                    f"the model's vocab_size {vocab_size}",
+                )
+            if expected is None:  # no tokenizer named: the first headered shard sets it
+                expected = (header.tokenizer_sha256, str(path))
+            elif header.tokenizer_sha256 != expected[0]:
+                raise ConfigError(
+                    "data.tokenizer",
+                    f"{path} was made with another tokenizer (sha256 "
+                    f"{header.tokenizer_sha256[:12]}) than {expected[1]} "
+                    f"({expected[0][:12]}); re-run prepare-data with the job's tokenizer",
+                )
+            top = header.max_token_id
+        if top >= vocab_size:
+            raise ConfigError(
+                "data.path", f"{path} holds token id {top}, >= the model's vocab_size {vocab_size}"
+            )
+        counts.append(len(array))
+    return counts
+
+
 class TokenShards(Dataset[tuple[int, torch.Tensor]]):
-    """Non-overlapping windows of seq_len+1 tokens from memory-mapped shards.
+    """Non-overlapping windows of seq_len+1 tokens from memory-mapped shards (shards.py).
+
+    Every shard is checked when the dataset opens (`check_shards`), so a bad one stops the job
+    before step 1 with its name, never in the middle of a run when its sample comes up.
 
     Sample id `k` is window ``perm_e[k mod N]`` of epoch ``e = k // N`` where ``perm_e`` is a
     permutation seeded by (seed, e): ids never run out and every epoch sees every window once.
@@ -130,7 +181,8 @@ class TokenShards(Dataset[tuple[int, torch.Tensor]]):
         self.vocab_size = vocab_size
         self.bin_dtype = cfg.token_dtype
         self.paths = find_shards(Path(cfg.path))
-        counts = [(len(_open_shard(p, self.bin_dtype)) - 1) // self.seq_len for p in self.paths]
+        tokens = check_shards(cfg, self.paths, vocab_size=vocab_size)
+        counts = [(n - 1) // self.seq_len for n in tokens]
         self.starts = [0]
         for count in counts:
             self.starts.append(self.starts[-1] + max(0, count))
@@ -169,11 +221,6 @@ class TokenShards(Dataset[tuple[int, torch.Tensor]]):
         tokens = torch.from_numpy(
             self._maps[index][first : first + self.seq_len + 1].astype(np.int64)
         )
-        top = int(tokens.max())
-        if top >= self.vocab_size:
-            raise ValueError(
-                f"token id {top} in {self.paths[index]} >= model vocab_size {self.vocab_size}"
-            )
         return sample_id, tokens
 
 

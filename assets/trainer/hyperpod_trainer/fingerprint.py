@@ -25,6 +25,7 @@ from typing import Any
 
 from . import __version__
 from .config import Config
+from .shards import SHARD_SUFFIXES
 
 # The algorithm that maps (samples consumed, rank) to sample ids and ids to token windows
 # (data.py: BatchPlan, RankBatchSampler, SyntheticTokens, TokenShards). Bump it with any change
@@ -34,7 +35,6 @@ SAMPLER_VERSION = 1
 # Bytes read from each end of every shard for the content hash: enough to see a re-tokenised
 # or rewritten shard of the same size, cheap enough for thousands of shards on Lustre.
 _EDGE_BYTES = 4096
-_SHARD_SUFFIXES = (".npy", ".bin")
 
 
 def _sha256(parts: list[bytes]) -> str:
@@ -47,7 +47,7 @@ def _sha256(parts: list[bytes]) -> str:
 
 def shard_index(directory: Path) -> list[tuple[str, int]]:
     """(name, size in bytes) of every shard, in the order the dataset numbers them."""
-    shards = sorted(p for p in directory.iterdir() if p.suffix in _SHARD_SUFFIXES)
+    shards = sorted(p for p in directory.iterdir() if p.suffix in SHARD_SUFFIXES)
     return [(p.name, p.stat().st_size) for p in shards]
 
 

@@ -34,9 +34,34 @@ class RMSNorm(nn.Module):
         nn.init.ones_(self.weight)
 
 
-def rope_tables(head_dim: int, seq_len: int, theta: float) -> tuple[torch.Tensor, torch.Tensor]:
+def rope_frequencies(shape: ModelShape) -> torch.Tensor:
+    """The fp64 inverse frequencies of RoPE, with Llama 3.1's `llama3` scaling if the shape has it.
+
+    llama3 scaling leaves the high frequencies (wavelength under original/high_freq_factor)
+    alone, divides the low ones (wavelength over original/low_freq_factor) by `factor`, and
+    blends the band between them linearly in original/wavelength: the rule of Meta's reference
+    code and Hugging Face's `rope_type: llama3`.
+    """
+    head_dim = shape.head_dim
+    arange = torch.arange(0, head_dim, 2, dtype=torch.float64)
+    inv_freq = 1.0 / (shape.rope_theta ** (arange / head_dim))
+    if shape.rope_type == "default":
+        return inv_freq
+    factor = shape.rope_factor
+    low, high = shape.rope_low_freq_factor, shape.rope_high_freq_factor
+    original = shape.rope_original_max_position
+    assert factor is not None and low is not None and high is not None and original is not None
+    wavelen = 2 * math.pi / inv_freq
+    smooth = (original / wavelen - low) / (high - low)
+    blended = (1 - smooth) * inv_freq / factor + smooth * inv_freq
+    scaled = torch.where(wavelen > original / low, inv_freq / factor, inv_freq)
+    medium = (wavelen >= original / high) & (wavelen <= original / low)
+    return torch.where(medium, blended, scaled)
+
+
+def rope_tables(shape: ModelShape, seq_len: int) -> tuple[torch.Tensor, torch.Tensor]:
     """cos/sin of shape (seq_len, head_dim) for the rotate-half formulation."""
-    inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim))
+    inv_freq = rope_frequencies(shape)
     angles = torch.outer(torch.arange(seq_len, dtype=torch.float64), inv_freq)
     angles = torch.cat([angles, angles], dim=-1)
     return angles.cos().float(), angles.sin().float()
@@ -148,7 +173,7 @@ class Transformer(nn.Module):
             None if shape.tie_embeddings else nn.Linear(shape.dim, shape.vocab_size, bias=False)
         )
         # Derived from the shape, not trained: kept out of the checkpoint (persistent=False).
-        cos, sin = rope_tables(shape.head_dim, seq_len, shape.rope_theta)
+        cos, sin = rope_tables(shape, seq_len)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
@@ -176,7 +201,7 @@ class Transformer(nn.Module):
                 nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
             elif isinstance(module, RMSNorm):
                 module.reset_parameters()
-        cos, sin = rope_tables(self.shape.head_dim, self.seq_len, self.shape.rope_theta)
+        cos, sin = rope_tables(self.shape, self.seq_len)
         self.rope_cos.copy_(cos)
         self.rope_sin.copy_(sin)
 

@@ -23,6 +23,13 @@ class ModelShape:
     rope_theta: float = 10000.0
     norm_eps: float = 1e-5
     tie_embeddings: bool = False
+    # RoPE frequency scaling: "default" (none) or "llama3" (Llama 3.1/3.2), whose four
+    # parameters are Hugging Face's rope_scaling fields of the same names; None unless llama3.
+    rope_type: str = "default"
+    rope_factor: float | None = None
+    rope_low_freq_factor: float | None = None
+    rope_high_freq_factor: float | None = None
+    rope_original_max_position: int | None = None
 
     @property
     def head_dim(self) -> int:
@@ -45,15 +52,43 @@ class ModelShape:
         return 1 + 9 * self.n_layers + 1 + (0 if self.tie_embeddings else 1)
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The shape as a checkpoint records it (COMPLETE.json's `model_shape`). The RoPE scaling
+        fields appear only when scaling is on, so a checkpoint written before they existed
+        still matches the same unscaled model."""
+        out = asdict(self)
+        if self.rope_type == "default":
+            for name in ROPE_SCALING_FIELDS:
+                del out[name]
+        return out
 
+
+# The ModelShape fields that only exist for rope_type llama3, in Hugging Face's order.
+ROPE_SCALING_FIELDS = (
+    "rope_type",
+    "rope_factor",
+    "rope_low_freq_factor",
+    "rope_high_freq_factor",
+    "rope_original_max_position",
+)
+ROPE_TYPES = ("default", "llama3")
+
+# Llama 3.1 and 3.2 ship their RoPE with this scaling (their config.json's rope_scaling); the
+# 3.2 1B/3B models with factor 32, the 3.1 models with factor 8.
+_LLAMA31_ROPE: dict[str, Any] = {
+    "rope_type": "llama3",
+    "rope_factor": 8.0,
+    "rope_low_freq_factor": 1.0,
+    "rope_high_freq_factor": 4.0,
+    "rope_original_max_position": 8192,
+}
+_LLAMA32_ROPE: dict[str, Any] = {**_LLAMA31_ROPE, "rope_factor": 32.0}
 
 PRESETS: dict[str, ModelShape] = {
     # 119k parameters: fast enough for multi-process tests on two CPU cores.
     "tiny": ModelShape(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=160, vocab_size=256),
     # 5.0M parameters: large enough that checkpoint I/O is measurable in the CPU benchmark.
     "small": ModelShape(dim=256, n_layers=4, n_heads=8, n_kv_heads=4, ffn_dim=704, vocab_size=4096),
-    # Llama 3.2 1B shape (tied embeddings, GQA 32/8, rope theta 500k).
+    # Llama 3.2 1B (tied embeddings, GQA 32/8, rope theta 500k, its RoPE scaling).
     "llama-1b": ModelShape(
         dim=2048,
         n_layers=16,
@@ -63,8 +98,9 @@ PRESETS: dict[str, ModelShape] = {
         vocab_size=128256,
         rope_theta=500000.0,
         tie_embeddings=True,
+        **_LLAMA32_ROPE,
     ),
-    # Llama 3.1 8B shape.
+    # Llama 3.1 8B (and its RoPE scaling).
     "llama-8b": ModelShape(
         dim=4096,
         n_layers=32,
@@ -73,6 +109,7 @@ PRESETS: dict[str, ModelShape] = {
         ffn_dim=14336,
         vocab_size=128256,
         rope_theta=500000.0,
+        **_LLAMA31_ROPE,
     ),
 }
 
@@ -98,6 +135,12 @@ def checkpoint_bytes(shape: ModelShape) -> int:
 
 
 def resolve_shape(preset: str, overrides: dict[str, Any]) -> ModelShape:
-    """The preset with any non-None override applied (caller has validated the preset name)."""
+    """The preset with any non-None override applied (caller has validated the preset name).
+
+    `rope_type: default` turns a preset's scaling off: its parameters are then dropped."""
     changes = {k: v for k, v in overrides.items() if v is not None}
-    return replace(PRESETS[preset], **changes)
+    shape = replace(PRESETS[preset], **changes)
+    if shape.rope_type == "default":
+        unscaled: dict[str, Any] = dict.fromkeys(ROPE_SCALING_FIELDS[1:])
+        shape = replace(shape, **unscaled)
+    return shape

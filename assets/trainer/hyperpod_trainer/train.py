@@ -362,6 +362,8 @@ class Trainer:
             "model_shape": self.shape.as_dict(),
             "seq_len": self.cfg.data.seq_len,
             "fingerprint": self.fingerprint,
+            # export-hf ships the tokenizer prepare-data left beside the data (hf.py).
+            "data_path": self.cfg.data.path,
             "lease_generation": self.lease_generation,
             "torch": torch.__version__,
         }
@@ -439,13 +441,14 @@ class Trainer:
                 f"{ckpt.path} holds a different model shape {ckpt.meta.get('model_shape')}; "
                 "use the same model settings or a new checkpoint.dir",
             )
-        changed = self._check_fingerprint(ckpt)
+        # import-hf writes model weights only (hf.py): no optimizer, no data position to check.
+        model_only = bool(ckpt.meta.get("model_only"))
+        changed = [("model_only", "", "true")] if model_only else self._check_fingerprint(ckpt)
         started = time.monotonic()
         if changed:
-            partial: dict[str, Any] = {
-                "model": get_state_dict(self.model, self.optimizer)[0],
-                "progress": self.progress,
-            }
+            partial: dict[str, Any] = {"model": get_state_dict(self.model, self.optimizer)[0]}
+            if not model_only:
+                partial["progress"] = self.progress
             self.checkpointer.load(ckpt, partial)
             set_model_state_dict(self.model, partial["model"])
             # A fresh optimizer still holds the LR of step 0; continue the loaded schedule.
@@ -460,7 +463,12 @@ class Trainer:
                 "=" * 78,
                 f"WEIGHTS-ONLY RESUME from {ckpt.path}: {describe(changed, limit=10)}",
                 "model weights loaded; optimizer state dropped; data order RESTARTED at sample 0",
-                f"(checkpoint.resume_weights_only=true); steps continue from {self.progress.step}",
+                (
+                    "(an import-hf checkpoint)"
+                    if model_only
+                    else "(checkpoint.resume_weights_only=true)"
+                )
+                + f"; steps continue from {self.progress.step}",
                 "=" * 78,
             ):
                 self.info(line)

@@ -15,7 +15,7 @@ np = pytest.importorskip("numpy")
 torch = pytest.importorskip("torch")
 
 from hyperpod_trainer import checkpoint as ck  # noqa: E402
-from hyperpod_trainer.config import DataConfig  # noqa: E402
+from hyperpod_trainer.config import ConfigError, DataConfig  # noqa: E402
 from hyperpod_trainer.data import BatchPlan, TokenShards  # noqa: E402
 from hyperpod_trainer.schedule import lr_at  # noqa: E402
 
@@ -61,11 +61,11 @@ def test_token_shards_cover_each_window_once_per_epoch(tmp_path: Path) -> None:
     assert [int(again[i][1][0]) for i in range(16)] == [int(ds[i][1][0]) for i in range(16)]
 
 
-def test_token_ids_beyond_the_vocab_are_refused(tmp_path: Path) -> None:
+def test_token_ids_beyond_the_vocab_are_refused_at_open(tmp_path: Path) -> None:
+    """When the dataset opens, naming the file: not mid-run when that sample comes up."""
     _write_npy(tmp_path / "x.npy", np.full(20, 300, dtype=np.uint16))
-    ds = TokenShards(DataConfig(source="tokens", path=str(tmp_path), seq_len=4), vocab_size=256)
-    with pytest.raises(ValueError, match="token id 300"):
-        ds[0]
+    with pytest.raises(ConfigError, match=r"x\.npy holds token id 300, >= the model's vocab"):
+        TokenShards(DataConfig(source="tokens", path=str(tmp_path), seq_len=4), vocab_size=256)
 
 
 def _fake_checkpoint(

@@ -1,0 +1,488 @@
+"""`prepare-data`: text -> headered token shards (shards.py) with a held-out split.
+
+    python -m hyperpod_trainer prepare-data --tokenizer tokenizer.json \\
+        --input corpus.jsonl --input more/ --output DIR [--eval-fraction 0.01] [--workers 8]
+
+writes
+
+    DIR/train-00000.tokens ...     the training shards (data.path: DIR)
+    DIR/eval/eval-00000.tokens ... the held-out documents (data.path: DIR/eval)
+    DIR/tokenizer.json             the tokenizer (the trainer checks the shards against it;
+                                   export-hf ships it with the model)
+    DIR/prepare-data.json          what was read and written (also prepare-data's marker)
+
+Inputs: JSON lines (`.jsonl`, the `--text-field`), plain text (`.txt`, `.text`, `.md`: one
+document per file), Parquet (`.parquet`, needs pyarrow) and a Hugging Face dataset saved with
+`save_to_disk` (a folder with `dataset_info.json` or `state.json`, needs `datasets`); a folder
+is read file by file in name order. pyarrow and datasets are imported only when such an input
+is given. Tokenizing runs in `--workers` processes; the output is the same for any number of
+them (documents are split and sharded in input order, the split is seeded). Progress goes to
+stderr. Everything is written into a sibling folder and renamed into place at the end; an
+existing DIR is replaced only if prepare-data wrote it and --force is given.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import shutil
+import sys
+import time
+from collections import deque
+from collections.abc import Iterable, Iterator
+from multiprocessing.pool import AsyncResult
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .config import ConfigError
+from .shards import (
+    DTYPES,
+    HEADERED_SUFFIX,
+    dtype_for_vocab,
+    tokenizer_sha256,
+    write_shard,
+)
+
+MANIFEST = "prepare-data.json"
+EVAL_DIR = "eval"
+TEXT_SUFFIXES = (".txt", ".text", ".md")
+DOCS_PER_TASK = 256
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading documents
+
+
+def _jsonl(path: Path, field: str) -> Iterator[str]:
+    with path.open(encoding="utf-8") as f:
+        for number, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError:
+                raise ConfigError(f"{path}:{number}", "not a JSON line") from None
+            text = record.get(field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise ConfigError(
+                    f"{path}:{number}", f"no string field {field!r} (choose it with --text-field)"
+                )
+            yield text
+
+
+def _parquet(path: Path, field: str) -> Iterator[str]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise ConfigError(
+            str(path), "reading Parquet needs pyarrow (pip install pyarrow)"
+        ) from None
+    table = pq.ParquetFile(path)
+    if field not in table.schema_arrow.names:
+        raise ConfigError(str(path), f"no column {field!r} (choose it with --text-field)")
+    for batch in table.iter_batches(columns=[field]):
+        for text in batch.column(0).to_pylist():
+            if isinstance(text, str):
+                yield text
+
+
+def _saved_dataset(path: Path, field: str) -> Iterator[str]:
+    try:
+        import datasets
+    except ImportError:
+        raise ConfigError(
+            str(path), "reading a saved dataset needs datasets (pip install datasets)"
+        ) from None
+    loaded = datasets.load_from_disk(str(path))
+    if isinstance(loaded, datasets.DatasetDict):
+        if "train" not in loaded:
+            raise ConfigError(str(path), f"a DatasetDict without a train split ({list(loaded)})")
+        loaded = loaded["train"]
+    if field not in loaded.column_names:
+        raise ConfigError(str(path), f"no column {field!r} (choose it with --text-field)")
+    for text in loaded[field]:
+        if isinstance(text, str):
+            yield text
+
+
+def _is_saved_dataset(path: Path) -> bool:
+    return path.is_dir() and any(
+        (path / name).is_file() for name in ("dataset_info.json", "state.json", "dataset_dict.json")
+    )
+
+
+def input_files(inputs: list[Path]) -> list[Path]:
+    """Every readable input, folders expanded in name order; refuses what it cannot read."""
+    out: list[Path] = []
+    for item in inputs:
+        if _is_saved_dataset(item):
+            out.append(item)
+        elif item.is_dir():
+            found = sorted(
+                p
+                for p in item.rglob("*")
+                if p.is_file() and p.suffix in (".jsonl", ".parquet", *TEXT_SUFFIXES)
+            )
+            if not found:
+                raise ConfigError(str(item), "no .jsonl, .parquet or text files in this folder")
+            out += found
+        elif item.is_file():
+            if item.suffix not in (".jsonl", ".parquet", *TEXT_SUFFIXES):
+                raise ConfigError(
+                    str(item),
+                    "unknown input type (.jsonl, .parquet, .txt/.text/.md, or a datasets folder)",
+                )
+            out.append(item)
+        else:
+            raise ConfigError(str(item), "not found")
+    return out
+
+
+def documents(files: list[Path], field: str) -> Iterator[str]:
+    for path in files:
+        if _is_saved_dataset(path):
+            yield from _saved_dataset(path, field)
+        elif path.suffix == ".jsonl":
+            yield from _jsonl(path, field)
+        elif path.suffix == ".parquet":
+            yield from _parquet(path, field)
+        else:
+            yield path.read_text(encoding="utf-8")
+
+
+def _batches(docs: Iterable[str], size: int) -> Iterator[list[str]]:
+    batch: list[str] = []
+    for doc in docs:
+        batch.append(doc)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+# ---------------------------------------------------------------------------------------------
+# Tokenizing (worker processes)
+
+_worker_tokenizer: Any = None
+_worker_eos: int | None = None
+
+
+def _load_tokenizer(path: Path) -> Any:
+    from tokenizers import Tokenizer
+
+    try:
+        return Tokenizer.from_file(str(path))
+    except Exception as exc:  # tokenizers raises its own Exception subclasses
+        raise ConfigError(
+            "--tokenizer", f"{path}: not a tokenizers tokenizer.json ({exc})"
+        ) from None
+
+
+def _init_worker(path: str, eos: int | None) -> None:
+    global _worker_tokenizer, _worker_eos  # noqa: PLW0603 - one tokenizer per worker process
+    _worker_tokenizer = _load_tokenizer(Path(path))
+    _worker_eos = eos
+
+
+def _encode(batch: list[str]) -> list[list[int]]:
+    encoded = _worker_tokenizer.encode_batch(batch, add_special_tokens=False)
+    tail = [] if _worker_eos is None else [_worker_eos]
+    return [list(e.ids) + tail for e in encoded]
+
+
+# ---------------------------------------------------------------------------------------------
+# Writing shards
+
+
+class _ShardWriter:
+    """Accumulates documents and writes a shard each time `shard_tokens` is reached."""
+
+    def __init__(self, folder: Path, prefix: str, *, shard_tokens: int, **header: Any) -> None:
+        self.folder = folder
+        self.prefix = prefix
+        self.shard_tokens = shard_tokens
+        self.header = header
+        self.docs: list[list[int]] = []
+        self.pending = 0
+        self.written: list[dict[str, Any]] = []
+
+    def add(self, ids: list[int]) -> None:
+        self.docs.append(ids)
+        self.pending += len(ids)
+        if self.pending >= self.shard_tokens:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.docs:
+            return
+        lengths = np.fromiter((len(d) for d in self.docs), dtype=np.int64, count=len(self.docs))
+        starts = np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.uint64)
+        tokens = np.fromiter(
+            (t for d in self.docs for t in d), dtype=np.int64, count=int(lengths.sum())
+        )
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{self.prefix}-{len(self.written):05d}{HEADERED_SUFFIX}"
+        write_shard(path, tokens, starts, **self.header)
+        self.written.append({"file": path.name, "tokens": len(tokens), "documents": len(self.docs)})
+        self.docs, self.pending = [], 0
+
+
+def _eos_id(tokenizer: Any, eos: str | None) -> int | None:
+    if eos is None:
+        return None
+    found = tokenizer.token_to_id(eos)
+    if found is None:
+        raise ConfigError("--eos", f"{eos!r} is not a token of the tokenizer")
+    return int(found)
+
+
+def _check_output(out: Path, force: bool) -> None:
+    if not out.exists():
+        return
+    if not (out / MANIFEST).is_file():
+        raise ConfigError(
+            str(out), f"exists and was not written by prepare-data (no {MANIFEST}); not touched"
+        )
+    if not force:
+        raise ConfigError(str(out), "exists (an earlier prepare-data); pass --force to replace it")
+
+
+class _Progress:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.last = 0.0
+
+    def show(self, docs: int, tokens: int, *, final: bool = False) -> None:
+        now = time.monotonic()
+        if not final and now - self.last < 1.0:
+            return
+        self.last = now
+        rate = tokens / max(now - self.started, 1e-9)
+        end = "\n" if final else "\r"
+        print(
+            f"prepare-data: {docs:,} documents, {tokens:,} tokens ({rate:,.0f} tokens/s)",
+            file=sys.stderr,
+            end=end,
+            flush=True,
+        )
+
+
+def prepare(
+    *,
+    tokenizer_path: Path,
+    inputs: list[Path],
+    out: Path,
+    eval_fraction: float = 0.0,
+    workers: int = 1,
+    text_field: str = "text",
+    shard_tokens: int = 100_000_000,
+    dtype: str | None = None,
+    eos: str | None = None,
+    seed: int = 0,
+    force: bool = False,
+) -> dict[str, Any]:
+    """Tokenize `inputs` into `out`; returns the manifest it wrote."""
+    if not tokenizer_path.is_file():
+        raise ConfigError("--tokenizer", f"{tokenizer_path} is not a file")
+    if not 0 <= eval_fraction < 1:
+        raise ConfigError("--eval-fraction", f"must be in [0, 1), got {eval_fraction:g}")
+    tokenizer = _load_tokenizer(tokenizer_path)
+    vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
+    dtype = dtype or dtype_for_vocab(vocab_size)
+    if vocab_size > np.iinfo(DTYPES[dtype]).max + 1:
+        raise ConfigError("--dtype", f"{dtype} cannot hold the ids of a {vocab_size}-token vocab")
+    eos_id = _eos_id(tokenizer, eos)
+    files = input_files(inputs)
+    _check_output(out, force)
+    header = {
+        "dtype": dtype,
+        "vocab_size": vocab_size,
+        "tokenizer_sha": tokenizer_sha256(tokenizer_path),
+    }
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    try:
+        manifest = _tokenize_into(
+            tmp,
+            files=files,
+            text_field=text_field,
+            tokenizer_path=tokenizer_path,
+            eos_id=eos_id,
+            workers=workers,
+            eval_fraction=eval_fraction,
+            seed=seed,
+            shard_tokens=shard_tokens,
+            header=header,
+        )
+        manifest.update(
+            writer=f"hyperpod_trainer {__version__} prepare-data",
+            inputs=[str(p) for p in files],
+            text_field=text_field,
+            tokenizer_sha256=header["tokenizer_sha"],
+            vocab_size=vocab_size,
+            dtype=dtype,
+            eos=eos,
+            eval_fraction=eval_fraction,
+            seed=seed,
+        )
+        shutil.copyfile(tokenizer_path, tmp / "tokenizer.json")
+        for extra in ("tokenizer_config.json", "special_tokens_map.json"):
+            if (tokenizer_path.parent / extra).is_file():
+                shutil.copyfile(tokenizer_path.parent / extra, tmp / extra)
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+        if out.exists():
+            shutil.rmtree(out)
+        os.rename(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def _tokenize_into(
+    folder: Path,
+    *,
+    files: list[Path],
+    text_field: str,
+    tokenizer_path: Path,
+    eos_id: int | None,
+    workers: int,
+    eval_fraction: float,
+    seed: int,
+    shard_tokens: int,
+    header: dict[str, Any],
+) -> dict[str, Any]:
+    train = _ShardWriter(folder, "train", shard_tokens=shard_tokens, **header)
+    held = _ShardWriter(folder / EVAL_DIR, "eval", shard_tokens=shard_tokens, **header)
+    split = random.Random(seed)
+    progress = _Progress()
+    docs = tokens = 0
+    batches = _batches(documents(files, text_field), DOCS_PER_TASK)
+    for batch in _encoded(batches, workers, (str(tokenizer_path), eos_id)):
+        for ids in batch:
+            if not ids:
+                continue
+            writer = held if split.random() < eval_fraction else train
+            writer.add(ids)
+            docs += 1
+            tokens += len(ids)
+        progress.show(docs, tokens)
+    train.flush()
+    held.flush()
+    progress.show(docs, tokens, final=True)
+    if not train.written:
+        raise ConfigError("--input", "no text found: no training tokens were produced")
+    return {"train": train.written, "eval": held.written, "documents": docs, "tokens": tokens}
+
+
+def _encoded(
+    batches: Iterator[list[str]], workers: int, init_args: tuple[str, int | None]
+) -> Iterator[list[list[int]]]:
+    """Token ids of each batch, in input order, computed by `workers` processes.
+
+    The documents are read here, in this process (a bad input raises here, with its file and
+    line), and at most 2 x workers batches are in flight, so memory stays bounded.
+    """
+    if workers == 1:
+        _init_worker(*init_args)
+        yield from map(_encode, batches)
+        return
+    ctx = multiprocessing.get_context("spawn")  # no tokenizer state inherited by a fork
+    with ctx.Pool(workers, initializer=_init_worker, initargs=init_args) as pool:
+        in_flight: deque[AsyncResult[list[list[int]]]] = deque()
+        for batch in batches:
+            in_flight.append(pool.apply_async(_encode, (batch,)))
+            if len(in_flight) >= 2 * workers:
+                yield in_flight.popleft().get()
+        while in_flight:
+            yield in_flight.popleft().get()
+
+
+def _parser(prog: str, parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    parser = parser_class(
+        prog=prog,
+        description="Tokenize text into the trainer's headered .tokens shards, with a held-out "
+        "split (DIR/eval/).",
+    )
+    parser.add_argument(
+        "--tokenizer", type=Path, required=True, help="a Hugging Face tokenizers tokenizer.json"
+    )
+    parser.add_argument(
+        "--input",
+        type=Path,
+        action="append",
+        required=True,
+        help="a .jsonl, .parquet or text file, a folder of them, or a datasets save_to_disk "
+        "folder (repeatable)",
+    )
+    parser.add_argument("--output", type=Path, required=True, help="new folder for the shards")
+    parser.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.0,
+        help="share of documents held out into DIR/eval/ (default 0)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=max(1, (os.cpu_count() or 2) - 1),
+        help="tokenizing processes (default: CPUs - 1)",
+    )
+    parser.add_argument("--text-field", default="text", help="JSON/Parquet/datasets field")
+    parser.add_argument(
+        "--eos", help="token appended after every document (e.g. '<|end_of_text|>')"
+    )
+    parser.add_argument(
+        "--shard-tokens", type=int, default=100_000_000, help="tokens per shard (about)"
+    )
+    parser.add_argument(
+        "--dtype", choices=list(DTYPES), help="token dtype (default: the smallest that fits)"
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
+    parser.add_argument(
+        "--force", action="store_true", help="replace DIR if an earlier prepare-data wrote it"
+    )
+    return parser
+
+
+def main(argv: list[str], *, prog: str, parser_class: type[argparse.ArgumentParser]) -> int:
+    args = _parser(prog, parser_class).parse_args(argv)
+    if args.workers < 1:
+        raise ConfigError("--workers", f"must be >= 1, got {args.workers}")
+    if args.shard_tokens < 1:
+        raise ConfigError("--shard-tokens", f"must be >= 1, got {args.shard_tokens}")
+    manifest = prepare(
+        tokenizer_path=args.tokenizer,
+        inputs=args.input,
+        out=args.output,
+        eval_fraction=args.eval_fraction,
+        workers=args.workers,
+        text_field=args.text_field,
+        shard_tokens=args.shard_tokens,
+        dtype=args.dtype,
+        eos=args.eos,
+        seed=args.seed,
+        force=args.force,
+    )
+    print(
+        json.dumps(
+            {
+                "output": str(args.output),
+                "documents": manifest["documents"],
+                "tokens": manifest["tokens"],
+                "train_shards": len(manifest["train"]),
+                "eval_shards": len(manifest["eval"]),
+                "dtype": manifest["dtype"],
+                "vocab_size": manifest["vocab_size"],
+            }
+        )
+    )
+    return 0
