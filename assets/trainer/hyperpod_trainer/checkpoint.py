@@ -126,6 +126,11 @@ def clean_incomplete(root: Path) -> tuple[list[Path], list[Path]]:
     return removed, foreign
 
 
+def write_owner(path: Path, step: int) -> None:
+    """Mark `path` as the trainer's, before anything else is written into it."""
+    write_atomic(path / OWNER, json.dumps({"writer": "hyperpod_trainer", "step": step}))
+
+
 def file_sizes(path: Path) -> dict[str, int]:
     """Size of every file below `path` but the completion marker, by relative path."""
     return {
@@ -398,7 +403,7 @@ class Checkpointer:
         if tmp.exists():
             remove_owned(tmp)
         tmp.mkdir(parents=True)
-        write_atomic(tmp / OWNER, json.dumps({"writer": "hyperpod_trainer", "step": step}))
+        write_owner(tmp, step)
         return None
 
     def wait_for_staging(self) -> float:

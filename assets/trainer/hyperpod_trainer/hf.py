@@ -35,7 +35,17 @@ from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
 from torch.distributed.checkpoint.filesystem import FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
-from .checkpoint import LATEST, MARKER, dir_bytes, find_latest, read_info, step_dir_name
+from .checkpoint import (
+    LATEST,
+    MARKER,
+    CheckpointInfo,
+    complete_checkpoints,
+    file_sizes,
+    read_marker,
+    step_dir_name,
+    verify,
+    write_owner,
+)
 from .checkpoint import write_atomic as _write_atomic
 from .config import ConfigError, load_config
 from .presets import PRESETS, ModelShape
@@ -352,13 +362,18 @@ def import_hf(src: Path, out: Path, *, force: bool = False) -> ModelShape:
     try:
         step = tmp / step_dir_name(IMPORT_STEP)
         step.mkdir()
+        write_owner(
+            step, IMPORT_STEP
+        )  # ours, as every folder the trainer writes: see checkpoint.py
         state_dict_saver.save({"model": weights}, checkpoint_id=str(step), no_dist=True)
+        sizes = file_sizes(step)
         marker = {
             "step": IMPORT_STEP,
             "model_only": True,
             "model_shape": shape.as_dict(),
             "source": {"import_hf": str(src.resolve())},
-            "bytes": dir_bytes(step),
+            "bytes": sum(sizes.values()),
+            "files": sizes,  # what verify() checks before the first resume
             "time": time.time(),
         }
         _write_atomic(step / MARKER, json.dumps(marker, indent=1, sort_keys=True))
@@ -377,16 +392,22 @@ _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 _TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
-def _checkpoint_folder(path: Path) -> Path:
-    """A step folder, or a checkpoint root whose newest complete checkpoint is taken."""
-    if (path / MARKER).is_file():
-        return path
-    latest = find_latest(path) if path.is_dir() else None
-    if latest is None:
-        raise ConfigError(
-            str(path), f"not a checkpoint: no {MARKER} in it nor in a step_NNNNNN/ below it"
-        )
-    return latest.path
+def _checkpoint(path: Path) -> CheckpointInfo:
+    """A step folder, or a checkpoint root whose newest intact checkpoint is taken (as a resume
+    would take it: verified against its metadata and recorded sizes)."""
+    meta = read_marker(path)
+    if meta is not None:
+        info = CheckpointInfo(path=path, step=int(meta["step"]), meta=meta)
+        damage = verify(info)
+        if damage is not None:
+            raise ConfigError(str(path), f"damaged checkpoint: {damage}")
+        return info
+    for info in reversed(complete_checkpoints(path)):
+        if verify(info) is None:
+            return info
+    raise ConfigError(
+        str(path), f"not a checkpoint: no intact {MARKER} in it nor in a step_NNNNNN/ below it"
+    )
 
 
 def _groups(items: list[tuple[str, int]], max_bytes: int) -> Iterator[list[tuple[str, int]]]:
@@ -429,8 +450,8 @@ def export_hf(
 
     Reads the model's tensors only, a shard's worth at a time, so memory stays near one shard.
     """
-    folder = _checkpoint_folder(checkpoint)
-    info = read_info(folder)
+    info = _checkpoint(checkpoint)
+    folder = info.path
     raw_shape = info.meta.get("model_shape")
     if not isinstance(raw_shape, dict):
         raise ConfigError(str(folder / MARKER), "has no model_shape")
