@@ -18,6 +18,7 @@ from hyperpod_kit.config.derived import (
     lustre_throughput_mb_s,
     lustre_tib,
     trainer_settings,
+    training_plan_of,
 )
 from hyperpod_kit.config.facts import instance_type, instance_types_checked
 from hyperpod_kit.config.facts import prices as price_table
@@ -138,9 +139,9 @@ def _group_hardware(config: EnvironmentConfig, key: str) -> Figure:
     parts: list[str] = []
     unknown: list[str] = []
     for group in config.cluster.instance_groups:
-        facts = instance_type(group.instance_type)
+        facts = instance_type(group.primary_type)
         if facts is None:
-            unknown.append(group.instance_type)
+            unknown.append(group.primary_type)
             continue
         if key == "accelerators":
             each: int | None = facts.accelerators
@@ -148,12 +149,11 @@ def _group_hardware(config: EnvironmentConfig, key: str) -> Figure:
         else:
             each, what = facts.efa_interfaces, "EFA"
         if each is None:
-            unknown.append(group.instance_type)
+            unknown.append(group.primary_type)
             continue
         if each:
             parts.append(
-                f"{group.name}: {group.instance_count} x {group.instance_type} x {each} "
-                f"{what}".rstrip()
+                f"{group.name}: {group.instance_count} x {_types(group)} x {each} {what}".rstrip()
             )
         total += group.instance_count * each
     how = " + ".join(parts) if parts else "no group has any"
@@ -229,7 +229,7 @@ def _checkpoint_rate(config: EnvironmentConfig, lustre_mb_s: float | None) -> Fi
     """The lesser of the file system's throughput and the job nodes' network bandwidth."""
     group = job_group(config)
     nodes = config.trainer.job.nodes
-    where = group.instance_type if group is not None else "the job's group"
+    where = group.primary_type if group is not None else "the job's group"
     # The instance table (from the team's fact sheet) has no network bandwidth column.
     network = (
         f"the network bandwidth of {nodes} x {where} is unknown (the instance-type "
@@ -328,6 +328,14 @@ def _monthly(hourly: float) -> float:
     return hourly * price_table.hours_per_month()
 
 
+def _types(group: InstanceGroupConfig) -> str:
+    """A group's type, or a flexible group's first type and how many others it may get."""
+    others = len(group.types) - 1
+    return group.primary_type + (
+        f" (first of {others + 1} types; priced as the first)" if others else ""
+    )
+
+
 def _missing(what: str, book: price_table.PriceBook) -> str:
     """ "no price data for X", and with the Pricing API why it had none."""
     why = book.why()
@@ -337,26 +345,23 @@ def _missing(what: str, book: price_table.PriceBook) -> str:
 def _group_cost(
     config: EnvironmentConfig, group: InstanceGroupConfig, book: price_table.PriceBook
 ) -> CostLine:
-    item = f"{group.name}: {group.instance_count} x {group.instance_type}"
-    facts = instance_type(group.instance_type)
-    on_plan = (
-        config.cluster.training_plan_arn is not None
-        and group.role in ("compute", "worker")
-        and (facts is None or facts.accelerated)
-    )
-    if on_plan:  # hyperpod_cluster._training_plan: the plan covers these nodes
+    item = f"{group.name}: {group.instance_count} x {_types(group)}"
+    plan = training_plan_of(config, group)
+    if plan is not None:  # the plan covers these nodes (derived.training_plan_of)
         return CostLine(
             "instances",
             item,
             None,
             None,
-            f"prepaid through the training plan {config.cluster.training_plan_arn}; "
-            "not in the hourly cost",
+            f"prepaid through the training plan {plan}; not in the hourly cost",
             prepaid=True,
         )
-    price = book.instance_hour(group.instance_type, config.region)
+    if group.capacity == "spot":
+        missing = f"no price data for spot capacity of {group.primary_type}: spot prices move"
+        return CostLine("instances", item, None, None, missing, missing=missing)
+    price = book.instance_hour(group.primary_type, config.region)
     if price is None:
-        missing = _missing(f"{group.instance_type} in {config.region}", book)
+        missing = _missing(f"{group.primary_type} in {config.region}", book)
         return CostLine("instances", item, None, None, missing, missing=missing)
     hourly = group.instance_count * price.usd
     return CostLine(

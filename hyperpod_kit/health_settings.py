@@ -23,9 +23,11 @@ def node_health_settings(config: EnvironmentConfig) -> dict[str, Any]:
     the standard library."""
     mon = config.monitoring
     node = mon.node_checks
+    # A flexible group's node may be any of its types: null here, and the runner reads the
+    # node's own type (lifecycle/health/runner.py: resolve_node).
     groups = {g.name: g.instance_type for g in config.cluster.instance_groups}
     types: dict[str, dict[str, Any]] = {}
-    for name in sorted(set(groups.values())):
+    for name in sorted({t for g in config.cluster.instance_groups for t in g.types}):
         facts = instance_type(name)
         types[name] = {
             "gpus": facts.gpus if facts is not None else None,

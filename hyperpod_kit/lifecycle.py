@@ -221,12 +221,12 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
     environment = _checked(_ENV, config.name, "environment name")
     groups = []
     for g in config.cluster.instance_groups:
-        facts = instance_type(g.instance_type)
+        facts = instance_type(g.primary_type)  # a flexible group's types agree (`validate`)
         groups.append(
             GroupValues(
                 name=_checked(_GROUP, g.name, "instance group name"),
                 role=g.role,
-                instance_type=g.instance_type,
+                instance_type=g.primary_type,
                 accelerated=facts.accelerated if facts is not None else None,
                 efa=facts.efa if facts is not None else None,
                 scripts=tuple(_group_script_paths(config, g)),

@@ -101,3 +101,19 @@ def studio_lifecycle_config_name(environment: str, app: str, digest: str) -> str
 # The GitHub deploy role (`pipeline bootstrap`) allows sessions this long and the generated deploy
 # workflow asks for them: creating or updating a cluster can outlast the default hour.
 DEPLOY_SESSION_SECONDS = 4 * 3600
+
+
+def alarm_name(environment: str, alarm: str) -> str:
+    """A fixed alarm name of the monitoring stack (the cluster's rolling deployments name some
+    of them before the monitoring stack exists)."""
+    return f"{environment}-{alarm}"
+
+
+# The health alarms an AMI update or a patch rolls back on (the monitoring stack's): a new AMI
+# that breaks the lifecycle scripts, fails hyperpod-kit's node checks, or makes HyperPod report
+# unhealthy nodes.
+ROLLBACK_ALARMS = ("lifecycle-script-failures", "node-check-failures", "node-health-events")
+
+
+def rollback_alarm_names(config: EnvironmentConfig) -> list[str]:
+    return [alarm_name(config.name, a) for a in ROLLBACK_ALARMS]

@@ -67,7 +67,7 @@ def default_choices() -> Choices:
         orchestrator=config.orchestrator,
         region=config.region,
         az_id=config.availability_zone_id,
-        instance_type=group.instance_type,
+        instance_type=group.primary_type,
         count=group.instance_count,
         users=tuple(u.name for u in config.users),
         studio=config.studio.enabled,

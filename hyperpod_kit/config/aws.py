@@ -279,8 +279,9 @@ def check_instance_quotas(config: EnvironmentConfig, aws: AwsFacade) -> Iterator
     wanted = Counter[str]()
     first: dict[str, int] = {}
     for i, group in enumerate(config.cluster.instance_groups):
-        wanted[group.instance_type] += group.instance_count
-        first.setdefault(group.instance_type, i)
+        # a flexible group asks for its first type first: its quota is the one that counts
+        wanted[group.primary_type] += group.instance_count
+        first.setdefault(group.primary_type, i)
     for instance_type, count in sorted(wanted.items()):
         at = f"cluster.instance_groups[{first[instance_type]}].instance_count"
         quota = quotas.get(instance_type)

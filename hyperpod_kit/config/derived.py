@@ -51,10 +51,17 @@ def continuous_provisioning(config: EnvironmentConfig) -> bool:
 
     HyperPod sends cluster events (``ListClusterEvents``, the EventBridge detail-type "SageMaker
     HyperPod Cluster Event") only then (facts-hyperpod.md §5, §7), so whatever listens for them
-    asks this first. The environment file cannot ask for the mode yet: False for every
-    environment, until the change that adds it turns this on."""
-    del config  # the mode is not in the schema yet
-    return False
+    asks this first."""
+    return config.cluster.node_provisioning == "continuous"
+
+
+def slurm_config_strategy(config: EnvironmentConfig) -> str | None:
+    """The `SlurmConfigStrategy` the request carries: as written, else Managed; none at all with
+    continuous provisioning, where HyperPod takes only Merge and refuses the field."""
+    written = config.cluster.slurm.config_strategy
+    if continuous_provisioning(config):
+        return written  # `validate` refuses one written here
+    return written or "Managed"
 
 
 def worker_role(config: EnvironmentConfig) -> str:
@@ -78,8 +85,15 @@ def job_group(config: EnvironmentConfig) -> InstanceGroupConfig | None:
 
 
 def group_facts(group: InstanceGroupConfig | None) -> InstanceType | None:
-    """What the table knows of a group's instance type (None: unknown, e.g. an allowed new type)."""
-    return instance_type(group.instance_type) if group is not None else None
+    """What the table knows of a group's instance type: its first type for a flexible group,
+    whose types `validate` keeps alike in GPUs and EFA where a job runs (None: unknown, e.g. an
+    allowed new type)."""
+    return instance_type(group.primary_type) if group is not None else None
+
+
+def group_types_facts(group: InstanceGroupConfig) -> list[tuple[str, InstanceType | None]]:
+    """Each type the group may get, with what the table knows of it."""
+    return [(t, instance_type(t)) for t in group.types]
 
 
 def processes_per_node(config: EnvironmentConfig) -> int:
@@ -94,9 +108,18 @@ def processes_per_node(config: EnvironmentConfig) -> int:
 def deep_health_checks(group: InstanceGroupConfig) -> list[DeepHealthCheck]:
     """As set, else both checks on accelerated types and none on CPU types."""
     if group.deep_health_checks is not None:
-        return list(group.deep_health_checks)
-    facts = instance_type(group.instance_type)
+        # MultiNodeTrainingValidation never gets here: `validate` refuses it (CloudFormation
+        # cannot set it).
+        return [c for c in group.deep_health_checks if c != "MultiNodeTrainingValidation"]
+    facts = instance_type(group.primary_type)
     return list(DEFAULT_DEEP_HEALTH_CHECKS) if facts is not None and facts.accelerated else []
+
+
+def training_plan_of(config: EnvironmentConfig, group: InstanceGroupConfig) -> str | None:
+    """The training plan a group uses: its own, else the cluster's (`uses_training_plan`)."""
+    if group.training_plan_arn is not None:
+        return group.training_plan_arn
+    return config.cluster.training_plan_arn if uses_training_plan(config, group) else None
 
 
 def uses_training_plan(config: EnvironmentConfig, group: InstanceGroupConfig) -> bool:
@@ -105,7 +128,9 @@ def uses_training_plan(config: EnvironmentConfig, group: InstanceGroupConfig) ->
     login or CPU group."""
     if config.cluster.training_plan_arn is None or group.role not in ("compute", "worker"):
         return False
-    facts = instance_type(group.instance_type)
+    if group.training_plan_arn is not None or group.capacity == "spot":
+        return False  # its own plan, or spot capacity, which no plan reserves
+    facts = instance_type(group.primary_type)
     return facts is None or facts.accelerated
 
 
@@ -176,7 +201,7 @@ def device_plugins(config: EnvironmentConfig) -> DevicePlugins | None:
         enabled = eks.helm_chart is None and eks.existing_cluster_name is None
     if not enabled:
         return None
-    types = sorted({g.instance_type for g in config.cluster.instance_groups})
+    types = sorted({t for g in config.cluster.instance_groups for t in g.types})
     known = {t: facts for t in types if (facts := instance_type(t)) is not None}
     plan = DevicePlugins(
         nvidia_types=tuple(t for t, f in known.items() if f.gpus > 0),

@@ -297,7 +297,27 @@ class UserConfig(Section):
 
 NAME_63 = r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$"
 DeepHealthCheck = Literal["InstanceStress", "InstanceConnectivity"]
+# What the file may write: MultiNodeTrainingValidation is in the API's model but CloudFormation's
+# schema refuses it (cfn-lint E3030), so `validate` refuses it with that reason rather than as an
+# unknown word (validators/platform.py).
+DeepHealthCheckName = Literal[
+    "InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation"
+]
 DEFAULT_DEEP_HEALTH_CHECKS: tuple[DeepHealthCheck, ...] = ("InstanceStress", "InstanceConnectivity")
+INSTANCE_TYPE = r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"
+# A key's ARN (CloudWatch Logs takes no alias): a key id is a UUID, or mrk-<32 hex> for a
+# multi-Region key.
+KMS_KEY_ARN = (
+    r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/"
+    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$"
+)
+TRAINING_PLAN_ARN = r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$"
+# Kubernetes label keys and values, and taint keys and values, as the API's model writes them.
+K8S_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+)
+K8S_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 
 
 class GroupLifecycleConfig(Section):
@@ -308,6 +328,116 @@ class GroupLifecycleConfig(Section):
         description="Shell scripts (paths relative to the environment file) run as root, in "
         "order, at the end of node provisioning. HyperPod runs them again on replaced nodes, so "
         "each must be idempotent.",
+    )
+    stage: Literal["on_create", "on_init_complete"] = Field(
+        default="on_create",
+        description="When HyperPod runs the group's lifecycle script: on_create (OnCreate: "
+        "during provisioning, the default) or on_init_complete (OnInitComplete: after "
+        "HyperPod's own AMI-based set-up, Slurm and Docker included). The two are exclusive.",
+    )
+
+
+class KubernetesTaint(Section):
+    key: str = Field(
+        min_length=1,
+        max_length=317,
+        pattern=K8S_KEY,
+        description="Taint key (a Kubernetes qualified name, optionally with a DNS prefix).",
+        json_schema_extra=hint("like example.com/dedicated or gpu"),
+    )
+    value: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=63,
+        pattern=K8S_VALUE,
+        description="Taint value (a Kubernetes label value).",
+    )
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
+        description="What the taint does to pods that do not tolerate it."
+    )
+
+
+class GroupKubernetesConfig(Section):
+    """Labels and taints HyperPod keeps on the group's nodes (EKS: `KubernetesConfig`,
+    reconciled by HyperPod). The rendered EKS job selects the labels of its group and tolerates
+    its taints."""
+
+    labels: dict[
+        Annotated[str, Field(min_length=1, max_length=317, pattern=K8S_KEY)],
+        Annotated[str, Field(max_length=63, pattern=K8S_VALUE)],
+    ] = Field(default_factory=dict, description="Node labels (at most 50).")
+    taints: list[KubernetesTaint] = Field(
+        default_factory=list, description="Node taints (at most 50)."
+    )
+
+
+class RollingDeployment(Section):
+    """How HyperPod rolls an AMI update through a group (`DeploymentConfig`)."""
+
+    batch_size: int = Field(
+        default=1, ge=1, description="Nodes updated at a time: a count, or a percentage."
+    )
+    batch_unit: Literal["instances", "percent"] = Field(
+        default="instances", description="What batch_size counts."
+    )
+    rollback_batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        description="Nodes rolled back at a time (same unit). Default: HyperPod's.",
+    )
+    wait_seconds: int | None = Field(
+        default=None, ge=0, le=3600, description="Wait between batches, 0-3600 seconds."
+    )
+    rollback_on_alarms: bool = Field(
+        default=True,
+        description="Roll back when one of hyperpod-kit's health alarms fires during the update "
+        "(lifecycle-script failures, node-check failures, node health events: the monitoring "
+        "stack's alarms, by their fixed names). Needs monitoring.enabled.",
+    )
+
+
+class AmiUpdatesConfig(Section):
+    """Scheduled AMI updates of a group (`ScheduledUpdateConfig`)."""
+
+    schedule: str = Field(
+        min_length=1,
+        max_length=256,
+        pattern=r"^cron\(.+\)$",
+        description="When HyperPod updates the group's AMI: a cron expression, in UTC.",
+        json_schema_extra=hint("like cron(0 3 ? * SUN *)"),
+    )
+    deployment: RollingDeployment = Field(default_factory=RollingDeployment)
+
+
+class AutoPatchConfig(Section):
+    """Automatic OS security patches of a group (`AutoPatchConfig`)."""
+
+    strategy: Literal["when_idle", "when_all_idle"] = Field(
+        description="when_idle: each node is patched once it runs no job; when_all_idle: the "
+        "group is patched once none of its nodes runs a job."
+    )
+    deployment: RollingDeployment | None = Field(
+        default=None, description="How patches roll through the group. Default: HyperPod's."
+    )
+
+
+class GroupNetworkConfig(Section):
+    """The group's own network settings (`OverrideVpcConfig`, `NetworkInterface`)."""
+
+    interface_type: Literal["efa", "efa-only"] | None = Field(
+        default=None,
+        description="efa: EFA with ENA (IP networking too); efa-only: the EFA device without "
+        "ENA. Left out: HyperPod's default for the type. EFA types only.",
+    )
+    subnet_ids: list[SubnetId] | None = Field(
+        default=None,
+        description="Private subnets of the cluster's (existing) VPC for this group's nodes "
+        "instead of the cluster's subnet.",
+    )
+    security_group_ids: list[SecurityGroupId] | None = Field(
+        default=None,
+        description="Security groups for this group's nodes (with subnet_ids; default: the "
+        "cluster's). Each needs all-traffic rules to itself for EFA.",
     )
 
 
@@ -320,12 +450,50 @@ class InstanceGroupConfig(Section):
     role: Literal["controller", "login", "compute", "worker"] = Field(
         description="controller/login/compute for Slurm; worker for EKS."
     )
-    instance_type: str = Field(
-        pattern=r"^ml\.[a-z0-9-]+\.[a-z0-9]+$",
-        description="A HyperPod instance type (`ml.` prefix).",
+    instance_type: str | None = Field(
+        default=None,
+        pattern=INSTANCE_TYPE,
+        description="A HyperPod instance type (`ml.` prefix). Exclusive with instance_types.",
         json_schema_extra=hint("like ml.p5.48xlarge"),
     )
+    instance_types: list[Annotated[str, Field(pattern=INSTANCE_TYPE)]] | None = Field(
+        default=None,
+        description="A flexible group: the instance types it may get, in priority order (2-20; "
+        "`InstanceRequirements`). Exclusive with instance_type.",
+    )
     instance_count: int = Field(ge=0, le=6758)
+    min_instance_count: int | None = Field(
+        default=None,
+        ge=0,
+        le=6758,
+        description="Nodes the group needs to be InService (HyperPod rolls the group back if "
+        "they are not there within 3 hours); at most instance_count.",
+    )
+    capacity: Literal["on_demand", "spot"] | None = Field(
+        default=None,
+        description="on_demand or spot capacity (`CapacityRequirements`). Left out: on-demand "
+        "(or the training plan's reserved capacity).",
+    )
+    training_plan_arn: str | None = Field(
+        default=None,
+        pattern=TRAINING_PLAN_ARN,
+        description="This group's own training plan (instead of cluster.training_plan_arn). A "
+        "plan reserves one instance type.",
+        json_schema_extra=hint("like arn:aws:sagemaker:us-west-2:111122223333:training-plan/x"),
+    )
+    image_release_version: str | None = Field(
+        default=None,
+        pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
+        description="The HyperPod AMI release the group runs (MAJOR.MINOR.PATCH). Left out: the "
+        "version recorded in the environment's lock, else the latest at deploy.",
+        json_schema_extra=hint("like 1.2.3"),
+    )
+    image_id: str | None = Field(
+        default=None,
+        pattern=r"^(ami-[0-9a-fA-F]{8,17}|default)$",
+        description="An AMI of your own (unencrypted, owned by the account) or `default`.",
+        json_schema_extra=hint("like ami-0123456789abcdef0"),
+    )
     threads_per_core: Literal[1, 2] = Field(
         default=1,
         description="1 disables hyperthreading (usual for training). Types without SMT "
@@ -334,7 +502,18 @@ class InstanceGroupConfig(Section):
     ebs_volume_gib: int = Field(
         default=500, ge=1, le=16384, description="Extra EBS volume per node, at /opt/sagemaker."
     )
-    deep_health_checks: list[DeepHealthCheck] | None = Field(
+    ebs_kms_key_arn: str | None = Field(
+        default=None,
+        pattern=KMS_KEY_ARN,
+        description="Customer managed KMS key for the extra EBS volume (default: an AWS owned "
+        "key).",
+    )
+    root_volume_kms_key_arn: str | None = Field(
+        default=None,
+        pattern=KMS_KEY_ARN,
+        description="Customer managed KMS key for the root volume (default: an AWS owned key).",
+    )
+    deep_health_checks: list[DeepHealthCheckName] | None = Field(
         default=None,
         description="Deep health checks HyperPod runs on a node before it takes work. Default: "
         "InstanceStress and InstanceConnectivity on accelerated types, none on CPU types.",
@@ -347,10 +526,38 @@ class InstanceGroupConfig(Section):
         json_schema_extra=hint("letters, digits and single hyphens, no dots, like gpu"),
     )
     lifecycle: GroupLifecycleConfig = Field(default_factory=GroupLifecycleConfig)
+    kubernetes: GroupKubernetesConfig | None = Field(
+        default=None, description="EKS: labels and taints of the group's nodes."
+    )
+    network: GroupNetworkConfig | None = Field(default=None)
+    ami_updates: AmiUpdatesConfig | None = Field(
+        default=None, description="Scheduled AMI updates, rolled through the group."
+    )
+    auto_patch: AutoPatchConfig | None = Field(
+        default=None, description="Automatic OS security patches."
+    )
 
     @property
     def slurm_partition(self) -> str:
         return self.partition or self.name
+
+    @property
+    def types(self) -> list[str]:
+        """Every instance type the group may get, in priority order (one for a fixed group)."""
+        if self.instance_types is not None:
+            return list(self.instance_types)
+        return [self.instance_type] if self.instance_type is not None else []
+
+    @property
+    def primary_type(self) -> str:
+        """The type the group asks for first ("" when the file names none: `validate` refuses)."""
+        types = self.types
+        return types[0] if types else ""
+
+    @property
+    def type_key(self) -> str:
+        """The key of the file that names the group's types."""
+        return "instance_types" if self.instance_types is not None else "instance_type"
 
 
 def _default_groups() -> list[InstanceGroupConfig]:
@@ -370,10 +577,12 @@ def _default_groups() -> list[InstanceGroupConfig]:
 class SlurmConfig(Section):
     """Slurm set up by HyperPod from the API (Orchestrator.Slurm and each group's SlurmConfig)."""
 
-    config_strategy: Literal["Managed", "Overwrite", "Merge"] = Field(
-        default="Managed",
+    config_strategy: Literal["Managed", "Overwrite", "Merge"] | None = Field(
+        default=None,
         description="Managed: the API is the source of truth and manual slurm.conf edits make "
-        "updates fail. Overwrite: the API's config replaces manual edits. Merge: both are kept.",
+        "updates fail. Overwrite: the API's config replaces manual edits. Merge: both are kept. "
+        "Left out: Managed; with continuous provisioning HyperPod takes only Merge and refuses "
+        "the field, so it is left out of the request.",
     )
     enroot_pyxis: bool = Field(
         default=True,
@@ -387,12 +596,6 @@ class SlurmConfig(Section):
     )
 
 
-# A key's ARN (CloudWatch Logs takes no alias): a key id is a UUID, or mrk-<32 hex> for a
-# multi-Region key.
-KMS_KEY_ARN = (
-    r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/"
-    r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$"
-)
 KUBERNETES_VERSION = r"^1\.\d{2}$"
 ADDON_VERSION = r"^v\d+\.\d+\.\d+-eksbuild\.\d+$"
 
@@ -491,6 +694,31 @@ class EksConfig(Section):
     addons: EksAddonsConfig = Field(default_factory=EksAddonsConfig)
 
 
+class AutoscalingConfig(Section):
+    """Karpenter-based autoscaling that HyperPod manages (EKS; `AutoScaling` and a cluster role
+    allowed to add and delete the cluster's nodes)."""
+
+    enabled: bool = False
+    autoscaler: Literal["Karpenter"] = Field(
+        default="Karpenter", description="The only autoscaler HyperPod offers."
+    )
+
+
+class TieredCheckpointingConfig(Section):
+    """Managed tiered checkpointing (`TieredStorageConfig`): a memory daemon on every node
+    keeps checkpoints in CPU memory for training code that uses AWS's checkpointing library
+    (the bundled trainer does not: docs/trainer.md)."""
+
+    enabled: bool = False
+    memory_percent: int | None = Field(
+        default=None,
+        ge=0,
+        le=100,
+        description="Share of each node's memory given to checkpoints (HyperPod takes 20-100). "
+        "Left out: HyperPod's default.",
+    )
+
+
 class ClusterConfig(Section):
     name: str | None = Field(
         default=None,
@@ -505,9 +733,19 @@ class ClusterConfig(Section):
     instance_groups: list[InstanceGroupConfig] = Field(
         default_factory=_default_groups, description="The cluster's instance groups (at most 100)."
     )
+    node_provisioning: Literal["on_create", "continuous"] = Field(
+        default="on_create",
+        description="continuous (`NodeProvisioningMode: Continuous`): groups scale without "
+        "blocking each other, partial capacity is kept, failed nodes are retried, and HyperPod "
+        "sends cluster events. Needed by autoscaling (and by Slurm accounting databases).",
+    )
+    autoscaling: AutoscalingConfig = Field(default_factory=AutoscalingConfig)
+    tiered_checkpointing: TieredCheckpointingConfig = Field(
+        default_factory=TieredCheckpointingConfig
+    )
     training_plan_arn: str | None = Field(
         default=None,
-        pattern=r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$",
+        pattern=TRAINING_PLAN_ARN,
         description="A SageMaker training plan whose reserved capacity the accelerated compute "
         "groups use; a plan is for one instance type, which they must share.",
         json_schema_extra=hint(

@@ -13,15 +13,27 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from aws_cdk import Aws, Fn, RemovalPolicy
+from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Validations
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagSuppressions
 from constructs import Construct, IConstruct
 
-from hyperpod_kit.config.derived import FSX_MOUNT, deep_health_checks, uses_training_plan
-from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
+from hyperpod_kit.config.derived import (
+    FSX_MOUNT,
+    continuous_provisioning,
+    deep_health_checks,
+    slurm_config_strategy,
+    training_plan_of,
+)
+from hyperpod_kit.config.schema import (
+    AutoPatchConfig,
+    EnvironmentConfig,
+    InstanceGroupConfig,
+    RollingDeployment,
+)
 from hyperpod_kit.constructs.network import describe_network_statement
+from hyperpod_kit.naming import rollback_alarm_names
 
 LOGICAL_ID = "HyperPodCluster"
 INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
@@ -104,6 +116,7 @@ class HyperPodCluster(Construct):
             if eks.node_security_group_id not in security_group_ids:
                 security_group_ids = [*security_group_ids, eks.node_security_group_id]
 
+        self.security_group_ids = list(security_group_ids)  # a group's override default
         groups = [
             self._group(g, config=config, lifecycle=lifecycle, file_system=file_system)
             for g in config.cluster.instance_groups
@@ -111,7 +124,7 @@ class HyperPodCluster(Construct):
         orchestrator = (
             sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
-                    slurm_config_strategy=config.cluster.slurm.config_strategy
+                    slurm_config_strategy=slurm_config_strategy(config)
                 )
             )
             if eks is None
@@ -121,12 +134,34 @@ class HyperPodCluster(Construct):
                 )
             )
         )
+        cfn = sagemaker.CfnCluster
+        # Karpenter on EKS: HyperPod adds and deletes nodes through a role of the cluster's.
+        self.autoscaling_role: iam.Role | None = None
+        autoscaling = None
+        if config.cluster.autoscaling.enabled:
+            self.autoscaling_role = AutoscalingRole(self, "AutoscalingRole", config=config).role
+            autoscaling = cfn.ClusterAutoScalingConfigProperty(
+                mode="Enable", auto_scaler_type=config.cluster.autoscaling.autoscaler
+            )
+        tiered = config.cluster.tiered_checkpointing
         self.cfn = sagemaker.CfnCluster(
             self,
             "Cluster",
             cluster_name=self.cluster_name,
             instance_groups=groups,
             node_recovery=config.cluster.node_recovery,
+            node_provisioning_mode="Continuous" if continuous_provisioning(config) else None,
+            auto_scaling=autoscaling,
+            cluster_role=(
+                self.autoscaling_role.role_arn if self.autoscaling_role is not None else None
+            ),
+            tiered_storage_config=(
+                cfn.TieredStorageConfigProperty(
+                    mode="Enable", instance_memory_allocation_percentage=tiered.memory_percent
+                )
+                if tiered.enabled
+                else None
+            ),
             orchestrator=orchestrator,
             vpc_config=sagemaker.CfnCluster.VpcConfigProperty(
                 security_group_ids=security_group_ids, subnets=[subnet_id]
@@ -135,13 +170,24 @@ class HyperPodCluster(Construct):
         # Stable: a new logical id would replace the cluster and every node with it. The cluster
         # holds no data (that is on FSx and S3), and a retained one would keep billing its
         # instances after `cdk destroy`, so it is deleted with the stack.
+        if any(g.image_release_version for g in config.cluster.instance_groups):
+            # aws-cdk-lib 2.275 writes ImageReleaseVersion, and its bundled copy of the
+            # resource's schema is older than the property; cfn-lint 1.58's (the gate) has it.
+            Validations.of(self.cfn).acknowledge(
+                Acknowledgment(
+                    id="CloudFormation-Validate::F3002",
+                    reason="ImageReleaseVersion is in CloudFormation's current schema (cfn-lint "
+                    "1.58 checks it); aws-cdk-lib 2.275's built-in validator carries an older one",
+                )
+            )
         self.cfn.override_logical_id(LOGICAL_ID)
         self.cfn.apply_removal_policy(RemovalPolicy.DESTROY)
         # The role's inline policy (ENI permissions, lifecycle reads) must exist before HyperPod
         # creates the nodes; the role itself is already referenced by every group.
-        policy = self.execution_role.node.try_find_child("DefaultPolicy")
-        if policy is not None:
-            self.cfn.node.add_dependency(policy)
+        for role in (self.execution_role, self.autoscaling_role):
+            policy = role.node.try_find_child("DefaultPolicy") if role is not None else None
+            if policy is not None:
+                self.cfn.node.add_dependency(policy)
         if access_entry is not None:  # nodes join the EKS cluster as soon as they boot
             self.cfn.node.add_dependency(access_entry)
         self.cluster_arn: str = self.cfn.attr_cluster_arn
@@ -159,10 +205,19 @@ class HyperPodCluster(Construct):
         storage = [
             cfn.ClusterInstanceStorageConfigProperty(
                 ebs_volume_config=cfn.ClusterEbsVolumeConfigProperty(
-                    volume_size_in_gb=group.ebs_volume_gib
+                    volume_size_in_gb=group.ebs_volume_gib, volume_kms_key_id=group.ebs_kms_key_arn
                 )
             )
         ]
+        if group.root_volume_kms_key_arn is not None:
+            # The root volume takes a key and no size (HyperPod sizes it).
+            storage.append(
+                cfn.ClusterInstanceStorageConfigProperty(
+                    ebs_volume_config=cfn.ClusterEbsVolumeConfigProperty(
+                        root_volume=True, volume_kms_key_id=group.root_volume_kms_key_arn
+                    )
+                )
+            )
         slurm_config = None
         if config.orchestrator == "slurm":
             # HyperPod mounts the file system itself when the node is provisioned.
@@ -180,19 +235,69 @@ class HyperPodCluster(Construct):
                 partition_names=[group.slurm_partition] if group.role == "compute" else None,
             )
         checks = deep_health_checks(group)
+        stage = group.lifecycle.stage
+        network = group.network
+        kubernetes = group.kubernetes
         return cfn.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_type=group.instance_type,
+            instance_requirements=(
+                cfn.InstanceRequirementsProperty(instance_types=list(group.instance_types))
+                if group.instance_types is not None
+                else None
+            ),
             instance_count=group.instance_count,
+            min_instance_count=group.min_instance_count,
+            capacity_requirements=_capacity(group),
             execution_role=self.execution_role.role_arn,
             threads_per_core=group.threads_per_core,
+            image_id=group.image_id,
+            image_release_version=group.image_release_version,
             life_cycle_config=cfn.ClusterLifeCycleConfigProperty(
-                source_s3_uri=lifecycle.source_s3_uri, on_create=lifecycle.on_create
+                source_s3_uri=lifecycle.source_s3_uri,
+                on_create=lifecycle.on_create if stage == "on_create" else None,
+                on_init_complete=lifecycle.on_create if stage == "on_init_complete" else None,
             ),
             instance_storage_configs=storage,
             on_start_deep_health_checks=checks or None,
             slurm_config=slurm_config,
-            training_plan_arn=_training_plan(config, group),
+            training_plan_arn=training_plan_of(config, group),
+            kubernetes_config=(
+                cfn.ClusterKubernetesConfigProperty(
+                    labels=dict(kubernetes.labels) or None,
+                    taints=[
+                        cfn.ClusterKubernetesTaintProperty(
+                            key=t.key, value=t.value, effect=t.effect
+                        )
+                        for t in kubernetes.taints
+                    ]
+                    or None,
+                )
+                if kubernetes is not None and (kubernetes.labels or kubernetes.taints)
+                else None
+            ),
+            network_interface=(
+                cfn.ClusterNetworkInterfaceProperty(interface_type=network.interface_type)
+                if network is not None and network.interface_type is not None
+                else None
+            ),
+            override_vpc_config=(
+                cfn.VpcConfigProperty(
+                    subnets=list(network.subnet_ids),
+                    security_group_ids=list(network.security_group_ids or self.security_group_ids),
+                )
+                if network is not None and network.subnet_ids
+                else None
+            ),
+            scheduled_update_config=(
+                cfn.ScheduledUpdateConfigProperty(
+                    schedule_expression=group.ami_updates.schedule,
+                    deployment_config=_deployment(config, group.ami_updates.deployment),
+                )
+                if group.ami_updates is not None
+                else None
+            ),
+            auto_patch_config=_auto_patch(config, group.auto_patch),
         )
 
 
@@ -223,9 +328,111 @@ def _grant_eks_nodes(role: iam.IRole, cluster_arn: str) -> None:
     )
 
 
-def _training_plan(config: EnvironmentConfig, group: InstanceGroupConfig) -> str | None:
-    """The training plan of the groups it applies to (`uses_training_plan`)."""
-    return config.cluster.training_plan_arn if uses_training_plan(config, group) else None
+def _capacity(group: InstanceGroupConfig) -> Any:
+    if group.capacity is None:
+        return None
+    if group.capacity == "spot":
+        return sagemaker.CfnCluster.ClusterCapacityRequirementsProperty(spot={})
+    return sagemaker.CfnCluster.ClusterCapacityRequirementsProperty(on_demand={})
+
+
+def _deployment(config: EnvironmentConfig, rolling: RollingDeployment | None) -> Any:
+    """A rolling deployment: batches, the wait between them, and the alarms that roll it back
+    (the monitoring stack's, by their fixed names: `naming.rollback_alarm_names`)."""
+    if rolling is None:
+        return None
+    cfn = sagemaker.CfnCluster
+    unit = "INSTANCE_COUNT" if rolling.batch_unit == "instances" else "CAPACITY_PERCENTAGE"
+    return cfn.DeploymentConfigProperty(
+        rolling_update_policy=cfn.RollingUpdatePolicyProperty(
+            maximum_batch_size=cfn.CapacitySizeConfigProperty(type=unit, value=rolling.batch_size),
+            rollback_maximum_batch_size=(
+                cfn.CapacitySizeConfigProperty(type=unit, value=rolling.rollback_batch_size)
+                if rolling.rollback_batch_size is not None
+                else None
+            ),
+        ),
+        wait_interval_in_seconds=rolling.wait_seconds,
+        auto_rollback_configuration=(
+            [cfn.AlarmDetailsProperty(alarm_name=name) for name in rollback_alarm_names(config)]
+            if rolling.rollback_on_alarms
+            else None
+        ),
+    )
+
+
+def _auto_patch(config: EnvironmentConfig, patch: AutoPatchConfig | None) -> Any:
+    if patch is None:
+        return None
+    return sagemaker.CfnCluster.AutoPatchConfigProperty(
+        patching_strategy={"when_idle": "WhenIdle", "when_all_idle": "WhenAllIdle"}[patch.strategy],
+        deployment_config=_deployment(config, patch.deployment),
+    )
+
+
+class AutoscalingRole(Construct):
+    """The role HyperPod assumes to add and delete the cluster's nodes for Karpenter
+    (`ClusterRole`): trusted by hyperpod.sagemaker.amazonaws.com, allowed the two node calls on
+    this account's clusters and, where a group's volumes use a customer key, the KMS grants the
+    new nodes' volumes need (the HyperPod autoscaling guide's policy, scoped to the keys)."""
+
+    def __init__(self, scope: Construct, id: str, *, config: EnvironmentConfig) -> None:
+        super().__init__(scope, id)
+        self.role = iam.Role(
+            self,
+            "Role",
+            assumed_by=iam.ServicePrincipal("hyperpod.sagemaker.amazonaws.com"),
+            description="HyperPod autoscaling (Karpenter) of the cluster's nodes (hyperpod-kit)",
+        )
+        self.role.add_to_principal_policy(
+            iam.PolicyStatement(
+                sid="AddAndDeleteNodes",
+                actions=["sagemaker:BatchAddClusterNodes", "sagemaker:BatchDeleteClusterNodes"],
+                # The cluster's own ARN would be a circular reference (the cluster names this
+                # role); its name is fixed, so the ARN is known up to its id.
+                resources=[
+                    f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}:cluster/*"
+                ],
+                conditions={"StringEquals": {"aws:ResourceAccount": Aws.ACCOUNT_ID}},
+            )
+        )
+        keys = sorted(
+            {
+                k
+                for g in config.cluster.instance_groups
+                for k in (g.ebs_kms_key_arn, g.root_volume_kms_key_arn)
+                if k is not None
+            }
+        )
+        if keys:
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="EncryptNewNodeVolumes",
+                    actions=["kms:CreateGrant", "kms:DescribeKey"],
+                    resources=keys,
+                    conditions={
+                        "StringLike": {"kms:ViaService": f"sagemaker.{Aws.REGION}.amazonaws.com"},
+                        "Bool": {"kms:GrantIsForAWSResource": "true"},
+                    },
+                )
+            )
+        NagSuppressions.add_resource_suppressions(
+            self.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "HyperPod names the cluster this role serves; the cluster's ARN "
+                    "ends in an id it chooses, and the cluster refers to this role, so the "
+                    "grant covers this account's clusters in this region (cluster/*, with "
+                    "aws:ResourceAccount), as the HyperPod autoscaling guide writes it.",
+                    "applies_to": [
+                        "Resource::arn:<AWS::Partition>:sagemaker:<AWS::Region>:"
+                        "<AWS::AccountId>:cluster/*"
+                    ],
+                }
+            ],
+            apply_to_children=True,
+        )
 
 
 class ExecutionRole(Construct):

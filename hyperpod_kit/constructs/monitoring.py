@@ -42,7 +42,7 @@ from hyperpod_kit.config.derived import (
 )
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.functions import function_logs_and_role
-from hyperpod_kit.naming import cluster_log_group_name
+from hyperpod_kit.naming import alarm_name, cluster_log_group_name
 from hyperpod_kit.paths import ASSETS
 
 REMEDIATION_CODE = ASSETS / "functions" / "remediation"
@@ -391,7 +391,7 @@ class ClusterMonitoring(Construct):
             self,
             id,
             metric=metric,
-            alarm_name=f"{self.config.name}-{name}",
+            alarm_name=alarm_name(self.config.name, name),
             alarm_description=description[:1024],
             threshold=threshold,
             comparison_operator=comparison,

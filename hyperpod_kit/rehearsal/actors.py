@@ -346,10 +346,17 @@ class _Stage:
                 yield _Group(
                     cluster=ref,
                     name=str(g.get("InstanceGroupName")),
-                    instance_type=str(g.get("InstanceType")),
+                    # a flexible group (InstanceRequirements) is played on its first type
+                    instance_type=str(
+                        g.get("InstanceType")
+                        or g.get("InstanceRequirements", {}).get("InstanceTypes", ["?"])[0]
+                    ),
                     role=role or ResourceRef(ref.stack, "?ExecutionRole"),
                     source_uri=str(lcc.get("SourceS3Uri", "")),
-                    on_create=str(lcc.get("OnCreate", "on_create.sh")),
+                    # the script HyperPod runs, at either stage (OnCreate or OnInitComplete)
+                    on_create=str(
+                        lcc.get("OnCreate") or lcc.get("OnInitComplete") or "on_create.sh"
+                    ),
                     node_type=str(g.get("SlurmConfig", {}).get("NodeType", "")),
                     mounts=("/opt/dlami/nvme", "/opt/sagemaker", *mounts),
                     index=index,

@@ -136,6 +136,14 @@ def _group_from_resource_config(root: str, instance_id: str | None) -> str | Non
     return None
 
 
+def _own_type(root: str, known: dict[str, Any]) -> str | None:
+    """The node's own instance type from the firmware (Nitro writes the EC2 type, like
+    p5.48xlarge, as the product name), when it is one of the settings' types."""
+    product = _read(os.path.join(root, "sys/devices/virtual/dmi/id/product_name"))
+    name = f"ml.{product}" if product else None
+    return name if name in known else None
+
+
 def resolve_node(
     settings: dict[str, Any],
     orchestrator: str,
@@ -157,9 +165,12 @@ def resolve_node(
     if instance_group is None and instance_type is None:
         instance_group = _group_from_resource_config(root, instance_id)
     groups = settings.get("groups") or {}
+    types = settings.get("instance_types") or {}
     if instance_type is None and instance_group is not None:
         instance_type = groups.get(instance_group)
-    table = (settings.get("instance_types") or {}).get(instance_type or "", {})
+    if instance_type is None and instance_group is not None:
+        instance_type = _own_type(root, types)  # a flexible group: any of its types
+    table = types.get(instance_type or "", {})
     facts = InstanceFacts(
         instance_type=instance_type,
         gpus=table.get("gpus"),

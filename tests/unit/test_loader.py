@@ -380,10 +380,10 @@ def _only_error(file: Path) -> Finding:
             id="top-with-x-hint",
         ),
         pytest.param(
-            ("cluster", "instance_groups", 1, "instance_type"),
-            "cluster.instance_groups[1].instance_type",
+            ("cluster", "instance_groups", 1, "name"),
+            "cluster.instance_groups[1].name",
             ("instance_groups", 1),
-            "like ml.p5.48xlarge",
+            "letters, digits and single hyphens, like gpu-a",
             id="list-item-with-x-hint",
         ),
         pytest.param(

@@ -164,6 +164,60 @@ def eks_network(az: str = "usw2-az1", cidr: str | None = "10.0.1.0/24") -> dict[
     }
 
 
+# --- the 2026 platform's helpers ----------------------------------------------------------------
+
+CONTINUOUS = {"cluster": {"node_provisioning": "continuous"}}
+PLAN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p5-reserved"
+TAINT = {"key": "example.com/dedicated", "value": "train", "effect": "NoSchedule"}
+
+
+def flex(name: str, types: list[str], count: int = 1) -> dict[str, Any]:
+    return {"name": name, "role": "compute", "instance_types": types, "instance_count": count}
+
+
+def spot(g: dict[str, Any]) -> dict[str, Any]:
+    return dict(g, capacity="spot")
+
+
+def updates(schedule: str, **deployment: Any) -> dict[str, Any]:
+    compute = dict(COMPUTE, ami_updates={"schedule": schedule, "deployment": deployment})
+    return {"cluster": {"instance_groups": [CONTROLLER, LOGIN, compute]}}
+
+
+def k8s(labels: dict[str, str], taints: list[dict[str, Any]]) -> dict[str, Any]:
+    workers = dict(WORKERS, kubernetes={"labels": labels, "taints": taints})
+    return merge(eks_network(), {"cluster": {"instance_groups": [workers]}})
+
+
+def efa_compute() -> dict[str, Any]:
+    return dict(group("compute", "compute", 2, "ml.p5.48xlarge"), network={"interface_type": "efa"})
+
+
+def own_subnets(
+    subnets: list[str] | None,
+    security_groups: list[str] | None,
+    itype: str = "ml.g5.8xlarge",
+    **network: Any,
+) -> dict[str, Any]:
+    net = dict(network, subnet_ids=subnets, security_group_ids=security_groups)
+    compute = dict(
+        COMPUTE, instance_type=itype, network={k: v for k, v in net.items() if v is not None}
+    )
+    return {"cluster": {"instance_groups": [CONTROLLER, LOGIN, compute]}}
+
+
+AUTOSCALING = merge(
+    eks_network(),
+    {
+        "cluster": {
+            "node_provisioning": "continuous",
+            "autoscaling": {"enabled": True},
+            "eks": {"helm_chart": str(CHART)},
+        }
+    },
+)
+
+
 # --- expected findings --------------------------------------------------------------------------
 
 
@@ -894,6 +948,75 @@ GOOD: list[Any] = [
     # studio-lifecycle-size: the script it measures is a bundled asset; see the tests below
     pytest.param("studio-lifecycle-size", {}, id="lifecycle-size-studio-off"),
     pytest.param("studio-lifecycle-size", studio(apps=[]), id="lifecycle-size-no-apps"),
+    # --- the 2026 platform (validators/platform.py) ---
+    # group-instance-types
+    pytest.param("group-instance-types", {}, id="types-fixed"),
+    pytest.param(
+        "group-instance-types",
+        groups(CONTROLLER, LOGIN, COMPUTE, flex("burst", ["ml.g5.8xlarge", "ml.g5.16xlarge"])),
+        id="types-flexible-alike",
+    ),
+    # node-provisioning
+    pytest.param("node-provisioning", CONTINUOUS, id="continuous-slurm-no-strategy"),
+    pytest.param(
+        "node-provisioning", {"cluster": {"slurm": {"config_strategy": "Merge"}}}, id="on-create"
+    ),
+    # autoscaling
+    pytest.param("autoscaling", {}, id="autoscaling-off"),
+    pytest.param("autoscaling", AUTOSCALING, id="autoscaling-eks-continuous-chart"),
+    # tiered-checkpointing
+    pytest.param("tiered-checkpointing", {}, id="tiered-off"),
+    # group-capacity
+    pytest.param("group-capacity", groups(CONTROLLER, LOGIN, spot(COMPUTE)), id="spot-compute"),
+    pytest.param(
+        "group-capacity",
+        groups(CONTROLLER, LOGIN, dict(COMPUTE, min_instance_count=2)),
+        id="min-equal-count",
+    ),
+    # ami-pinning
+    pytest.param(
+        "ami-pinning",
+        groups(CONTROLLER, LOGIN, dict(COMPUTE, image_release_version="1.2.3")),
+        id="release-pinned",
+    ),
+    pytest.param(
+        "ami-pinning",
+        groups(CONTROLLER, LOGIN, dict(COMPUTE, image_id="default", image_release_version="1.2.3")),
+        id="release-with-default-image",
+    ),
+    # ami-updates
+    pytest.param("ami-updates", updates("cron(0 3 ? * SUN *)"), id="updates-weekly"),
+    pytest.param(
+        "ami-updates",
+        updates("cron(0 3 ? * SUN *)", batch_size=100, batch_unit="percent"),
+        id="updates-whole-group",
+    ),
+    # kubernetes-labels
+    pytest.param("kubernetes-labels", k8s({"example.com/pool": "a"}, []), id="labels-own-prefix"),
+    pytest.param(
+        "kubernetes-labels",
+        k8s({}, [TAINT, dict(TAINT, effect="NoExecute")]),
+        id="taints-same-key-two-effects",
+    ),
+    # deep-health-checks-api
+    pytest.param("deep-health-checks-api", {}, id="checks-default"),
+    # group-network
+    pytest.param(
+        "group-network",
+        {"cluster": {"instance_groups": [CONTROLLER, LOGIN, efa_compute()]}},
+        id="efa-on-efa-type",
+    ),
+    pytest.param(
+        "group-network",
+        merge(existing_vpc(), own_subnets(["subnet-0123456789abcdef1"], ["sg-0123456789abcdef0"])),
+        id="own-subnets-existing-vpc",
+    ),
+    # volume-keys
+    pytest.param(
+        "volume-keys",
+        groups(CONTROLLER, LOGIN, dict(COMPUTE, ebs_kms_key_arn=KMS_KEY)),
+        id="key-same-region",
+    ),
 ]
 
 CONTROL_HINT = (
@@ -3171,6 +3294,338 @@ BAD: list[Any] = [
             ("/bob/team", "bob", "in-a-home"),
         ]
     ],
+    # --- the 2026 platform (validators/platform.py) ---
+    pytest.param(
+        "group-instance-types",
+        groups(CONTROLLER, LOGIN, {"name": "compute", "role": "compute", "instance_count": 1}),
+        [
+            err(
+                f"{GROUPS}[2]",
+                "group 'compute' names no instance type",
+                "add instance_type (like ml.p5.48xlarge), or instance_types for a flexible group",
+            )
+        ],
+        id="types-none",
+    ),
+    pytest.param(
+        "group-instance-types",
+        groups(CONTROLLER, LOGIN, dict(COMPUTE, instance_types=["ml.g5.8xlarge"])),
+        [
+            err(
+                f"{GROUPS}[2].instance_types",
+                "instance_type and instance_types are exclusive",
+                "keep instance_types for a flexible group, or instance_type for one type",
+            )
+        ],
+        id="types-both",
+    ),
+    pytest.param(
+        "group-instance-types",
+        groups(CONTROLLER, LOGIN, COMPUTE, flex("burst", ["ml.g5.8xlarge"])),
+        [
+            warn(
+                f"{GROUPS}[3].instance_types",
+                "a flexible group of one type",
+                "write instance_type: ml.g5.8xlarge",
+            )
+        ],
+        id="types-flexible-of-one",
+    ),
+    pytest.param(
+        "group-instance-types",
+        groups(CONTROLLER, LOGIN, COMPUTE, flex("burst", ["ml.g5.8xlarge", "ml.m5.2xlarge"])),
+        [
+            err(
+                f"{GROUPS}[3].instance_types",
+                "mixes accelerated types with CPU types (ml.m5.2xlarge)",
+                "keep a flexible group's types all accelerated or all CPU",
+            )
+        ],
+        id="types-flexible-mixed",
+    ),
+    pytest.param(
+        "group-instance-types",
+        groups(CONTROLLER, LOGIN, flex("compute", ["ml.g5.12xlarge", "ml.g5.48xlarge"])),
+        [
+            err(
+                f"{GROUPS}[2].instance_types",
+                "the job runs on this group, whose types differ in GPUs or EFA "
+                "(ml.g5.12xlarge (4 GPUs, EFA), ml.g5.48xlarge (8 GPUs, EFA))",
+                "keep the job's group to types of the same GPU count and EFA, or run the job on "
+                "another group (trainer.job.instance_group)",
+            )
+        ],
+        id="types-job-group-differ",
+    ),
+    pytest.param(
+        "node-provisioning",
+        merge(CONTINUOUS, {"cluster": {"slurm": {"config_strategy": "Managed"}}}),
+        [
+            err(
+                "cluster.slurm.config_strategy",
+                "with continuous provisioning HyperPod refuses SlurmConfigStrategy (Managed)",
+                "leave config_strategy out",
+            )
+        ],
+        id="continuous-with-strategy",
+    ),
+    pytest.param(
+        "autoscaling",
+        {"cluster": {"autoscaling": {"enabled": True}}},
+        [
+            err(
+                "cluster.autoscaling.enabled",
+                "autoscaling (Karpenter) is for EKS clusters",
+                "remove autoscaling",
+            )
+        ],
+        id="autoscaling-slurm",
+    ),
+    pytest.param(
+        "autoscaling",
+        merge(
+            eks_network(), {"cluster": {"autoscaling": {"enabled": True}, "node_recovery": "None"}}
+        ),
+        [
+            err(
+                "cluster.autoscaling.enabled",
+                "autoscaling needs continuous provisioning",
+                "set cluster.node_provisioning: continuous",
+            ),
+            err(
+                "cluster.autoscaling.enabled",
+                "autoscaling needs automatic node recovery",
+                "set cluster.node_recovery: Automatic",
+            ),
+            err(
+                "cluster.autoscaling.enabled",
+                "autoscaling needs HyperPod's health-monitoring agent",
+                "set cluster.eks.helm_chart to a folder with the chart (docs/eks.md)",
+            ),
+            info(
+                f"{GROUPS}[0].instance_count",
+                "Karpenter scales the groups its HyperpodNodeClass names down to 0",
+                "start the groups Karpenter manages at instance_count: 0",
+            ),
+        ],
+        id="autoscaling-missing-everything",
+    ),
+    pytest.param(
+        "tiered-checkpointing",
+        {"cluster": {"tiered_checkpointing": {"enabled": True, "memory_percent": 10}}},
+        [
+            err(
+                "cluster.tiered_checkpointing.enabled",
+                "managed tiered checkpointing is for EKS clusters",
+                "remove tiered_checkpointing, or use orchestrator: eks",
+            ),
+            err(
+                "cluster.tiered_checkpointing.memory_percent",
+                "10% is below the 20% HyperPod allocates at least",
+                "use 20 to 100",
+            ),
+            warn(
+                "cluster.tiered_checkpointing.enabled",
+                "the bundled trainer writes its checkpoints with PyTorch DCP to FSx",
+                "keep it for jobs of your own that use amzn-sagemaker-checkpointing, or turn it "
+                "off",
+            ),
+        ],
+        id="tiered-slurm-too-little",
+    ),
+    pytest.param(
+        "tiered-checkpointing",
+        {"cluster": {"tiered_checkpointing": {"memory_percent": 30}}},
+        [
+            warn(
+                "cluster.tiered_checkpointing.memory_percent",
+                "memory_percent is set, but tiered checkpointing is off",
+                "set enabled: true, or remove memory_percent",
+            )
+        ],
+        id="tiered-percent-while-off",
+    ),
+    pytest.param(
+        "group-capacity",
+        groups(
+            spot(CONTROLLER),
+            spot(LOGIN),
+            dict(spot(COMPUTE), training_plan_arn=PLAN, min_instance_count=3),
+        ),
+        [
+            err(
+                f"{GROUPS}[0].capacity",
+                "a controller node on spot capacity can be reclaimed at any time: slurmctld",
+                "keep controller and login groups on on-demand capacity",
+            ),
+            warn(
+                f"{GROUPS}[1].capacity",
+                "a login node on spot capacity can be reclaimed at any time",
+                "keep controller and login groups on on-demand capacity",
+            ),
+            err(
+                f"{GROUPS}[2].min_instance_count",
+                "3 is more than the group's 2 instances",
+                "use at most 2",
+            ),
+            err(
+                f"{GROUPS}[2].capacity",
+                "spot capacity and a training plan are exclusive",
+                "remove capacity: spot, or the group's training_plan_arn",
+            ),
+        ],
+        id="capacity-spot-everywhere",
+    ),
+    pytest.param(
+        "ami-pinning",
+        groups(
+            CONTROLLER,
+            LOGIN,
+            dict(COMPUTE, image_id="ami-0123456789abcdef0", image_release_version="1.2.3"),
+        ),
+        [
+            err(
+                f"{GROUPS}[2].image_release_version",
+                "image_release_version pins HyperPod's AMI, and the group runs its own "
+                "(ami-0123456789abcdef0)",
+                "keep one: image_release_version, or image_id",
+            )
+        ],
+        id="release-with-own-ami",
+    ),
+    pytest.param(
+        "ami-updates",
+        merge(
+            updates("cron(0 3 * *)", batch_size=150, batch_unit="percent"),
+            {"monitoring": {"enabled": False}},
+        ),
+        [
+            err(
+                f"{GROUPS}[2].ami_updates.schedule",
+                "'cron(0 3 * *)' is not a cron expression of six fields",
+                "like cron(0 3 ? * SUN *): 03:00 UTC every Sunday",
+            ),
+            err(
+                f"{GROUPS}[2].ami_updates.deployment.batch_size",
+                "150% is more than the whole group",
+                "use 1-100",
+            ),
+            err(
+                f"{GROUPS}[2].ami_updates.deployment.rollback_on_alarms",
+                "the update rolls back on the monitoring stack's health alarms, and monitoring is "
+                "off",
+                "set monitoring.enabled: true, or rollback_on_alarms: false",
+            ),
+        ],
+        id="updates-bad-cron-batch-alarms",
+    ),
+    pytest.param(
+        "kubernetes-labels",
+        {
+            "cluster": {
+                "instance_groups": [
+                    CONTROLLER,
+                    LOGIN,
+                    dict(COMPUTE, kubernetes={"labels": {"a": "b"}}),
+                ]
+            }
+        },
+        [
+            err(
+                f"{GROUPS}[2].kubernetes",
+                "labels and taints are for EKS clusters",
+                "remove kubernetes",
+            )
+        ],
+        id="labels-on-slurm",
+    ),
+    pytest.param(
+        "kubernetes-labels",
+        k8s(
+            {"kubernetes.io/role": "x"},
+            [dict(TAINT, key="sagemaker.amazonaws.com/node-health-status"), TAINT, TAINT],
+        ),
+        [
+            err(
+                f"{GROUPS}[0].kubernetes.labels.kubernetes.io/role",
+                "'kubernetes.io/role' is in a prefix Kubernetes or HyperPod keeps for itself",
+                "use a prefix of your own, like example.com/",
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.taints[0].key",
+                "'sagemaker.amazonaws.com/node-health-status' is in a prefix",
+                "use a prefix of your own, like example.com/",
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.taints[2]",
+                "taint example.com/dedicated:NoSchedule is also taints[1]",
+                "set each key and effect once",
+            ),
+        ],
+        id="labels-reserved-and-repeated",
+    ),
+    pytest.param(
+        "deep-health-checks-api",
+        groups(
+            CONTROLLER,
+            LOGIN,
+            dict(COMPUTE, deep_health_checks=["InstanceStress", "MultiNodeTrainingValidation"]),
+        ),
+        [
+            err(
+                f"{GROUPS}[2].deep_health_checks[1]",
+                "CloudFormation cannot set MultiNodeTrainingValidation",
+                "remove it here; run it after deploy with aws sagemaker update-cluster "
+                "(docs/platform.md)",
+            )
+        ],
+        id="checks-multi-node",
+    ),
+    pytest.param(
+        "group-network",
+        own_subnets(None, ["sg-0123456789abcdef0"], "ml.m5.2xlarge", interface_type="efa-only"),
+        [
+            err(
+                f"{GROUPS}[2].network.interface_type",
+                "ml.m5.2xlarge has no EFA, so no EFA interface type",
+                "remove interface_type, or use an EFA type",
+            ),
+            err(
+                f"{GROUPS}[2].network.security_group_ids",
+                "a group's own security groups come with its own subnets",
+                "add subnet_ids, or remove security_group_ids",
+            ),
+        ],
+        id="network-efa-on-plain-sg-alone",
+    ),
+    pytest.param(
+        "group-network",
+        own_subnets(["subnet-0123456789abcdef1"], None),
+        [
+            err(
+                f"{GROUPS}[2].network.subnet_ids",
+                "the new VPC hyperpod-kit creates has one private subnet",
+                "remove subnet_ids, or use network.existing_vpc",
+            )
+        ],
+        id="network-own-subnets-new-vpc",
+    ),
+    pytest.param(
+        "volume-keys",
+        groups(
+            CONTROLLER,
+            LOGIN,
+            dict(COMPUTE, root_volume_kms_key_arn=KMS_KEY.replace("us-west-2", "us-east-1")),
+        ),
+        [
+            err(
+                f"{GROUPS}[2].root_volume_kms_key_arn",
+                "the key is in 111122223333/us-east-1, the environment in its account/us-west-2",
+                "use a key of the environment's region and account",
+            )
+        ],
+        id="key-other-region",
+    ),
 ]
 
 

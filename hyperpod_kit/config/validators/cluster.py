@@ -12,7 +12,7 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
-from hyperpod_kit.config.derived import FSX_MOUNT, device_plugins, uses_training_plan
+from hyperpod_kit.config.derived import FSX_MOUNT, device_plugins, training_plan_of
 from hyperpod_kit.config.facts import (
     ami_accounts,
     eks_versions,
@@ -124,24 +124,32 @@ def check_instance_types(config: EnvironmentConfig) -> Iterator[Finding]:
     allowed = set(config.validation.allow_instance_types)
     names = sorted(instance_types())
     for i, g in enumerate(config.cluster.instance_groups):
-        if instance_type(g.instance_type) is not None or g.instance_type in allowed:
-            continue
-        close = difflib.get_close_matches(g.instance_type, names, n=1, cutoff=0.9)
-        yield Finding(
-            Level.ERROR,
-            _group(i, "instance_type"),
-            f"{g.instance_type} is not a HyperPod instance type (table of "
-            f"{len(names)} types, checked {instance_types_checked()})",
-            (f"did you mean {close[0]}? " if close else "")
-            + "a type newer than the table goes in validation.allow_instance_types",
-        )
+        for at, name in _type_paths(i, g):
+            if instance_type(name) is not None or name in allowed:
+                continue
+            close = difflib.get_close_matches(name, names, n=1, cutoff=0.9)
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"{name} is not a HyperPod instance type (table of "
+                f"{len(names)} types, checked {instance_types_checked()})",
+                (f"did you mean {close[0]}? " if close else "")
+                + "a type newer than the table goes in validation.allow_instance_types",
+            )
+
+
+def _type_paths(i: int, g: InstanceGroupConfig) -> list[tuple[str, str]]:
+    """(path, type) for each instance type a group names."""
+    if g.instance_types is not None:
+        return [(_group(i, f"instance_types[{j}]"), t) for j, t in enumerate(g.instance_types)]
+    return [(_group(i, "instance_type"), g.instance_type)] if g.instance_type else []
 
 
 @validator("deep-health-checks", area="cluster")
 def check_deep_health_checks(config: EnvironmentConfig) -> Iterator[Finding]:
     """Deep health checks run only on accelerated types; turning them off on one is a warning."""
     for i, g in enumerate(config.cluster.instance_groups):
-        facts = instance_type(g.instance_type)
+        facts = instance_type(g.primary_type)
         if g.deep_health_checks is None or facts is None:
             continue
         at = _group(i, "deep_health_checks")
@@ -151,7 +159,7 @@ def check_deep_health_checks(config: EnvironmentConfig) -> Iterator[Finding]:
             yield Finding(
                 Level.ERROR,
                 at,
-                f"{g.instance_type} has no GPU or Trainium chip; HyperPod runs deep health "
+                f"{g.primary_type} has no GPU or Trainium chip; HyperPod runs deep health "
                 "checks on accelerated instances only",
                 "remove deep_health_checks from this group",
             )
@@ -159,7 +167,7 @@ def check_deep_health_checks(config: EnvironmentConfig) -> Iterator[Finding]:
             yield Finding(
                 Level.WARNING,
                 at,
-                f"deep health checks are off on {g.instance_type}: a node with a bad GPU or "
+                f"deep health checks are off on {g.primary_type}: a node with a bad GPU or "
                 "EFA link can join the cluster and fail jobs",
                 "leave deep_health_checks out (both checks run by default)",
             )
@@ -196,11 +204,17 @@ def check_partitions(config: EnvironmentConfig) -> Iterator[Finding]:
 @validator("training-plan", area="cluster")
 def check_training_plan(config: EnvironmentConfig) -> Iterator[Finding]:
     """A training plan belongs to the environment's region (and account, when it is given)."""
-    arn = config.cluster.training_plan_arn
-    if arn is None:
-        return
+    plans = [("cluster.training_plan_arn", config.cluster.training_plan_arn)] + [
+        (_group(i, "training_plan_arn"), g.training_plan_arn)
+        for i, g in enumerate(config.cluster.instance_groups)
+    ]
+    for at, arn in plans:
+        if arn is not None:
+            yield from _training_plan_place(config, at, arn)
+
+
+def _training_plan_place(config: EnvironmentConfig, at: str, arn: str) -> Iterator[Finding]:
     _, _, _, region, account, _ = arn.split(":", 5)
-    at = "cluster.training_plan_arn"
     if region != config.region:
         yield Finding(
             Level.ERROR,
@@ -484,41 +498,51 @@ def check_threads_per_core(config: EnvironmentConfig) -> Iterator[Finding]:
     """threads_per_core: 2 only where the instance family's processor has SMT
     (threads_per_core.json: AWS Graviton and NVIDIA Grace run one thread per core)."""
     for i, g in enumerate(config.cluster.instance_groups):
-        known = threads_per_core(g.instance_type)
-        if known is None:
-            continue
-        allowed, source = known
-        if allowed is None or g.threads_per_core in allowed:
-            continue
-        yield Finding(
-            Level.ERROR,
-            _group(i, "threads_per_core"),
-            f"{g.instance_type} runs {allowed[-1]} thread per core "
-            f"({source.split(': ', 1)[-1]}); HyperPod refuses threads_per_core "
-            f"{g.threads_per_core} (table checked {threads_per_core_checked()})",
-            f"use threads_per_core: {allowed[-1]}, or leave it out",
-        )
+        for name in g.types:  # a flexible group may get any of its types
+            known = threads_per_core(name)
+            if known is None:
+                continue
+            allowed, source = known
+            if allowed is None or g.threads_per_core in allowed:
+                continue
+            yield Finding(
+                Level.ERROR,
+                _group(i, "threads_per_core"),
+                f"{name} runs {allowed[-1]} thread per core "
+                f"({source.split(': ', 1)[-1]}); HyperPod refuses threads_per_core "
+                f"{g.threads_per_core} (table checked {threads_per_core_checked()})",
+                f"use threads_per_core: {allowed[-1]}, or leave it out",
+            )
+            break
 
 
 @validator("training-plan-types", area="cluster")
 def check_training_plan_types(config: EnvironmentConfig) -> Iterator[Finding]:
     """A training plan reserves capacity of one instance type: the groups it applies to (the
-    accelerated compute or worker groups) share that type."""
-    if config.cluster.training_plan_arn is None:
-        return
-    planned = [g for g in config.cluster.instance_groups if uses_training_plan(config, g)]
-    types = list(dict.fromkeys(g.instance_type for g in planned))
+    accelerated compute or worker groups under the cluster's plan, and each group with a plan of
+    its own) share that type, and a flexible group cannot use one."""
+    plans: dict[str, list[tuple[int, InstanceGroupConfig]]] = {}
+    for i, g in enumerate(config.cluster.instance_groups):
+        if (arn := training_plan_of(config, g)) is not None:
+            plans.setdefault(arn, []).append((i, g))
     most = limit("training_plan_instance_types")
-    if len(types) > most:
-        groups = ", ".join(f"{g.name} ({g.instance_type})" for g in planned)
-        yield Finding(
-            Level.ERROR,
-            "cluster.training_plan_arn",
-            f"a training plan reserves one instance type, and this one would apply to groups "
-            f"of {len(types)}: {groups} (table checked {limits_checked()})",
-            f"give every accelerated compute group the plan's instance type (e.g. {types[0]}), "
-            "or leave training_plan_arn out",
-        )
+    for planned in plans.values():
+        own = [(i, g) for i, g in planned if g.training_plan_arn is not None]
+        at = _group(own[0][0], "training_plan_arn") if own else "cluster.training_plan_arn"
+        types = list(dict.fromkeys(t for _, g in planned for t in g.types))
+        if len(types) > most:
+            groups = ", ".join(f"{g.name} ({', '.join(g.types)})" for _, g in planned)
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"a training plan reserves one instance type, and this one would apply to groups "
+                f"of {len(types)}: {groups} (table checked {limits_checked()})",
+                f"give every accelerated compute group the plan's instance type (e.g. {types[0]}), "
+                "or leave training_plan_arn out"
+                if not own
+                else f"give every group on the plan one instance type (e.g. {types[0]}), or "
+                "leave the plan out",
+            )
 
 
 def _date(text: str) -> datetime.date:

@@ -91,9 +91,11 @@ def required_addresses(config: EnvironmentConfig) -> int:
     interfaces, on EKS one warm interface of pod addresses per node (VPC CNI), plus headroom."""
     total = RESERVED_ADDRESSES
     for group in config.cluster.instance_groups:
-        facts = instance_type(group.instance_type)
-        if facts is None:
+        # a flexible group may get any of its types: count the one that needs the most
+        known = [f for t in group.types if (f := instance_type(t)) is not None]
+        if not known:
             continue
+        facts = max(known, key=lambda f: f.addresses_per_node + (f.ipv4_per_eni or 0))
         per_node = facts.addresses_per_node
         if config.orchestrator == "eks":
             per_node += facts.ipv4_per_eni or 0

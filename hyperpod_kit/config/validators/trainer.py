@@ -207,7 +207,7 @@ def check_processes(config: EnvironmentConfig) -> Iterator[Finding]:
         yield Finding(
             Level.ERROR,
             f"{JOB}.instance_group" if job.instance_group else at,
-            f"the job's group {group.name!r} is {group.instance_type}, with {what}; the bundled "
+            f"the job's group {group.name!r} is {group.primary_type}, with {what}; the bundled "
             "trainer runs on NVIDIA GPUs",
             "run the job on a GPU group (e.g. ml.p5.48xlarge)",
         )
@@ -219,7 +219,7 @@ def check_processes(config: EnvironmentConfig) -> Iterator[Finding]:
         yield Finding(
             Level.ERROR,
             at,
-            f"{ranks} processes per node, but {group.instance_type} has {facts.gpus} "
+            f"{ranks} processes per node, but {group.primary_type} has {facts.gpus} "
             f"GPU{'s' if facts.gpus > 1 else ''}",
             f"use {facts.gpus} (or leave processes_per_node out: one rank per GPU)",
         )
@@ -228,7 +228,7 @@ def check_processes(config: EnvironmentConfig) -> Iterator[Finding]:
             Level.WARNING,
             at,
             f"{ranks} processes per node leave {facts.gpus - ranks} of {facts.gpus} GPUs of "
-            f"{group.instance_type} idle",
+            f"{group.primary_type} idle",
             f"use {facts.gpus}",
         )
 
