@@ -15,6 +15,9 @@ the CloudFormation registry schemas that cfn-lint ships:
   back half-way, so no flag lets it pass;
 - `nodes_recreated`: an instance group renamed or removed (list items are paired by their
   identity, so a rename is a removal and an addition), a new instance type, fewer nodes;
+- `rolling_update`: a new AMI (release version or image) for a group: HyperPod takes its nodes
+  out of service batch by batch (the group's deployment configuration: batch size, wait, the
+  alarms it rolls back on), and jobs on a batch's nodes end;
 - `new_nodes_only`: lifecycle scripts and storage, which only nodes provisioned later see;
 - `safe`.
 
@@ -47,8 +50,15 @@ STATEFUL_TYPES = frozenset(
 )  # fmt: skip
 
 Action = Literal["add", "update", "replace", "refuse", "remove"]
-Kind = Literal["refused", "replace", "nodes_recreated", "new_nodes_only", "safe"]
-KINDS: tuple[Kind, ...] = ("refused", "replace", "nodes_recreated", "new_nodes_only", "safe")
+Kind = Literal["refused", "replace", "nodes_recreated", "rolling_update", "new_nodes_only", "safe"]
+KINDS: tuple[Kind, ...] = (
+    "refused",
+    "replace",
+    "nodes_recreated",
+    "rolling_update",
+    "new_nodes_only",
+    "safe",
+)
 UPDATE_RULES = FACTS / "update_rules.json"
 NESTED_STACK = "AWS::CloudFormation::Stack"
 _SUB_REF = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
@@ -75,6 +85,7 @@ class Rule:
     when: str = "changed"  # a comparator in COMPARATORS, or "removed" (a list item)
     match: tuple[tuple[str, Any], ...] = ()  # for "removed": values the old item must have
     order: tuple[str, ...] = ()  # for "moves_backwards"
+    within: str = ""  # a pointer that must exist on both sides (the block the value lives in)
 
 
 @dataclass(frozen=True)
@@ -108,6 +119,7 @@ def update_rules(path: Path = UPDATE_RULES) -> Rules:
             type=row["type"], path=row["path"], kind=row["kind"], why=row["why"],
             source=row["source"], when=row.get("when", "changed"),
             match=tuple(sorted(row.get("match", {}).items())), order=tuple(row.get("order", ())),
+            within=row.get("within", ""),
         )
         for row in data["rules"]
     )  # fmt: skip
@@ -254,6 +266,10 @@ def _changed(old: Any, new: Any, _: Rule) -> bool:
     return bool(old != new)
 
 
+def _unset(old: Any, new: Any, _: Rule) -> bool:
+    return old is not None and new is None
+
+
 # Comparators the table names in `when`: (old value, new value, rule) -> whether the rule applies.
 COMPARATORS = {
     "changed": _changed,
@@ -263,6 +279,7 @@ COMPARATORS = {
     "version_skips_minor": _version_skips_minor,
     "version_next_minor": _version_next_minor,
     "moves_backwards": _moves_backwards,
+    "unset": _unset,
 }
 _SAYS = {
     "changed": "changed",
@@ -272,6 +289,7 @@ _SAYS = {
     "version_skips_minor": "skips a minor version",
     "version_next_minor": "upgraded",
     "moves_backwards": "moved back",
+    "unset": "removed",
 }
 
 
@@ -319,19 +337,26 @@ class Change:
         return any(e.kind == "nodes_recreated" for e in self.effects)
 
     @property
+    def rolling_update(self) -> bool:
+        return any(e.kind == "rolling_update" for e in self.effects)
+
+    @property
     def dangerous(self) -> bool:
         """Refused by the service (the deploy fails and rolls back half-way), a stateful resource
-        replaced or removed (its data lost or orphaned), or nodes deleted."""
+        replaced or removed (its data lost or orphaned), nodes deleted, or nodes taken out of
+        service batch by batch for a new AMI."""
         return (
             self.refused
             or (self.stateful and self.action in ("replace", "remove"))
-            or (self.action == "update" and self.nodes_recreated)
+            or (self.action == "update" and (self.nodes_recreated or self.rolling_update))
         )
 
     @property
     def label(self) -> str:
         if self.action == "update" and self.nodes_recreated:
             return "NODES RECREATED"
+        if self.action == "update" and self.rolling_update:
+            return "ROLLING AMI UPDATE"
         return {"replace": "REPLACE", "remove": "REMOVE", "refuse": "UPDATE REFUSED"}.get(
             self.action, self.action
         )
@@ -432,6 +457,7 @@ class Plan:
         return {
             **counts,
             "nodes_recreated": sum(1 for c in self.changes if c.nodes_recreated),
+            "rolling_updates": sum(1 for c in self.changes if c.rolling_update),
             "people_removed": sum(1 for p in self.people if p.action == "removed"),
             "people_added": sum(1 for p in self.people if p.action == "added"),
             "refused": len(self.refused),
@@ -448,7 +474,7 @@ class Plan:
         return (
             f"{n['add']} to add, {n['update']} to update, {n['replace']} to replace, "
             f"{n['remove']} to remove{refused}{people}; {n['dangerous']} dangerous "
-            "(refused, stateful replaced or removed, nodes recreated, people removed)"
+            "(refused, stateful replaced or removed, nodes recreated or updated, people removed)"
         )
 
     def ordered(self) -> list[Change | PersonChange]:
@@ -651,10 +677,53 @@ def _effects(
                 yield Effect(rule.kind, where, _removed(where, old, new), rule.why, rule.source)
             continue
         compare = COMPARATORS[rule.when]
-        for where in sorted(old.keys() & new.keys()):
-            if old[where] != new[where] and compare(old[where], new[where], rule):
-                what = _SAYS[rule.when] + _values_shown(old[where], new[where])
-                yield Effect(rule.kind, where, what, rule.why, rule.source)
+        if rule.within and not (
+            _present(before, rule.within, rules) and _present(after, rule.within, rules)
+        ):
+            continue
+        for where in sorted(old.keys() & new.keys()):  # a property absent on one side is None
+            was = old[where]
+            if where in seen:  # a more severe rule said it already
+                continue
+            if was != new[where] and compare(was, new[where], rule):
+                seen.add(where)
+                what = _SAYS[rule.when] + _values_shown(was, new[where])
+                why = rule.why
+                if rule.kind == "rolling_update":
+                    why = _rolling_update(after, where) + "; " + why
+                yield Effect(rule.kind, where, what, why, rule.source)
+
+
+def _present(properties: dict[str, Any], pointer: str, rules: Rules) -> bool:
+    return any(v is not None for v in _values(properties, pointer, rules.identity_keys).values())
+
+
+def _rolling_update(properties: dict[str, Any], where: str) -> str:
+    """ "rolling AMI update of group X in batches of N ...": the group's deployment configuration
+    (its scheduled updates', else its patches') in the new template, or HyperPod's defaults."""
+    name = where.split("[", 1)[1].split("]", 1)[0] if where.startswith("InstanceGroups[") else "?"
+    group = next(
+        (g for g in properties.get("InstanceGroups", []) if g.get("InstanceGroupName") == name),
+        {},
+    )
+    deployment = (
+        (group.get("ScheduledUpdateConfig") or {}).get("DeploymentConfig")
+        or (group.get("AutoPatchConfig") or {}).get("DeploymentConfig")
+        or {}
+    )
+    size = (deployment.get("RollingUpdatePolicy") or {}).get("MaximumBatchSize") or {}
+    if size:
+        unit = "%" if size.get("Type") == "CAPACITY_PERCENTAGE" else " node(s)"
+        batches = f"in batches of {size.get('Value')}{unit}"
+    else:
+        batches = "in batches of HyperPod's default size"
+    wait = deployment.get("WaitIntervalInSeconds")
+    alarms = deployment.get("AutoRollbackConfiguration") or []
+    rollback = (
+        f"rolled back if any of {len(alarms)} alarms fires" if alarms else "no rollback alarms"
+    )
+    between = f", {wait} s between batches" if wait else ""
+    return f"rolling AMI update of group {name} {batches}{between}, {rollback}"
 
 
 def _removed(where: str, old: dict[str, Any], new: dict[str, Any]) -> str:

@@ -1,0 +1,192 @@
+"""`plan` on the 2026 cluster features: what each change does to running nodes.
+
+The same small assemblies as the plan matrix (tests/unit/test_plan_matrix.py); each case changes
+one property of the cluster the way synth writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from hyperpod_kit.plan import EXIT_DANGEROUS, EXIT_OK, EXIT_REFUSED, Plan
+from tests.unit.test_plan_matrix import _by_id, _groups, _props, _run
+
+ALARMS = [
+    {"AlarmName": "dev-lifecycle-script-failures"},
+    {"AlarmName": "dev-node-check-failures"},
+    {"AlarmName": "dev-node-health-events"},
+]
+
+
+def _gpu(env: dict[str, Any]) -> dict[str, Any]:
+    return next(g for g in _groups(env) if g["InstanceGroupName"] == "gpu")
+
+
+def _cluster_change(tmp_path: Path, change: Callable[[dict[str, Any]], None]) -> Any:
+    return _by_id(_run(tmp_path, change))["HyperPodCluster"]
+
+
+def _run_both(
+    tmp_path: Path,
+    before: Callable[[dict[str, Any]], None],
+    after: Callable[[dict[str, Any]], None],
+) -> Plan:
+    """A plan from a baseline changed by `before` to the same changed by `after` too."""
+    from hyperpod_kit.plan import plan
+    from tests.unit.test_plan_matrix import baseline, write_assembly
+
+    old, new = baseline(), baseline()
+    before(old)
+    before(new)
+    after(new)
+    base = write_assembly(tmp_path / "b", old["stacks"], nested=old["nested"], users=old["users"])
+    cand = write_assembly(tmp_path / "c", new["stacks"], nested=new["nested"], users=new["users"])
+    return plan(base, cand)
+
+
+def _pinned(
+    version: str, *, batch: dict[str, Any] | None = None
+) -> Callable[[dict[str, Any]], None]:
+    def change(env: dict[str, Any]) -> None:
+        gpu = _gpu(env)
+        gpu["ImageReleaseVersion"] = version
+        if batch is not None:
+            gpu["ScheduledUpdateConfig"] = {
+                "ScheduleExpression": "cron(0 3 ? * SUN *)",
+                "DeploymentConfig": {
+                    "RollingUpdatePolicy": {"MaximumBatchSize": batch},
+                    "WaitIntervalInSeconds": 300,
+                    "AutoRollbackConfiguration": ALARMS,
+                },
+            }
+
+    return change
+
+
+def test_an_ami_release_change_is_a_rolling_update_in_the_groups_batches(tmp_path: Path) -> None:
+    result = _run_both(
+        tmp_path,
+        _pinned("1.2.3", batch={"Type": "INSTANCE_COUNT", "Value": 2}),
+        _pinned("1.3.0", batch={"Type": "INSTANCE_COUNT", "Value": 2}),
+    )
+    cluster = _by_id(result)["HyperPodCluster"]
+    assert cluster.label == "ROLLING AMI UPDATE" and cluster.dangerous
+    (effect,) = cluster.effects
+    assert effect.kind == "rolling_update"
+    assert effect.render() == (
+        "InstanceGroups[gpu].ImageReleaseVersion changed (1.2.3 -> 1.3.0): rolling AMI update of "
+        "group gpu in batches of 2 node(s), 300 s between batches, rolled back if any of 3 "
+        "alarms fires; jobs on each batch's nodes end; --requeue and auto-resume jobs restart "
+        "from their last checkpoint"
+    )
+    assert result.exit_code() == EXIT_DANGEROUS
+    assert result.exit_code(allow_replacement=True) == EXIT_OK
+    assert result.counts()["rolling_updates"] == 1
+
+
+def test_pinning_an_ami_for_the_first_time_rolls_it_out_in_default_batches(
+    tmp_path: Path,
+) -> None:
+    cluster = _cluster_change(tmp_path, _pinned("1.2.3"))
+    (effect,) = cluster.effects
+    assert effect.kind == "rolling_update"
+    assert (
+        "rolling AMI update of group gpu in batches of HyperPod's default size, no rollback "
+        "alarms" in effect.why
+    )
+
+
+def test_a_percentage_batch_is_said_as_one(tmp_path: Path) -> None:
+    result = _run_both(
+        tmp_path,
+        _pinned("1.2.3", batch={"Type": "CAPACITY_PERCENTAGE", "Value": 25}),
+        _pinned("1.2.4", batch={"Type": "CAPACITY_PERCENTAGE", "Value": 25}),
+    )
+    (effect,) = _by_id(result)["HyperPodCluster"].effects
+    assert "in batches of 25%" in effect.why
+
+
+def _labels(value: str) -> Callable[[dict[str, Any]], None]:
+    def change(env: dict[str, Any]) -> None:
+        _gpu(env)["KubernetesConfig"] = {"Labels": {"example.com/pool": value}}
+
+    return change
+
+
+def test_a_label_change_is_reconciled_on_running_nodes(tmp_path: Path) -> None:
+    result = _run_both(tmp_path, _labels("a"), _labels("b"))
+    cluster = _by_id(result)["HyperPodCluster"]
+    (effect,) = cluster.effects
+    assert (effect.kind, effect.where) == ("safe", "InstanceGroups[gpu].KubernetesConfig.Labels")
+    assert "HyperPod reconciles the labels on the group's running nodes" in effect.why
+    assert result.exit_code() == EXIT_OK
+
+
+def _capacity(kind: str) -> Callable[[dict[str, Any]], None]:
+    def change(env: dict[str, Any]) -> None:
+        _gpu(env)["CapacityRequirements"] = {kind: {}}
+
+    return change
+
+
+def test_a_capacity_change_applies_to_nodes_provisioned_later(tmp_path: Path) -> None:
+    result = _run_both(tmp_path, _capacity("Spot"), _capacity("OnDemand"))
+    (effect,) = _by_id(result)["HyperPodCluster"].effects
+    assert effect.kind == "new_nodes_only"
+    assert "nodes running now keep the capacity they were launched with" in effect.why
+    assert result.exit_code() == EXIT_OK
+
+
+def _continuous(env: dict[str, Any]) -> None:
+    props = _props(env, "cluster", "HyperPodCluster")
+    props["NodeProvisioningMode"] = "Continuous"
+    del props["Orchestrator"]["Slurm"]["SlurmConfigStrategy"]
+
+
+def test_turning_continuous_provisioning_on_is_safe_and_flags_the_strategy(
+    tmp_path: Path,
+) -> None:
+    cluster = _cluster_change(tmp_path, _continuous)
+    kinds = {e.where: e.kind for e in cluster.effects}
+    assert kinds == {
+        "NodeProvisioningMode": "safe",
+        "Orchestrator.Slurm.SlurmConfigStrategy": "safe",
+    }
+    strategy = next(e for e in cluster.effects if e.where.startswith("Orchestrator"))
+    assert "a switch away from Managed" in strategy.why
+
+
+def test_turning_continuous_provisioning_off_is_refused(tmp_path: Path) -> None:
+    def back(env: dict[str, Any]) -> None:
+        del _props(env, "cluster", "HyperPodCluster")["NodeProvisioningMode"]
+
+    result = _run_both(tmp_path, _continuous, back)
+    cluster = _by_id(result)["HyperPodCluster"]
+    assert cluster.action == "refuse"
+    (effect,) = cluster.effects
+    assert effect.render().startswith("NodeProvisioningMode removed: the API takes Continuous")
+    assert result.exit_code(allow_replacement=True) == EXIT_REFUSED
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "kind"),
+    [
+        ("InstanceRequirements", {"InstanceTypes": ["ml.p5.48xlarge", "ml.p5e.48xlarge"]},
+         "new_nodes_only"),
+        ("NetworkInterface", {"InterfaceType": "efa-only"}, "new_nodes_only"),
+        ("MinInstanceCount", 1, "safe"),
+        ("AutoPatchConfig", {"PatchingStrategy": "WhenIdle"}, "safe"),
+    ],
+)  # fmt: skip
+def test_other_group_properties_say_what_they_do(
+    tmp_path: Path, key: str, value: Any, kind: str
+) -> None:
+    def change(env: dict[str, Any]) -> None:
+        _gpu(env)[key] = value
+
+    (effect,) = _cluster_change(tmp_path, change).effects
+    assert (effect.kind, effect.where) == (kind, f"InstanceGroups[gpu].{key}")
