@@ -702,7 +702,7 @@ def _rolling_update(properties: dict[str, Any], where: str) -> str:
     """ "rolling AMI update of group X in batches of N ...": the group's deployment configuration
     (its scheduled updates', else its patches') in the new template, or HyperPod's defaults."""
     name = where.split("[", 1)[1].split("]", 1)[0] if where.startswith("InstanceGroups[") else "?"
-    group = next(
+    group: dict[str, Any] = next(
         (g for g in properties.get("InstanceGroups", []) if g.get("InstanceGroupName") == name),
         {},
     )
