@@ -405,15 +405,23 @@ class AutoscalingRole(Construct):
             }
         )
         if keys:
+            via = {"StringLike": {"kms:ViaService": f"sagemaker.{Aws.REGION}.amazonaws.com"}}
+            # Grants for the volumes of the nodes it adds, only for AWS resources (the guide's
+            # policy, split: GrantIsForAWSResource is a condition of CreateGrant alone).
             self.role.add_to_principal_policy(
                 iam.PolicyStatement(
-                    sid="EncryptNewNodeVolumes",
-                    actions=["kms:CreateGrant", "kms:DescribeKey"],
+                    sid="GrantNewNodeVolumes",
+                    actions=["kms:CreateGrant"],
                     resources=keys,
-                    conditions={
-                        "StringLike": {"kms:ViaService": f"sagemaker.{Aws.REGION}.amazonaws.com"},
-                        "Bool": {"kms:GrantIsForAWSResource": "true"},
-                    },
+                    conditions={**via, "Bool": {"kms:GrantIsForAWSResource": "true"}},
+                )
+            )
+            self.role.add_to_principal_policy(
+                iam.PolicyStatement(
+                    sid="DescribeVolumeKeys",
+                    actions=["kms:DescribeKey"],
+                    resources=keys,
+                    conditions=via,
                 )
             )
         NagSuppressions.add_resource_suppressions(

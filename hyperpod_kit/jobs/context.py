@@ -83,6 +83,17 @@ class NetworkValues:
 
 
 @dataclass(frozen=True)
+class PlacementValues:
+    """Where the job's pods go on EKS: the labels HyperPod keeps on its group's nodes
+    (`kubernetes.labels`), the taints they carry (tolerated), and, for a flexible group, every
+    type the group may get."""
+
+    labels: tuple[tuple[str, str], ...] = ()
+    taints: tuple[tuple[str, str | None, str], ...] = ()  # (key, value, effect)
+    instance_types: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class LocalRun:
     """Render for a machine without HyperPod (the local Slurm test, `make demo`): no container,
     no `--auto-resume` (Slurm's `--requeue` instead), FSx is a local folder."""
@@ -96,6 +107,7 @@ class JobContext:
     environment: str
     job: JobValues
     network: NetworkValues
+    placement: PlacementValues
     settings: list[tuple[str, str]]  # the trainer's --set KEY=VALUE, in order
     image: JobImage | None  # decided at render time (hyperpod_kit/jobs/image.py)
     image_parameter: str  # where the trainer stack publishes its URI (for people, not jobs)
@@ -140,8 +152,10 @@ def job_context(
 ) -> JobContext:
     """The values every job template gets, from a config that passed validation."""
     job = config.trainer.job
-    facts = group_facts(job_group(config))
+    group = job_group(config)
+    facts = group_facts(group)
     partition = job_partition(config) if config.orchestrator == "slurm" else None
+    k8s = group.kubernetes if group is not None else None
 
     def on_this_machine(value: str) -> str:
         if local is not None and (value == FSX_MOUNT or value.startswith(FSX_MOUNT + "/")):
@@ -168,6 +182,11 @@ def job_context(
             max_retries=job.max_retries,
             checkpoint_dir=on_this_machine(job.checkpoint_dir),
             namespace=_word(job.namespace, "namespace"),
+        ),
+        placement=PlacementValues(
+            labels=tuple(sorted(k8s.labels.items())) if k8s is not None else (),
+            taints=tuple((t.key, t.value, t.effect) for t in k8s.taints) if k8s else (),
+            instance_types=tuple(group.types) if group is not None else (),
         ),
         network=NetworkValues(
             instance_type=facts.name if facts is not None else None,

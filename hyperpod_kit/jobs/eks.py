@@ -25,6 +25,7 @@ KIND = "HyperPodPyTorchJob"
 AUTO_RESUME = "sagemaker.amazonaws.com/enable-job-auto-resume"
 MAX_RETRIES = "sagemaker.amazonaws.com/job-max-retry-count"
 IMAGE_PLACEHOLDER = "${TRAINER_IMAGE}"
+INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 SCHEMA = Path(__file__).resolve().parent / "templates" / "hyperpodpytorchjob.schema.json"
 
 
@@ -76,8 +77,7 @@ def pytorch_job(config: EnvironmentConfig, context: JobContext) -> dict[str, Any
         # Only nodes that passed HyperPod's health checks take training pods.
         "nodeSelector": {HEALTH_LABEL: "Schedulable"},
     }
-    if net.instance_type is not None:
-        pod_spec["nodeSelector"]["node.kubernetes.io/instance-type"] = net.instance_type
+    _place(pod_spec, context)
     user = next((u for u in config.users if u.name == config.trainer.job.user), None)
     if user is not None:
         # Checkpoints and logs on FSx belong to the person, as their Studio files do.
@@ -108,6 +108,42 @@ def pytorch_job(config: EnvironmentConfig, context: JobContext) -> dict[str, Any
     if job.auto_resume:
         metadata["annotations"] = {AUTO_RESUME: "true", MAX_RETRIES: str(job.max_retries)}
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+def _place(pod_spec: dict[str, Any], context: JobContext) -> None:
+    """The job's group: its own labels (HyperPod keeps them on the group's nodes) and its
+    instance type (every type of a flexible group, through node affinity); its taints
+    tolerated."""
+    place, net = context.placement, context.network
+    selector = pod_spec["nodeSelector"]
+    selector.update(dict(place.labels))
+    if len(place.instance_types) > 1:
+        pod_spec["affinity"] = {
+            "nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {
+                    "nodeSelectorTerms": [
+                        {
+                            "matchExpressions": [
+                                {
+                                    "key": INSTANCE_TYPE_LABEL,
+                                    "operator": "In",
+                                    "values": list(place.instance_types),
+                                }
+                            ]
+                        }
+                    ]
+                }
+            }
+        }
+    elif net.instance_type is not None:
+        selector[INSTANCE_TYPE_LABEL] = net.instance_type
+    if place.taints:
+        pod_spec["tolerations"] = [
+            {"key": key, "operator": "Equal", "value": value, "effect": effect}
+            if value is not None
+            else {"key": key, "operator": "Exists", "effect": effect}
+            for key, value, effect in place.taints
+        ]
 
 
 def render_pytorch_job(manifest: dict[str, Any], *, environment: str, has_image: bool) -> str:

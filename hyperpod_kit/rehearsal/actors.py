@@ -15,7 +15,10 @@ The actors, from the assembly (never from a list per example):
      as the profile's execution role, then one Slurm command through the installed wrapper;
   5. each Lambda function whose code is one of ours (``assets/functions``): a custom resource's
      handlers while that resource is created (Create event, then is_complete), others after the
-     deploy with the event they exist for (see `DRIVERS`); CDK's own functions are skipped.
+     deploy with the event they exist for (see `DRIVERS`); CDK's own functions are skipped;
+  6. HyperPod's Karpenter autoscaling, where a cluster enables it: after the deploy it adds and
+     deletes nodes as the cluster's `ClusterRole`, and asks KMS for grants on the groups' volume
+     keys (the calls the HyperPod autoscaling guide's policy allows).
 
 One fake AWS (`fakes.py` for the CLI, `botofake.py` for boto3) is shared by all actors, in deploy
 order: at each moment it holds the SSM parameters and S3 objects the deploy has made by then
@@ -308,6 +311,7 @@ class _Stage:
         self._job(groups, after)
         self._studio(after)
         self._lambdas_after_deploy(after)
+        self._autoscaler(after)
 
     def _dir(self, name: str) -> Path:
         self._runs += 1
@@ -328,6 +332,38 @@ class _Stage:
         self.recording += _boto_calls(state / "boto.jsonl", actor, role, moment)
         for path in (aws, state / "boto.jsonl"):
             path.unlink(missing_ok=True)
+
+    # 6. HyperPod's autoscaling --------------------------------------------------------------
+
+    def _autoscaler(self, moment: Moment) -> None:
+        """HyperPod scales a cluster with autoscaling on through the cluster's role."""
+        for ref, res in self.assembly.find("AWS::SageMaker::Cluster"):
+            props = self.assembly.resolve(ref.stack, res.get("Properties", {}))
+            if (props.get("AutoScaling") or {}).get("Mode") != "Enable":
+                continue
+            actor = f"HyperPod autoscaling ({ref.logical_id})"
+            role = self.assembly.referenced(ref.stack, res["Properties"].get("ClusterRole"))
+            if role is None:
+                self._fail(actor, None, moment, 1, "AutoScaling is on, and no ClusterRole is set")
+                continue
+            name = str(props.get("ClusterName"))
+            source = "HyperPod adds and deletes nodes for Karpenter with the cluster's ClusterRole"
+            self.recording += [
+                Call(actor, role, moment, "sagemaker", op, {"ClusterName": name}, source)
+                for op in ("BatchAddClusterNodes", "BatchDeleteClusterNodes")
+            ]
+            keys = {
+                str(ebs["VolumeKmsKeyId"])
+                for g in props.get("InstanceGroups", [])
+                for storage in g.get("InstanceStorageConfigs", [])
+                if (ebs := storage.get("EbsVolumeConfig") or {}).get("VolumeKmsKeyId")
+            }
+            self.recording += [
+                Call(actor, role, moment, "kms", op, {"KeyId": key},
+                     "a new node's volumes are encrypted with the group's key")
+                for key in sorted(keys)
+                for op in ("CreateGrant", "DescribeKey")
+            ]  # fmt: skip
 
     # 1. lifecycle ----------------------------------------------------------------------------
 

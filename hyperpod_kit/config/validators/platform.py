@@ -38,7 +38,7 @@ def check_group_types(config: EnvironmentConfig) -> Iterator[Finding]:
     """A group names its type once: `instance_type`, or `instance_types` for a flexible group
     (priority order). A flexible group's types are alike where it matters: all accelerated or
     none (deep health checks and the trainer), and the job's group alike in GPUs and EFA (one
-    rank per GPU, one set of EFA variables)."""
+    rank per GPU, one request of EFA interfaces)."""
     job = job_group(config)
     for i, g in _groups(config):
         if g.instance_type is None and g.instance_types is None:
@@ -78,17 +78,17 @@ def check_group_types(config: EnvironmentConfig) -> Iterator[Finding]:
                 "keep a flexible group's types all accelerated or all CPU",
             )
         elif g is job:
-            shapes = {(f.gpus, bool(f.efa_interfaces)) for _, f in known}
+            # one nproc-per-node, and one request of EFA devices per pod
+            shapes = {(f.gpus, f.efa_interfaces or 0) for _, f in known}
             if len(shapes) > 1:
                 listing = ", ".join(
-                    f"{t} ({f.gpus} GPUs, {'EFA' if f.efa_interfaces else 'no EFA'})"
-                    for t, f in known
+                    f"{t} ({f.gpus} GPUs, {f.efa_interfaces or 0} EFA interfaces)" for t, f in known
                 )
                 yield Finding(
                     Level.ERROR,
                     _at(i, "instance_types"),
                     f"the job runs on this group, whose types differ in GPUs or EFA ({listing}): "
-                    "a job has one number of ranks per node and one set of EFA settings",
+                    "a job has one number of ranks per node and of EFA interfaces",
                     "keep the job's group to types of the same GPU count and EFA, or run the job "
                     "on another group (trainer.job.instance_group)",
                 )
