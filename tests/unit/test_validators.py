@@ -3350,7 +3350,8 @@ BAD: list[Any] = [
             err(
                 f"{GROUPS}[2].instance_types",
                 "the job runs on this group, whose types differ in GPUs or EFA "
-                "(ml.g5.12xlarge (4 GPUs, 1 EFA interfaces), ml.g5.48xlarge (8 GPUs, 1 EFA interfaces))",
+                "(ml.g5.12xlarge (4 GPUs, 1 EFA interfaces), ml.g5.48xlarge (8 GPUs, 1 EFA "
+                "interfaces))",
                 "keep the job's group to types of the same GPU count and EFA, or run the job on "
                 "another group (trainer.job.instance_group)",
             )
