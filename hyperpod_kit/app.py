@@ -184,12 +184,20 @@ def main() -> int:
     `hyperpod-kit synth` may replace it later.
     """
     from hyperpod_kit.gates import check_assembly, warm_up
+    from hyperpod_kit.lock import LOCK_IN_ASSEMBLY, LockError, lock_environment, lock_write
+    from hyperpod_kit.lock import render_lock as lock_text
+    from hyperpod_kit.outputs import OutputError, write_file
 
     app = create_app()
     file = str(app.node.try_get_context("environment") or DEFAULT_ENVIRONMENT)
+    update_lock = str(app.node.try_get_context("update-lock") or "").lower() == "true"
     try:
         loaded = load_environment(Path(file))
-    except ConfigError as e:
+        # The version lock, as `hyperpod-kit synth` applies and writes it (`-c update-lock=true`
+        # for its --update-lock).
+        loaded, resolution = lock_environment(loaded, update=update_lock)
+        lock = lock_write(loaded, resolution.pins)
+    except (ConfigError, LockError, OutputError) as e:
         print(e, file=sys.stderr)
         return 2
     for finding in loaded.findings:
@@ -198,6 +206,7 @@ def main() -> int:
     warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
     outdir = app.synth().directory
     write_marker(outdir, ASSEMBLY)
+    (Path(outdir) / LOCK_IN_ASSEMBLY).write_text(lock_text(loaded.config, resolution.pins))
     report = check_assembly(outdir)
     print(report.render(), file=sys.stderr)
     if not report.ok:
@@ -206,4 +215,5 @@ def main() -> int:
             file=sys.stderr,
         )
         return 1
+    write_file(lock)  # once the gates pass, as `hyperpod-kit synth` writes it
     return 0

@@ -40,6 +40,7 @@ from typing import Any, Literal
 from hyperpod_kit.cloud_assembly import AssemblyFileError, asset_of, file_assets, read_json
 from hyperpod_kit.config.facts import HERE as FACTS
 from hyperpod_kit.lifecycle import USERS_FILE
+from hyperpod_kit.lock import LOCK_IN_ASSEMBLY, lock_changes
 
 STATEFUL_TYPES = frozenset(
     {
@@ -430,6 +431,7 @@ _ACTIONS: tuple[Action, ...] = ("add", "update", "replace", "remove", "refuse")
 class Plan:
     changes: list[Change] = field(default_factory=list)
     people: list[PersonChange] = field(default_factory=list)
+    lock: list[str] = field(default_factory=list)  # the version lock's changes, shown first
 
     @property
     def refused(self) -> list[Change | PersonChange]:
@@ -490,7 +492,7 @@ class Plan:
         return sorted([*self.changes, *self.people], key=key)
 
     def render_text(self) -> str:
-        return "\n".join([*(item.render() for item in self.ordered()), self.summary()])
+        return "\n".join([*self.lock, *(item.render() for item in self.ordered()), self.summary()])
 
     def to_json(self, *, allow_replacement: bool = False) -> dict[str, Any]:
         return {
@@ -499,6 +501,7 @@ class Plan:
             "summary": self.counts(),
             "changes": [c.to_json() for c in self.ordered() if isinstance(c, Change)],
             "people": [p.to_json() for p in self.ordered() if isinstance(p, PersonChange)],
+            "lock": list(self.lock),
             "rules_checked": update_rules().checked,
         }
 
@@ -514,6 +517,11 @@ class Plan:
             + (" (dangerous changes allowed)" if n["dangerous"] else ""),
         }[code]
         lines = [f"{head}: {self.summary()}", ""]
+        if self.lock:  # the version lock first: what moved under the templates
+            lines += [
+                f"- {_cell(line).replace('lock: ', 'version lock: ', 1)}" for line in self.lock
+            ]
+            lines.append("")
         items = self.ordered()
         if not items:
             return "\n".join([*lines, "No changes."])
@@ -628,7 +636,14 @@ def plan(baseline: Path, candidate: Path) -> Plan:
                 changes[(stack, logical)] = change
     _spread_replacements(new, changes)
     _refuse_name_collisions(rules, old, new, changes)
-    return Plan(list(changes.values()), compare_people(people(old), people(new)))
+    lock = lock_changes(_lock_of(baseline), _lock_of(candidate))
+    return Plan(list(changes.values()), compare_people(people(old), people(new)), lock)
+
+
+def _lock_of(assembly: Path) -> dict[str, Any] | None:
+    """The version lock synth put into the assembly (none in an assembly older than locks)."""
+    path = assembly / LOCK_IN_ASSEMBLY
+    return read_json(path, "the version lock in the assembly") if path.is_file() else None
 
 
 def _compare(

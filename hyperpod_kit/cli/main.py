@@ -99,29 +99,14 @@ def _parser() -> argparse.ArgumentParser:
         "cluster.instance_groups.compute.instance_count); on stdout",
     )
 
-    what = "print the environment file's JSON Schema (for editors), or the Markdown reference"
-    s = sub.add_parser(
-        "schema",
-        help=what,
-        description=f"{what}. An existing file is overwritten only with --force.",
-    )
-    s.add_argument("-o", "--output", metavar="FILE", help="write to this file instead of stdout")
-    s.add_argument(
-        "--markdown", action="store_true", help="the configuration reference, as Markdown"
-    )
-    s.add_argument(
-        "--force", action="store_true", help="overwrite FILE if it exists with other content"
-    )
+    _add_schema(sub)
 
-    syn = env_command("synth", "validate, synthesize offline to cdk.out, run cdk-nag and cfn-lint")
-    syn.add_argument(
-        "-o",
-        "--output",
-        default="cdk.out",
-        metavar="DIR",
-        help="cloud assembly folder (cdk.out); replaced only if missing, empty or written by "
-        "hyperpod-kit; a rejected assembly goes to DIR.rejected",
-    )
+    what = "validate, synthesize offline to cdk.out, run cdk-nag and cfn-lint"
+    _add_synth(env_command("synth", what))
+
+    from hyperpod_kit.cli.lock import add_lock_parser
+
+    add_lock_parser(env_command("lock", "write the environment's version lock (<name>.lock.json)"))
 
     jobs = env_command("jobs", "render the job template (sbatch or HyperPodPyTorchJob) to a folder")
     jobs.add_argument(
@@ -229,6 +214,39 @@ def run() -> int:
     return code
 
 
+def _add_schema(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    what = "print the environment file's JSON Schema (for editors), or the Markdown reference"
+    s = sub.add_parser(
+        "schema",
+        help=what,
+        description=f"{what}. An existing file is overwritten only with --force.",
+    )
+    s.add_argument("-o", "--output", metavar="FILE", help="write to this file instead of stdout")
+    s.add_argument(
+        "--markdown", action="store_true", help="the configuration reference, as Markdown"
+    )
+    s.add_argument(
+        "--force", action="store_true", help="overwrite FILE if it exists with other content"
+    )
+
+
+def _add_synth(syn: argparse.ArgumentParser) -> None:
+    syn.add_argument(
+        "-o",
+        "--output",
+        default="cdk.out",
+        metavar="DIR",
+        help="cloud assembly folder (cdk.out); replaced only if missing, empty or written by "
+        "hyperpod-kit; a rejected assembly goes to DIR.rejected",
+    )
+    syn.add_argument(
+        "--update-lock",
+        action="store_true",
+        help="take this hyperpod-kit's defaults where they differ from the environment's lock "
+        "(FILE's <name>.lock.json, written beside it); without it such a difference is refused",
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     silence_jsii()
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -304,15 +322,27 @@ def _dispatch(args: argparse.Namespace) -> int:
         quiet=getattr(args, "quiet", False),
         as_json=as_json,
         aws=getattr(args, "aws", False),
+        lock=args.command in LOCKED_COMMANDS,
+        update_lock=getattr(args, "update_lock", False),
     )
     if loaded is None:
         return EXIT_BAD_INPUT
     handlers = {
         "validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan, "check": _rehearse,
-        "status": _status, "logs": _logs,
+        "status": _status, "logs": _logs, "lock": _lock,
     }  # fmt: skip
     handler = handlers.get(args.command, _cdk)
     return handler(loaded, args)
+
+
+# Commands whose result depends on the version lock: it is read (a drift refused) before them.
+LOCKED_COMMANDS = frozenset({"validate", "synth", "plan", "check", "diff", "deploy", "destroy"})
+
+
+def _lock(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.lock import lock
+
+    return lock(loaded, args)
 
 
 def _validate(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
@@ -371,9 +401,18 @@ def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 
 
 def _load(
-    file: str, suppress: list[str], *, quiet: bool, as_json: bool, aws: bool = False
+    file: str,
+    suppress: list[str],
+    *,
+    quiet: bool,
+    as_json: bool,
+    aws: bool = False,
+    lock: bool = False,
+    update_lock: bool = False,
 ) -> LoadedEnvironment | None:
-    """Load and print findings; None (after printing why) when the file has an error."""
+    """Load and print findings; None (after printing why) when the file has an error. With
+    `lock`, the environment's version lock is applied too (hyperpod_kit/lock.py), and a lock that
+    refuses is an error like the file's."""
     facade = None
     if aws:
         from hyperpod_kit.config.aws import AwsFacade
@@ -381,6 +420,13 @@ def _load(
         facade = AwsFacade(_region_of(file))
     try:
         loaded = load_environment(file, suppress=suppress, aws=facade)
+        if lock:
+            from hyperpod_kit.lock import LockError, lock_environment
+
+            try:
+                loaded, _ = lock_environment(loaded, update=update_lock)
+            except LockError as e:
+                raise ConfigError(file, [*loaded.findings, *e.findings]) from None
     except ConfigError as e:
         _print_findings(e.file, e.findings, as_json=as_json, stream=sys.stderr)
         return None

@@ -21,13 +21,15 @@ from hyperpod_kit.outputs import (
     FolderOutput,
     OutputError,
     write_error,
+    write_file,
     write_marker,
 )
 from hyperpod_kit.progress import SILENT, Progress
 
 
 def build_assembly(loaded: LoadedEnvironment, outdir: Path, progress: Progress = SILENT) -> None:
-    """Synthesize the environment's stacks into `outdir` (offline, no gates)."""
+    """Synthesize the environment's stacks into `outdir` (offline, no gates), with the version
+    lock it was resolved against (for `plan`)."""
     with progress.stage("build the stacks"):
         from hyperpod_kit.app import build_environment, create_app
         from hyperpod_kit.gates import warm_up
@@ -37,6 +39,10 @@ def build_assembly(loaded: LoadedEnvironment, outdir: Path, progress: Progress =
     with progress.stage("synthesize, cdk-nag"):  # cdk-nag is an aspect: it runs in the synth
         warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
         app.synth()
+    if loaded.pins is not None:
+        from hyperpod_kit.lock import LOCK_IN_ASSEMBLY, render_lock
+
+        (outdir / LOCK_IN_ASSEMBLY).write_text(render_lock(loaded.config, loaded.pins))
 
 
 def gated_assembly(
@@ -58,6 +64,11 @@ def synth(loaded: LoadedEnvironment, output: Path, progress: Progress = SILENT) 
         rejected_path = out.target.with_name(out.target.name + ".rejected")
         shown = str(output).rstrip("/") + ".rejected"
         rejected = FolderOutput.checked(rejected_path, ASSEMBLY, shown=shown)
+        lock = None
+        if loaded.pins is not None:  # checked before any work, written once the gates pass
+            from hyperpod_kit.lock import lock_write
+
+            lock = lock_write(loaded, loaded.pins)
     except OutputError as e:
         print(e, file=sys.stderr)
         return 2
@@ -73,6 +84,11 @@ def synth(loaded: LoadedEnvironment, output: Path, progress: Progress = SILENT) 
                 )
                 return 1
             out.commit(staging)
+        if lock is not None and lock.changes:
+            write_file(lock)
+            print(
+                f"wrote the version lock {lock.target.name} beside {loaded.file}", file=sys.stderr
+            )
     except OutputError as e:
         print(e, file=sys.stderr)
         return 2

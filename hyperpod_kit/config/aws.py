@@ -225,6 +225,34 @@ class AwsFacade:
                         HttpMethod="GET")  # fmt: skip
         return "k8s-aws-v1." + base64.urlsafe_b64encode(str(url).encode()).decode().rstrip("=")
 
+    def deployed_versions(
+        self, cluster_name: str, eks_cluster: str | None, addons: Collection[str]
+    ) -> tuple[dict[str, Any] | None, dict[str, str]]:
+        """The cluster as DescribeCluster has it (None: no such cluster) and, on EKS, the
+        version of each add-on installed (eks:DescribeAddon; missing ones left out), for
+        `hyperpod-kit lock --from-deployed`."""
+        sm = self.client("sagemaker")
+        cluster = self.call(
+            "sagemaker:DescribeCluster",
+            sm.describe_cluster,
+            ClusterName=cluster_name,
+            missing=("ResourceNotFound", "ValidationException"),
+        )
+        versions: dict[str, str] = {}
+        if eks_cluster is not None:
+            client = self.client("eks")
+            for addon in addons:
+                found = self.call(
+                    "eks:DescribeAddon",
+                    client.describe_addon,
+                    clusterName=eks_cluster,
+                    addonName=addon,
+                    missing=("ResourceNotFoundException",),
+                )
+                if found is not None and found.get("addon", {}).get("addonVersion"):
+                    versions[addon] = str(found["addon"]["addonVersion"])
+        return cluster, versions
+
     def availability_zone_ids(self) -> set[str]:
         ec2 = self.client("ec2")
         zones = self.call("ec2:DescribeAvailabilityZones", ec2.describe_availability_zones)

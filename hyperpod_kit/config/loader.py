@@ -46,6 +46,7 @@ from hyperpod_kit.text import control_characters, control_hint, describe, shown
 
 if TYPE_CHECKING:
     from hyperpod_kit.config.aws import AwsFacade
+    from hyperpod_kit.config.pins import Pin
 from hyperpod_kit.config.schema import EnvironmentConfig
 
 Loc = tuple[str | int, ...]
@@ -85,6 +86,8 @@ class LoadedEnvironment:
     lines: dict[Loc, int]
     files: dict[Loc, str] = field(default_factory=dict)  # a path's file, if not `file` (extends)
     chain: tuple[str, ...] = ()  # the files merged (`extends:`), base first; `file` last
+    # The version lock as resolved for this environment (hyperpod_kit/lock.py); None before.
+    pins: dict[str, Pin] | None = None
 
     def origin(self, path: str) -> tuple[str | None, int | None]:
         """The file (None: `file` itself) and line where the value at `path` is written."""

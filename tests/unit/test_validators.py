@@ -1011,6 +1011,13 @@ GOOD: list[Any] = [
         merge(existing_vpc(), own_subnets(["subnet-0123456789abcdef1"], ["sg-0123456789abcdef0"])),
         id="own-subnets-existing-vpc",
     ),
+    # version-compatibility
+    pytest.param("version-compatibility", {}, id="compat-slurm"),
+    pytest.param(
+        "version-compatibility",
+        merge(eks_network(), eks(addons={"training_operator": "v1.2.2-eksbuild.1"})),
+        id="compat-operator-other-version",
+    ),
     # volume-keys
     pytest.param(
         "volume-keys",
@@ -3610,6 +3617,36 @@ BAD: list[Any] = [
             )
         ],
         id="network-own-subnets-new-vpc",
+    ),
+    pytest.param(
+        "version-compatibility",
+        merge(eks_network(), eks(addons={"training_operator": "v1.2.1-eksbuild.1"})),
+        [
+            err(
+                "cluster.eks.addons.training_operator",
+                "v1.2.1-eksbuild.1 dropped Pod Identity support",
+                "pin another version (aws eks describe-addon-versions --addon-name "
+                "amazon-sagemaker-hyperpod-training-operator)",
+            )
+        ],
+        id="compat-operator-without-pod-identity",
+    ),
+    pytest.param(
+        "version-compatibility",
+        merge(
+            merge(eks_network(), eks(helm_chart=str(CHART))),
+            eks_workers("ml.g5.xlarge"),
+        ),
+        [
+            warn(
+                "cluster.eks.helm_chart",
+                "the EFA device plugin of HyperPod's Helm chart crash-loops on a worker type "
+                "without EFA (hyperpod-cli-367",
+                "turn the chart's aws-efa-k8s-device-plugin off in its values for those nodes, "
+                "or use EFA types only",
+            )
+        ],
+        id="compat-chart-efa-plugin-on-plain-type",
     ),
     pytest.param(
         "volume-keys",

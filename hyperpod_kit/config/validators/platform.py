@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from hyperpod_kit.config.derived import continuous_provisioning, job_group
 from hyperpod_kit.config.facts import instance_type, limit, limits_checked
 from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.pins import incompatible
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig, RollingDeployment
 from hyperpod_kit.config.validators import validator
 
@@ -402,3 +403,10 @@ def check_volume_keys(config: EnvironmentConfig) -> Iterator[Finding]:
                     f"{config.account or 'its account'}/{config.region}",
                     "use a key of the environment's region and account",
                 )
+
+
+@validator("version-compatibility", area="cluster")
+def check_compatibility(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Pinned versions and settings known to break together (facts/compatibility.json, each row
+    with its public report); the lock's values are checked again once applied."""
+    yield from incompatible(config)

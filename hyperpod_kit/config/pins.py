@@ -1,0 +1,179 @@
+"""Pins: the values a deploy of an environment depends on that would otherwise float (an instance
+group's AMI release, the Kubernetes version, EKS add-ons, Helm charts, the Slurm configuration
+strategy), as the file and the toolkit's dated tables decide them; and the combinations of them
+known to break (`facts/compatibility.json`). The lock file that records pins is
+`hyperpod_kit/lock.py`'s.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from hyperpod_kit.config.derived import device_plugins, slurm_config_strategy
+from hyperpod_kit.config.facts import HERE as FACTS
+from hyperpod_kit.config.facts import helm_chart_pins, instance_type
+from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.schema import EnvironmentConfig
+
+Source = Literal["file", "default", "deployed", "latest"]
+COMPATIBILITY = FACTS / "compatibility.json"
+# The EKS add-ons the stacks install, by their key under cluster.eks.addons: (add-on, whether a
+# new cluster only has it: an existing cluster brings its own core add-ons).
+ADDONS = {
+    "vpc_cni": ("vpc-cni", True),
+    "kube_proxy": ("kube-proxy", True),
+    "coredns": ("coredns", True),
+    "pod_identity_agent": ("eks-pod-identity-agent", True),
+    "cert_manager": ("cert-manager", False),
+    "training_operator": ("amazon-sagemaker-hyperpod-training-operator", False),
+}
+
+
+@dataclass(frozen=True)
+class Pin:
+    key: str
+    value: str | None
+    source: Source
+    what: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"value": self.value, "source": self.source, "what": self.what}
+
+
+# --- what synth resolves -----------------------------------------------------------------------
+
+
+def _written(model: Any, name: str) -> bool:
+    return name in model.model_fields_set and getattr(model, name) is not None
+
+
+def resolved_pins(config: EnvironmentConfig) -> dict[str, Pin]:
+    """The pins of this environment as the file and the toolkit's tables decide them."""
+    pins: list[Pin] = []
+    for g in config.cluster.instance_groups:
+        if g.image_id not in (None, "default"):
+            continue  # an AMI of the user's own: nothing of HyperPod's to pin
+        release = g.image_release_version
+        pins.append(
+            Pin(
+                f"cluster.instance_groups[{g.name}].image_release_version",
+                release,
+                "file" if release is not None else "latest",
+                f"the HyperPod AMI release of group {g.name}",
+            )
+        )
+    if config.orchestrator == "slurm":
+        written = _written(config.cluster.slurm, "config_strategy")
+        strategy = slurm_config_strategy(config)
+        pins.append(
+            Pin(
+                "cluster.slurm.config_strategy",
+                strategy,
+                "file" if written else "default",
+                "Slurm's configuration strategy (none: HyperPod merges, continuous provisioning)",
+            )
+        )
+    if config.orchestrator == "eks":
+        pins += list(_eks_pins(config))
+    return {p.key: p for p in pins}
+
+
+def _eks_pins(config: EnvironmentConfig) -> Iterator[Pin]:
+    eks = config.cluster.eks
+    new = eks.existing_cluster_name is None
+    if new:
+        yield Pin(
+            "cluster.eks.kubernetes_version",
+            eks.kubernetes_version,
+            "file" if "kubernetes_version" in eks.model_fields_set else "default",
+            "Kubernetes version of the EKS cluster",
+        )
+    defaults = type(eks.addons)()
+    for key, (addon, new_only) in ADDONS.items():
+        if new_only and not new:
+            continue
+        value = getattr(eks.addons, key)
+        if _written(eks.addons, key):
+            source: Source = "file"
+        elif getattr(defaults, key) is not None:
+            source = "default"
+        else:
+            source = "latest"
+        yield Pin(f"cluster.eks.addons.{key}", value, source, f"EKS add-on {addon}")
+    plugins = device_plugins(config)
+    if plugins is not None:
+        charts = helm_chart_pins()
+        wanted = [
+            ("nvidia-device-plugin", plugins.nvidia_types),
+            ("aws-efa-k8s-device-plugin", plugins.efa_types),
+        ]
+        for chart, types in wanted:
+            if types:
+                yield Pin(
+                    f"charts.{chart}",
+                    charts[chart].version,
+                    "default",
+                    f"Helm chart {chart} (as HyperPod's own chart pins it)",
+                )
+    if eks.helm_chart is not None:
+        yield Pin(
+            "cluster.eks.helm_chart",
+            _chart_version(config.resolve_path(eks.helm_chart)),
+            "file",
+            "HyperPod's Helm chart (the version in its Chart.yaml)",
+        )
+
+
+def _chart_version(folder: Path) -> str | None:
+    try:
+        data = yaml.safe_load((folder / "Chart.yaml").read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError, UnicodeDecodeError):
+        return None
+    version = data.get("version") if isinstance(data, dict) else None
+    return str(version) if version is not None else None
+
+
+# --- combinations known to break ---------------------------------------------------------------
+
+
+def compatibility_table() -> dict[str, Any]:
+    table: dict[str, Any] = json.loads(COMPATIBILITY.read_text(encoding="utf-8"))
+    return table
+
+
+def incompatible(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Findings for each row of the compatibility table this environment matches."""
+    pins = resolved_pins(config)
+    table = compatibility_table()
+    for row in table["rules"]:
+        if all(_holds(config, pins, cond) for cond in row["when"]):
+            yield Finding(
+                Level[row["level"].upper()],
+                row["at"],
+                f"{row['why']} ({row['source']}; table checked {table['checked']})",
+                row["hint"],
+            )
+
+
+def _holds(config: EnvironmentConfig, pins: dict[str, Pin], cond: dict[str, Any]) -> bool:
+    if "pin" in cond:
+        pin = pins.get(cond["pin"])
+        value = pin.value if pin is not None else None
+        if "in" in cond:
+            return value in cond["in"]
+        return (value is not None) == bool(cond.get("set", True))
+    if cond.get("worker_type_without_efa"):
+        role = "compute" if config.orchestrator == "slurm" else "worker"
+        return any(
+            (facts := instance_type(t)) is not None and not facts.efa_interfaces
+            for g in config.cluster.instance_groups
+            if g.role == role
+            for t in g.types
+        )
+    raise ValueError(f"unknown condition {cond}")

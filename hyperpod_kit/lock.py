@@ -1,0 +1,289 @@
+"""The version lock: what a deploy would otherwise take as "latest" or from the toolkit's defaults,
+pinned in one file per environment (`<file>.lock.json` beside the environment file, so that
+`environments/*.yaml` never matches it), written by `synth` and committed by the user.
+
+A pin (`config/pins.py`) is one value a deploy depends on: an instance group's AMI release, the
+Kubernetes version, an EKS add-on's version, a Helm chart's, the Slurm configuration strategy.
+Each comes from:
+
+- ``file``: the environment file writes it. The file always wins, and the lock follows it.
+- ``default``: the toolkit's default or one of its dated tables. When this hyperpod-kit's default
+  differs from the locked one (after an upgrade, say), synth refuses, naming the key, unless asked
+  (`synth --update-lock`): the environment would otherwise move under a deploy nobody asked for.
+- ``deployed``: read from the deployed cluster (`hyperpod-kit lock --from-deployed`). Offline,
+  synth cannot know "latest"; a value read once is applied from then on.
+- ``latest``: nothing pins it: the service picks at deploy time (said, never guessed).
+
+Synth also copies the lock it resolved into the assembly (`LOCK_IN_ASSEMBLY`), so `plan` shows
+what a change does to the pins before anything else.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from hyperpod_kit import __version__
+from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.pins import ADDONS, Pin, incompatible, resolved_pins
+from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.outputs import FileWrite, check_file
+
+LOCK_FORMAT = 1
+LOCK_IN_ASSEMBLY = "hyperpod-kit.lock.json"
+
+
+def lock_path(environment_file: str | Path) -> Path:
+    """`<folder>/<stem>.lock.json` beside the environment file."""
+    path = Path(environment_file)
+    return path.with_name(f"{path.stem}.lock.json")
+
+
+# --- the lock file -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LockFile:
+    path: Path
+    pins: dict[str, Pin]
+    text: str = ""
+
+    def line_of(self, key: str) -> int | None:
+        needle = json.dumps(key) + ":"
+        for number, line in enumerate(self.text.splitlines(), start=1):
+            if needle in line:
+                return number
+        return None
+
+
+class LockError(Exception):
+    """The lock cannot be used or written: findings placed in the lock file (exit 2)."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        super().__init__("\n".join(f.render(f.file or "") for f in findings))
+
+
+def read_lock(path: Path) -> LockFile | None:
+    """The lock at `path`, None when there is none; a file that is not a lock of ours is an
+    error (it is never overwritten without --force)."""
+    if not path.exists():
+        return None
+
+    def bad(message: str, hint: str) -> LockError:
+        return LockError(
+            [Finding(Level.ERROR, "(lock)", message, hint, file=str(path), check="lock")]
+        )
+
+    try:
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise bad(
+            f"not a hyperpod-kit lock ({e.__class__.__name__})",
+            "restore it from version control, or move it away and synth again to write a new one",
+        ) from None
+    if not isinstance(data, dict) or data.get("tool") != "hyperpod-kit":
+        raise bad(
+            'not a hyperpod-kit lock (no "tool": "hyperpod-kit")',
+            "move it away: hyperpod-kit writes <environment>.lock.json beside the environment file",
+        )
+    if data.get("format") != LOCK_FORMAT:
+        raise bad(
+            f"lock format {data.get('format')!r}; this hyperpod-kit reads format {LOCK_FORMAT}",
+            "use the hyperpod-kit that wrote it, or move it away and synth again",
+        )
+    pins = {}
+    for key, row in (data.get("pins") or {}).items():
+        if not isinstance(row, dict) or row.get("source") not in (
+            "file", "default", "deployed", "latest",
+        ):  # fmt: skip
+            raise bad(f"pin {key!r} has no valid source", "restore the file from version control")
+        value = row.get("value")
+        pins[key] = Pin(
+            key, None if value is None else str(value), row["source"], row.get("what", "")
+        )
+    return LockFile(path, pins, text)
+
+
+def render_lock(config: EnvironmentConfig, pins: dict[str, Pin]) -> str:
+    body = {
+        "tool": "hyperpod-kit",
+        "format": LOCK_FORMAT,
+        "environment": config.name,
+        "written_by": f"hyperpod-kit {__version__}",
+        "about": "Pinned versions of this environment (docs/platform.md#the-version-lock). "
+        "Written by `hyperpod-kit synth`; commit it. `synth --update-lock` takes new defaults.",
+        "pins": {key: pins[key].to_json() for key in sorted(pins)},
+    }
+    return json.dumps(body, indent=1) + "\n"
+
+
+# --- resolving against the lock ----------------------------------------------------------------
+
+
+@dataclass
+class Resolution:
+    config: EnvironmentConfig  # with the deployed values of the lock applied
+    pins: dict[str, Pin]  # the lock to write
+    drift: list[Finding] = field(default_factory=list)  # refused without --update-lock
+    updated: list[str] = field(default_factory=list)  # keys --update-lock moved
+
+
+def resolve(
+    config: EnvironmentConfig, lock: LockFile | None, *, update: bool = False
+) -> Resolution:
+    """Pins from the file, the defaults and the lock; a default that moved is drift, refused
+    unless `update`; deployed values of the lock are applied where the file leaves them open."""
+    now = resolved_pins(config)
+    locked = lock.pins if lock is not None else {}
+    pins: dict[str, Pin] = {}
+    drift: list[Finding] = []
+    updated: list[str] = []
+    for key, pin in now.items():
+        old = locked.get(key)
+        chosen = pin
+        if pin.source == "default" and old is not None and old.source == "default":
+            if old.value != pin.value:
+                if update:
+                    updated.append(key)
+                else:
+                    assert lock is not None
+                    drift.append(_drift(lock, key, old, pin))
+                    chosen = old
+        elif pin.source == "latest" and old is not None and old.source == "deployed":
+            chosen = old
+        pins[key] = chosen
+    applied = _apply(config, {k: p.value for k, p in pins.items() if p.source == "deployed"})
+    return Resolution(applied, pins, drift, updated)
+
+
+def _drift(lock: LockFile, key: str, old: Pin, new: Pin) -> Finding:
+    return Finding(
+        Level.ERROR,
+        key,
+        f"locked at {old.value} (this toolkit's default when the lock was written); this "
+        f"hyperpod-kit's default is {new.value}",
+        "synthesize with --update-lock to take the new default, or write the locked value in "
+        "the environment file to keep it",
+        line=lock.line_of(key),
+        file=str(lock.path),
+        check="lock",
+    )
+
+
+def _apply(config: EnvironmentConfig, values: dict[str, str | None]) -> EnvironmentConfig:
+    """The config with the lock's deployed values in the keys the file leaves open."""
+    if not values:
+        return config
+    cluster = config.cluster
+    groups = []
+    for g in cluster.instance_groups:
+        release = values.get(f"cluster.instance_groups[{g.name}].image_release_version")
+        groups.append(g.model_copy(update={"image_release_version": release}) if release else g)
+    addons = {
+        key: values[f"cluster.eks.addons.{key}"]
+        for key in ADDONS
+        if values.get(f"cluster.eks.addons.{key}")
+    }
+    eks = cluster.eks
+    if addons:
+        eks = eks.model_copy(update={"addons": eks.addons.model_copy(update=addons)})
+    cluster = cluster.model_copy(update={"instance_groups": groups, "eks": eks})
+    return config.model_copy(update={"cluster": cluster})
+
+
+def deployed_pins(
+    config: EnvironmentConfig, cluster: dict[str, Any], addons: dict[str, str]
+) -> dict[str, Pin]:
+    """Pins read from AWS: each group's current AMI release (DescribeCluster) and the add-ons'
+    versions (DescribeAddon, by add-on name), for the keys the file leaves open."""
+    now = resolved_pins(config)
+    found: dict[str, Pin] = {}
+    for group in cluster.get("InstanceGroups", []):
+        key = f"cluster.instance_groups[{group.get('InstanceGroupName')}].image_release_version"
+        release = group.get("CurrentImageReleaseVersion")
+        if key in now and now[key].source == "latest" and release:
+            found[key] = Pin(key, str(release), "deployed", now[key].what)
+    for key, (addon, _) in ADDONS.items():
+        pin_key = f"cluster.eks.addons.{key}"
+        if pin_key in now and now[pin_key].source == "latest" and addons.get(addon):
+            found[pin_key] = Pin(pin_key, addons[addon], "deployed", now[pin_key].what)
+    return found
+
+
+# --- for the commands --------------------------------------------------------------------------
+
+
+def lock_environment(
+    loaded: LoadedEnvironment, *, update: bool = False
+) -> tuple[LoadedEnvironment, Resolution]:
+    """The environment with its lock applied (deployed values where the file leaves them open),
+    and the resolution to write; `LockError` on a lock that is not ours, on drift (unless
+    `update`), or on a locked value the compatibility table refuses."""
+    lock = read_lock(lock_path(loaded.file))
+    res = resolve(loaded.config, lock, update=update)
+    if res.drift:
+        raise LockError(res.drift)
+    if res.config is not loaded.config and lock is not None:
+        refused = [f for f in incompatible(res.config) if f.level is Level.ERROR]
+        if refused:
+            raise LockError(
+                [
+                    replace(f, file=str(lock.path), line=lock.line_of(f.path), check="lock")
+                    for f in refused
+                ]
+            )
+    return replace(loaded, config=res.config, pins=res.pins), res
+
+
+def lock_write(
+    loaded: LoadedEnvironment, pins: dict[str, Pin], *, force: bool = False
+) -> FileWrite:
+    """The checked write of the environment's lock (`OutputError` if the file there is not a
+    lock of ours and not `force`). Nothing is written yet: `write_file` does it."""
+    path = lock_path(loaded.file)
+    ours = None
+    if path.is_file():
+        try:
+            read_lock(path)
+            ours = hashlib.sha256(path.read_bytes()).hexdigest()
+        except (LockError, OSError):
+            ours = None
+    return check_file(
+        path,
+        render_lock(loaded.config, pins),
+        force=force,
+        ours=ours,
+        other="move it away (hyperpod-kit writes <environment>.lock.json)",
+    )
+
+
+def lock_changes(old: dict[str, Any] | None, new: dict[str, Any] | None) -> list[str]:
+    """Lines for `plan`: each pin whose value or source differs between two assemblies' locks."""
+    if not old or not new:
+        return []
+    before, after = old.get("pins", {}), new.get("pins", {})
+    lines = []
+    for key in sorted(before.keys() | after.keys()):
+        a, b = before.get(key), after.get(key)
+        if a == b:
+            continue
+        if a is None:
+            lines.append(f"lock: + {key} = {_shown(b)}")
+        elif b is None:
+            lines.append(f"lock: - {key} (was {_shown(a)})")
+        elif a.get("value") != b.get("value") or a.get("source") != b.get("source"):
+            lines.append(f"lock: ~ {key}: {_shown(a)} -> {_shown(b)}")
+    return lines
+
+
+def _shown(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "none"
+    value = row.get("value")
+    return f"{value if value is not None else 'latest at deploy'} ({row.get('source')})"
