@@ -220,12 +220,18 @@ def deployed_pins(
 
 
 def lock_environment(
-    loaded: LoadedEnvironment, *, update: bool = False
+    loaded: LoadedEnvironment, *, update: bool = False, replace_foreign: bool = False
 ) -> tuple[LoadedEnvironment, Resolution]:
     """The environment with its lock applied (deployed values where the file leaves them open),
-    and the resolution to write; `LockError` on a lock that is not ours, on drift (unless
-    `update`), or on a locked value the compatibility table refuses."""
-    lock = read_lock(lock_path(loaded.file))
+    and the resolution to write; `LockError` on a lock that is not ours (unless
+    `replace_foreign`: then as if there were none), on drift (unless `update`), or on a locked
+    value the compatibility table refuses."""
+    try:
+        lock = read_lock(lock_path(loaded.file))
+    except LockError:
+        if not replace_foreign:
+            raise
+        lock = None
     res = resolve(loaded.config, lock, update=update)
     if res.drift:
         raise LockError(res.drift)

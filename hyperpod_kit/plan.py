@@ -501,8 +501,8 @@ class Plan:
             "summary": self.counts(),
             "changes": [c.to_json() for c in self.ordered() if isinstance(c, Change)],
             "people": [p.to_json() for p in self.ordered() if isinstance(p, PersonChange)],
-            "lock": list(self.lock),
             "rules_checked": update_rules().checked,
+            "lock": list(self.lock),
         }
 
     def render_markdown(self, *, allow_replacement: bool = False) -> str:

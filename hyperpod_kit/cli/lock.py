@@ -52,7 +52,9 @@ def add_lock_parser(p: argparse.ArgumentParser) -> None:
 
 def lock(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     try:
-        locked, resolution = lock_environment(loaded, update=args.update)
+        locked, resolution = lock_environment(
+            loaded, update=args.update, replace_foreign=args.force
+        )
     except LockError as e:
         for finding in e.findings:
             print(finding.render(loaded.file), file=sys.stderr)

@@ -105,3 +105,35 @@ def test_check_rehearse_bad_file_is_exit_2_and_one_line(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and "bad.yaml:" in result.stderr
     assert not list(tmp_path.glob("cdk.out*"))
+
+
+def test_the_autoscaler_without_its_node_grant_is_denied(tmp_path: Path) -> None:
+    """HyperPod's Karpenter autoscaling adds and deletes nodes as the cluster's ClusterRole
+    (eks-platform): with the role's grant taken away, the rehearsal names both calls."""
+    loaded = load_environment(REPO / "environments/eks-platform.yaml")
+    out = tmp_path / "cdk.out"
+    build_assembly(loaded, out)
+    report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "played")
+    autoscaler = [c for c in report.calls if c.actor.startswith("HyperPod autoscaling")]
+    assert {(c.service, c.operation) for c in autoscaler} == {
+        ("sagemaker", "BatchAddClusterNodes"),
+        ("sagemaker", "BatchDeleteClusterNodes"),
+        ("kms", "CreateGrant"),
+        ("kms", "DescribeKey"),
+    }
+    assert all(c.role.logical_id.startswith("HyperPodAutoscalingRole") for c in autoscaler)
+
+    def without_node_grant(template: dict[str, Any]) -> None:
+        for res in template["Resources"].values():
+            if res["Type"] == "AWS::IAM::Policy":
+                document = res["Properties"]["PolicyDocument"]
+                document["Statement"] = [
+                    s for s in document["Statement"] if s.get("Sid") != "AddAndDeleteNodes"
+                ]
+
+    copy = _edited(out, tmp_path / "edited", f"{loaded.config.name}-cluster", without_node_grant)
+    report = rehearse_assembly(copy, loaded.config, workdir=tmp_path / "played-again")
+    denied = [p for p in report.problems if p.actor.startswith("HyperPod autoscaling")]
+    assert len(denied) == 2 and all(p.kind == "denied" for p in denied), report.render()
+    assert {m for p in denied for m in ("BatchAddClusterNodes", "BatchDeleteClusterNodes")
+            if m in p.message} == {"BatchAddClusterNodes", "BatchDeleteClusterNodes"}  # fmt: skip

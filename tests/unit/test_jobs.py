@@ -612,3 +612,47 @@ def test_jobs_command_on_a_bad_file_writes_nothing(tmp_path: Path) -> None:
     bad.write_text(yaml.safe_dump(merge(default_data(), {"trainer": {"job": {"nodes": 3}}})))
     assert main(["jobs", str(bad), "-o", str(tmp_path / "jobs")]) == 2
     assert not (tmp_path / "jobs").exists()
+
+
+# --- placement on EKS: the group's labels, taints and types ---------------------------------------
+
+
+def test_eks_job_selects_its_groups_labels_and_tolerates_its_taints() -> None:
+    """`kubernetes.labels` and `taints` of the job's group (docs/platform.md): the pods go to
+    that group's nodes, past its taints, and only there (examples/eks-platform.yaml)."""
+    config = load_environment(REPO / "environments" / "eks-platform.yaml").config
+    manifest = _manifest(config)
+    assert check_pytorch_job(manifest) == []
+    pod = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert pod["nodeSelector"] == {
+        "sagemaker.amazonaws.com/node-health-status": "Schedulable",
+        "example.com/pool": "train",
+        "node.kubernetes.io/instance-type": "ml.p5.48xlarge",
+    }
+    assert pod["tolerations"] == [
+        {"key": "example.com/dedicated", "operator": "Equal", "value": "train",
+         "effect": "NoSchedule"},
+    ]  # fmt: skip
+    assert "affinity" not in pod
+
+
+def test_eks_job_on_a_flexible_group_accepts_each_of_its_types() -> None:
+    """A flexible group's pods may land on any of its types: node affinity, no single type."""
+    groups = [{"name": "gpu", "role": "worker", "instance_types": ["ml.p5.48xlarge",
+               "ml.p5e.48xlarge"], "instance_count": 2,
+               "kubernetes": {"taints": [{"key": "gpu", "effect": "NoExecute"}]}}]  # fmt: skip
+    config = _config({"orchestrator": "eks", "cluster": {"instance_groups": groups}})
+    manifest = _manifest(config)
+    assert check_pytorch_job(manifest) == []
+    pod = manifest["spec"]["replicaSpecs"][0]["template"]["spec"]
+    assert "node.kubernetes.io/instance-type" not in pod["nodeSelector"]
+    (term,) = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+        "nodeSelectorTerms"
+    ]
+    assert term["matchExpressions"] == [
+        {"key": "node.kubernetes.io/instance-type", "operator": "In",
+         "values": ["ml.p5.48xlarge", "ml.p5e.48xlarge"]},
+    ]  # fmt: skip
+    assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoExecute"}]
+    container = pod["containers"][0]
+    assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"  # both have 32

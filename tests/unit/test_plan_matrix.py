@@ -475,7 +475,9 @@ def test_lifecycle_scripts_apply_to_new_nodes_only(tmp_path: Path) -> None:
 def test_json_has_stable_keys_and_markdown_a_summary_and_a_table(tmp_path: Path) -> None:
     result = _run(tmp_path, _uid_changed)
     data = json.loads(json.dumps(result.to_json()))
-    assert list(data) == ["format", "exit_code", "summary", "changes", "people", "rules_checked"]
+    assert list(data) == [
+        "format", "exit_code", "summary", "changes", "people", "rules_checked", "lock",
+    ]  # fmt: skip
     assert data["exit_code"] == EXIT_REFUSED
     assert list(data["changes"][0]) == [
         "stack", "logical_id", "type", "action", "label", "stateful", "retained", "refused",

@@ -1,0 +1,283 @@
+"""The version lock (hyperpod_kit/lock.py): written when missing, a moved default refused with its
+key named, `--update-lock` taking only what moved, the file winning, deployed values applied and
+read back from AWS (Stubber), combinations known to break refused, a foreign file never
+overwritten, and `plan` showing the lock's changes first."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from botocore.stub import Stubber
+
+from hyperpod_kit.config import load_environment
+from hyperpod_kit.lock import (
+    LOCK_IN_ASSEMBLY,
+    LockError,
+    lock_changes,
+    lock_environment,
+    lock_path,
+    read_lock,
+)
+from tests.conftest import REPO, WriteEnv, run_cli
+
+STRATEGY = "cluster.slurm.config_strategy"
+COMPUTE_AMI = "cluster.instance_groups[compute].image_release_version"
+
+
+def _lock(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(lock_path(path).read_text())
+    return data
+
+
+def _edit_lock(env: Path, key: str, **row: Any) -> None:
+    path = lock_path(env)
+    data = json.loads(path.read_text())
+    data["pins"][key] = {**data["pins"].get(key, {}), **row}
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def test_lock_is_named_after_the_file_and_never_matches_yaml() -> None:
+    assert lock_path("environments/team/dev.yaml") == Path("environments/team/dev.lock.json")
+    assert not lock_path("environments/prod.yml").name.endswith((".yaml", ".yml"))
+
+
+def test_every_example_has_its_lock_committed_and_current() -> None:
+    """`hyperpod-kit lock` of each example changes nothing: the committed locks are current."""
+    examples = [*REPO.glob("environments/*.yaml"), *REPO.glob("environments/team/[dp]*.yaml")]
+    for example in examples:
+        loaded = load_environment(example)
+        if loaded.config is None:  # pragma: no cover - every example loads
+            continue
+        locked, resolution = lock_environment(loaded)
+        assert not resolution.updated
+        from hyperpod_kit.lock import render_lock
+
+        assert lock_path(example).read_text() == render_lock(locked.config, resolution.pins), (
+            f"{example}: run `hyperpod-kit lock {example.relative_to(REPO)}`"
+        )
+
+
+def test_lock_command_writes_a_missing_lock(write_env: WriteEnv, tmp_path: Path) -> None:
+    env = write_env()
+    result = run_cli("lock", str(env), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    pins = _lock(env)["pins"]
+    assert pins[STRATEGY] == {
+        "value": "Managed",
+        "source": "default",
+        "what": "Slurm's configuration strategy (none: HyperPod merges, continuous provisioning)",
+    }
+    assert pins[COMPUTE_AMI]["source"] == "latest" and pins[COMPUTE_AMI]["value"] is None
+    again = run_cli("lock", str(env), cwd=tmp_path)
+    assert again.returncode == 0 and "unchanged" in again.stderr
+
+
+def test_a_moved_default_is_refused_naming_the_key_and_nothing_is_written(
+    write_env: WriteEnv, tmp_path: Path
+) -> None:
+    env = write_env()
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    _edit_lock(env, STRATEGY, value="Overwrite")  # as if an older hyperpod-kit's default
+    before = lock_path(env).read_text()
+    out = tmp_path / "cdk.out"
+    result = run_cli("synth", str(env), "-o", str(out), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    first = result.stderr.splitlines()[0]
+    line = before.splitlines().index(f'  "{STRATEGY}": {{') + 1
+    assert first.startswith(f"{lock_path(env)}:{line} {STRATEGY}: locked at Overwrite"), first
+    assert "Hint: synthesize with --update-lock" in first
+    assert not out.exists() and lock_path(env).read_text() == before
+
+
+def test_update_lock_takes_only_what_moved(write_env: WriteEnv, tmp_path: Path) -> None:
+    env = write_env()
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    _edit_lock(env, STRATEGY, value="Overwrite")
+    _edit_lock(env, COMPUTE_AMI, value="1.4.2", source="deployed")
+    loaded = load_environment(env)
+    with pytest.raises(LockError):
+        lock_environment(loaded)
+    locked, resolution = lock_environment(loaded, update=True)
+    assert resolution.updated == [STRATEGY]
+    assert resolution.pins[STRATEGY].value == "Managed"
+    assert resolution.pins[COMPUTE_AMI].value == "1.4.2"  # a deployed pin stays
+    assert (
+        next(
+            g for g in locked.config.cluster.instance_groups if g.name == "compute"
+        ).image_release_version
+        == "1.4.2"
+    )
+
+
+def test_the_file_wins_and_the_lock_follows(write_env: WriteEnv, tmp_path: Path) -> None:
+    env = write_env()
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    _edit_lock(env, COMPUTE_AMI, value="1.4.2", source="deployed")
+    groups = json.loads(json.dumps(load_environment(env).config.model_dump()["cluster"]))
+    compute = next(g for g in groups["instance_groups"] if g["name"] == "compute")
+    env = write_env(
+        {
+            "cluster": {
+                "instance_groups": [
+                    {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge",
+                     "instance_count": 1},
+                    {"name": "login", "role": "login", "instance_type": "ml.m5.xlarge",
+                     "instance_count": 1},
+                    {"name": "compute", "role": "compute",
+                     "instance_type": compute["instance_type"], "instance_count": 2,
+                     "image_release_version": "1.5.0"},
+                ]
+            }
+        }
+    )  # fmt: skip
+    _, resolution = lock_environment(load_environment(env))
+    assert resolution.pins[COMPUTE_AMI].value == "1.5.0"
+    assert resolution.pins[COMPUTE_AMI].source == "file"
+
+
+def test_a_deployed_pin_reaches_the_template(write_env: WriteEnv, tmp_path: Path) -> None:
+    """A value the lock carries is what synth deploys, and the assembly carries the lock."""
+    env = write_env()
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    _edit_lock(env, COMPUTE_AMI, value="1.4.2", source="deployed")
+    out = tmp_path / "cdk.out"
+    result = run_cli("synth", str(env), "-o", str(out), "-q", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    template = json.loads((out / "hyperpod-dev-cluster.template.json").read_text())
+    (cluster,) = [
+        r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"
+    ]
+    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
+    assert groups["compute"]["ImageReleaseVersion"] == "1.4.2"
+    assert "ImageReleaseVersion" not in groups["controller"]
+    carried = json.loads((out / LOCK_IN_ASSEMBLY).read_text())
+    assert carried["pins"][COMPUTE_AMI] == _lock(env)["pins"][COMPUTE_AMI]
+
+
+def test_a_locked_pair_known_to_break_is_refused(tmp_path: Path) -> None:
+    env = tmp_path / "eks.yaml"
+    env.write_text((REPO / "environments" / "eks.yaml").read_text())
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    _edit_lock(
+        env, "cluster.eks.addons.training_operator", value="v1.2.1-eksbuild.1", source="deployed"
+    )
+    result = run_cli("validate", str(env), cwd=tmp_path)
+    assert result.returncode == 2
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"{lock_path(env)}:"), first
+    assert "cluster.eks.addons.training_operator: " in first
+    assert "dropped Pod Identity support" in first
+
+
+def test_a_file_that_is_not_a_lock_is_never_overwritten(
+    write_env: WriteEnv, tmp_path: Path
+) -> None:
+    env = write_env()
+    lock_path(env).write_text("my notes\n")
+    result = run_cli("lock", str(env), "-q", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"{lock_path(env)} (lock): not a hyperpod-kit lock"), (
+        result.stderr
+    )
+    assert lock_path(env).read_text() == "my notes\n"
+    synth = run_cli("synth", str(env), "-o", str(tmp_path / "o"), cwd=tmp_path)
+    assert synth.returncode == 2 and lock_path(env).read_text() == "my notes\n"
+    assert not (tmp_path / "o").exists()
+    forced = run_cli("lock", str(env), "--force", "-q", cwd=tmp_path)
+    assert forced.returncode == 0, forced.stderr
+    assert read_lock(lock_path(env)) is not None  # replaced with --force, by a lock of ours
+
+
+def test_from_deployed_reads_the_cluster_and_the_addons(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`lock --from-deployed`: DescribeCluster's current AMI release per group and DescribeAddon's
+    versions become `deployed` pins for the keys the file leaves open (Stubber, shaped by the
+    API models)."""
+    import boto3
+
+    from hyperpod_kit.cli.main import main
+    from hyperpod_kit.config import aws as aws_module
+
+    env = tmp_path / "eks.yaml"
+    env.write_text((REPO / "environments" / "eks.yaml").read_text())
+    session = boto3.Session(
+        region_name="us-west-2", aws_access_key_id="AKIA0", aws_secret_access_key="x"
+    )
+    facade = aws_module.AwsFacade("us-west-2", session=session)
+    sagemaker, eks = facade.client("sagemaker"), facade.client("eks")
+    with Stubber(sagemaker) as sm, Stubber(eks) as ek:
+        arn = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef123456"
+        sm.add_response(
+            "describe_cluster",
+            {
+                "ClusterArn": arn,
+                "ClusterStatus": "InService",
+                "InstanceGroups": [
+                    {"InstanceGroupName": "workers", "CurrentImageReleaseVersion": "1.7.1"}
+                ],
+            },
+            {"ClusterName": "hyperpod-eks"},
+        )
+        for addon, version in [
+            ("vpc-cni", "v1.20.1-eksbuild.3"),
+            ("kube-proxy", "v1.33.0-eksbuild.2"),
+            ("coredns", "v1.12.1-eksbuild.2"),
+            ("eks-pod-identity-agent", "v1.3.7-eksbuild.2"),
+            ("cert-manager", "v1.18.2-eksbuild.1"),
+        ]:
+            ek.add_response(
+                "describe_addon",
+                {"addon": {"addonName": addon, "addonVersion": version}},
+                {"clusterName": "hyperpod-eks-eks", "addonName": addon},
+            )
+        ek.add_client_error(
+            "describe_addon",
+            "ResourceNotFoundException",
+            expected_params={
+                "clusterName": "hyperpod-eks-eks",
+                "addonName": "amazon-sagemaker-hyperpod-training-operator",
+            },
+        )
+        monkeypatch.setattr(aws_module, "AwsFacade", lambda region: facade)
+        code = main(["lock", str(env), "--from-deployed", "-q"])
+        sm.assert_no_pending_responses()
+        ek.assert_no_pending_responses()
+    assert code == 0, capsys.readouterr().err
+    pins = _lock(env)["pins"]
+    assert pins["cluster.instance_groups[workers].image_release_version"]["value"] == "1.7.1"
+    assert pins["cluster.instance_groups[workers].image_release_version"]["source"] == "deployed"
+    assert pins["cluster.eks.addons.coredns"] == {
+        "value": "v1.12.1-eksbuild.2", "source": "deployed", "what": "EKS add-on coredns",
+    }  # fmt: skip
+    assert pins["cluster.eks.addons.vpc_cni"]["source"] == "file"  # the file writes it: kept
+    assert pins["cluster.eks.addons.training_operator"]["source"] == "latest"  # not installed
+
+
+def test_from_deployed_without_credentials_is_one_line(tmp_path: Path) -> None:
+    env = tmp_path / "d.yaml"
+    env.write_text((REPO / "environments" / "default.yaml").read_text())
+    result = run_cli("lock", str(env), "--from-deployed", cwd=tmp_path)
+    assert result.returncode == 2
+    (line,) = [x for x in result.stderr.splitlines() if "--from-deployed" in x]
+    assert line.startswith(f"{env}: --from-deployed needs AWS credentials")
+    assert "Traceback" not in result.stderr and not lock_path(env).exists()
+
+
+def test_plan_shows_lock_changes_first() -> None:
+    old = {
+        "pins": {"a": {"value": "1", "source": "default"}, "b": {"value": None, "source": "latest"}}
+    }
+    new = {"pins": {"a": {"value": "2", "source": "default"}, "b": {"value": "1.2.3",
+                                                                     "source": "deployed"},
+                    "c": {"value": "x", "source": "file"}}}  # fmt: skip
+    assert lock_changes(old, new) == [
+        "lock: ~ a: 1 (default) -> 2 (default)",
+        "lock: ~ b: latest at deploy (latest) -> 1.2.3 (deployed)",
+        "lock: + c = x (file)",
+    ]
+    assert lock_changes(None, new) == []  # a baseline older than locks
