@@ -10,8 +10,9 @@ the trainer's AdamW settings and gradient clipping. With W > 1 the model is wrap
 as data-parallel training must: once per step, on the last accumulation micro-batch
 (`no_sync()` before it, as the trainer defers its own reduce-scatter), in DDP's buckets
 overlapped with the backward pass. DDP rather than an all_reduce of each gradient after
-backward: it is the plain, standard way, and the faster of the two, so the floor is not
-lowered by a naive reduction. At W = 1 the model stays a plain module (nothing to reduce), as
+backward: it is the plain, standard way, and it overlaps the reduction with compute where a
+reduction after backward would not, so the floor is not lowered by a naive reduction (the two
+were not timed against each other). At W = 1 the model stays a plain module (nothing to reduce), as
 the trainer's does. Rank 0 prints the trainer's step-line format every `--log-every` steps (and
 the host syncs there, as the trainer does), so the benchmark times both the same way.
 
