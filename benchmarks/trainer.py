@@ -10,17 +10,20 @@ Per repeat (default 3; launches interleaved, their order rotated; medians report
 - **ours**: `torchrun -m hyperpod_trainer` with checkpointing on (async saves every
   `--ckpt-every` steps, at least 3 inside the timed window) and its data loader;
 - **bare** (CPU, and GPU unless `--no-bare`): benchmarks/bare_loop.py, the same model, batch
-  and optimizer as a plain module in a bare loop with no FSDP, checkpoints or data loader, at the
-  same world size; ours / bare is the framework overhead as a number (goal >= 0.95);
+  and optimizer in a bare loop with no FSDP, checkpoints or data loader, at the same world size,
+  its gradients all-reduced across ranks by DDP as data-parallel training needs (a plain module
+  at world size 1); ours / bare is the framework overhead as a number (goal >= 0.95);
 - **ours + SET** for each `--ab SET`: the same as ours with those overrides, to measure a lever;
-- **torchtitan** (`--compare-torchtitan`, CUDA only): torchtitan's Llama 3 trainer, pinned,
-  installed from local wheels into its own venv, on the nearest equal configuration (untied
-  output projection on both sides); ours / torchtitan.
+- **torchtitan** (`--compare-torchtitan`, CUDA only): torchtitan's Llama 3 trainer, pinned
+  (0.3.0), installed from local wheels into its own venv, given the same model (our preset's
+  exact shape, tied or not), batch, optimizer and schedule (benchmarks/torchtitan_job.py); the
+  model torchtitan builds is checked against ours before it is timed; ours / torchtitan.
 
 Tokens/s is wall-clock: the arrival times of rank 0's step lines at step `--warmup` and at step
 `--warmup + --timed` (>= 10 and >= 50), so it includes everything that blocks training, saves
-included. FLOPs per token and MFU come from hyperpod_trainer/flops.py (torchtitan's convention,
-output projection counted even when tied) and its dated table of dense BF16 peaks.
+included. FLOPs per token and MFU come from hyperpod_trainer/flops.py (torchtitan's convention:
+the output projection counted even when tied, as torchtitan 0.3.0 does too; torchtitan also
+counts the norm weights, 0.005 % more for llama-1b) and its dated table of dense BF16 peaks.
 """
 
 from __future__ import annotations
@@ -31,18 +34,21 @@ import os
 import platform
 import re
 import shutil
+import site
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hyperpod_trainer.config import OptimConfig
 from hyperpod_trainer.flops import PEAKS_AS_OF, flops_per_token, peak_tflops
 from hyperpod_trainer.local import free_port, torchrun_command
-from hyperpod_trainer.presets import PRESETS
+from hyperpod_trainer.presets import PRESETS, ModelShape
 
 BARE_LOOP = Path(__file__).with_name("bare_loop.py")
 TORCHTITAN_VERSION = "0.3.0"  # the pinned torchtitan release the GPU comparison installs
@@ -110,10 +116,7 @@ class Bench:
         if args.device == "cpu":
             self.env.setdefault("OMP_NUM_THREADS", "1")
             self.env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-        shape = PRESETS[args.preset]
-        if args.compare_torchtitan:
-            shape = replace(shape, tie_embeddings=False)  # torchtitan's Llama 3 is untied
-        self.shape = shape
+        self.shape = PRESETS[args.preset]
 
     def ours_sets(self, repeat: int, variant: str) -> list[str]:
         a = self.args
@@ -133,8 +136,6 @@ class Bench:
             "checkpoint.async_save=true",
             "checkpoint.keep_last=2",
         ]
-        if self.shape.tie_embeddings != PRESETS[a.preset].tie_embeddings:
-            sets.append("model.tie_embeddings=false")
         return [*sets, *a.set]
 
     def run_ours(self, repeat: int, variant: str, extra: list[str]) -> Launch:
@@ -192,7 +193,7 @@ def _median(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in runs if k in r) for k in keys}
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--nproc", type=int, default=2, help="ranks (GPUs) on this node")
@@ -213,9 +214,22 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float, help="override the peak table (per device)")
     parser.add_argument("--compare-torchtitan", action="store_true")
     parser.add_argument("--torchtitan-wheels", type=Path, help="wheels for the torchtitan venv")
+    parser.add_argument(
+        "--torchtitan-requirements",
+        action="store_true",
+        help="print the pinned packages the torchtitan venv installs, then exit",
+    )
     parser.add_argument("--workdir", type=Path, help="default: a temporary folder")
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
+    if args.torchtitan_requirements:
+        print("\n".join(TORCHTITAN_REQUIREMENTS))
+        return
     _validate(parser, args)
     _run(args, args.workdir or Path(tempfile.mkdtemp(prefix="trainer-bench-")))
 
@@ -356,99 +370,220 @@ def _print(s: dict[str, Any]) -> None:
 
 # -- torchtitan (GPU only) ----------------------------------------------------------------------
 #
-# Written without a GPU to run it on: the path is complete but has never been executed. The GPU
-# machines have no network, so everything comes from --torchtitan-wheels, prepared where there is
-# network with:  pip download torchtitan==0.3.0 tokenizers tomli -d WHEELS  (torch excluded: the
-# venv sees the image's CUDA torch through --system-site-packages).
+# The GPU path has never been executed (no GPU was lent to this work); its job configuration and
+# model are checked on CPU against the pinned torchtitan by
+# tests/integration/trainer/test_torchtitan_job.py. The GPU machines have no network, so the
+# packages come from --torchtitan-wheels, prepared where there is network, with the image's
+# Python (binary wheels are per Python version):
+#     pip download --no-deps -d WHEELS $(python benchmarks/trainer.py --torchtitan-requirements)
+
+TORCHTITAN_JOB = Path(__file__).with_name("torchtitan_job.py")
+
+# What torchtitan 0.3.0's trainer, Llama 3 model and text data path import, at the versions pip's
+# resolver picks for torchtitan 0.3.0's own requirements (checked 2026-11-27). Installed with
+# --no-deps into a venv layered over this interpreter's packages (`overlay_venv`), so torch is
+# the one already here and is never replaced; the rest (numpy, pyyaml, requests, tqdm, filelock,
+# jinja2, packaging) come from this interpreter too. A test checks these pins against each other
+# and against torchtitan's requirements with `pip check`.
+TORCHTITAN_REQUIREMENTS = (
+    f"torchtitan=={TORCHTITAN_VERSION}",
+    "spmd_types==0.2.3",
+    "tyro==1.0.17",
+    "docstring_parser==0.18.0",
+    "typeguard==4.6.1",  # tyro needs >= 4; jsii pins 2.13.3: why this is not in requirements-dev
+    "torchdata==0.11.0",
+    "tokenizers==0.23.3",
+    "datasets==4.7.0",  # torchtitan 0.3.0: datasets<4.8
+    "dill==0.4.0",
+    "multiprocess==0.70.18",
+    "xxhash==4.1.0",
+    "pandas==3.1.1",
+    "pyarrow==26.0.1",
+    "fsspec==2026.2.0",
+    "huggingface_hub==1.33.0",  # datasets 4.7: huggingface-hub<2.0
+    "httpx==0.28.1",
+    "httpcore==1.0.9",
+    "tensorboard==2.21.0",  # torch.utils.tensorboard, imported by torchtitan's metrics
+    "protobuf==7.36.2",
+    "absl-py==2.5.1",
+)
+# torchtitan's requirements left out: only features the benchmark's job leaves off import them.
+TORCHTITAN_LEFT_OUT = {
+    "wandb": "metrics.enable_wandb",
+    "einops": "Flux and the multimodal data path",
+    "torch-checkpointing": "the alternative checkpointer (checkpointing is off)",
+    "grpcio": "TensorBoard's server (only its event writer is imported)",
+    "markdown": "TensorBoard's server",
+    "tensorboard-data-server": "TensorBoard's server",
+}
+# Not triton, which torchtitan's model code imports: CUDA builds of torch bring the one they were
+# built with, and a second one must not shadow it. (The CPU test adds one: the CPU wheel has none.)
+
+
+def overlay_venv(path: Path) -> Path:
+    """A venv whose packages shadow this interpreter's, which it still sees (torch included);
+    returns its python. Not `--system-site-packages`: from inside a venv that would expose the
+    base interpreter's packages, not this one's (where torch is)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(path)], check=True)
+    py = path / "bin" / "python"
+    out = subprocess.run(
+        [str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    ours = dict.fromkeys([*site.getsitepackages(), sysconfig.get_paths()["purelib"]])
+    lines = [f"import site; site.addsitedir({d!r})" for d in ours if Path(d).is_dir()]
+    (Path(out.stdout.strip()) / "zz_overlay.pth").write_text("\n".join(lines) + "\n")
+    return py
+
+
+def torchtitan_job(args: argparse.Namespace, shape: ModelShape, workdir: Path) -> dict[str, Any]:
+    """torchtitan's job from the benchmark's arguments: the same model, batch, optimizer and
+    schedule as ours (benchmarks/torchtitan_job.py turns it into torchtitan's config objects).
+    torch-free, so what the benchmark asks for is testable without torchtitan."""
+    o = OptimConfig()
+    data = workdir / "torchtitan-data"
+    global_batch = args.micro_batch * args.nproc * args.grad_accum
+    scaling = (
+        None
+        if shape.rope_type == "default"
+        else {
+            "factor": shape.rope_factor,
+            "low_freq_factor": shape.rope_low_freq_factor,
+            "high_freq_factor": shape.rope_high_freq_factor,
+            "original_max_position": shape.rope_original_max_position,
+        }
+    )
+    return {
+        "model": {
+            "dim": shape.dim,
+            "n_layers": shape.n_layers,
+            "n_heads": shape.n_heads,
+            "n_kv_heads": shape.n_kv_heads,
+            "ffn_dim": shape.ffn_dim,
+            "vocab_size": shape.vocab_size,
+            "norm_eps": shape.norm_eps,
+            "rope_theta": shape.rope_theta,
+            "rope_scaling": scaling,
+            "tie_embeddings": shape.tie_embeddings,
+            "max_seq_len": args.seq_len,
+        },
+        # sdpa is refused for language models in 0.3.0 (document masking needs flex or varlen)
+        "attn_backend": "flex",
+        "training": {
+            "local_batch_size": args.micro_batch,
+            "global_batch_size": global_batch,
+            "seq_len": args.seq_len,
+            "max_norm": 1.0,
+            "steps": args.warmup + args.timed,
+        },
+        "optimizer": {
+            "lr": o.lr,
+            "min_lr": o.min_lr,
+            "betas": [o.beta1, o.beta2],
+            "eps": o.eps,
+            "weight_decay": o.weight_decay,
+            "warmup_steps": 2,  # as ours_sets
+        },
+        "log_freq": args.log_every,
+        "compile": True,
+        "hf_assets_path": str(data / "tokenizer"),
+        "dataset_path": str(data / "corpus"),
+        "dump_folder": str(workdir / "torchtitan-out"),
+    }
+
+
+def prepare_torchtitan_data(py: Path, job: dict[str, Any], *, documents: int = 20000) -> None:
+    """The corpus (one folder of JSON lines: load_dataset reads every JSON file in it) and a
+    byte-level tokenizer with the model's vocabulary size."""
+    corpus = Path(job["dataset_path"])
+    corpus.mkdir(parents=True, exist_ok=True)
+    _synthetic_corpus(corpus / "train.jsonl", documents)
+    _byte_tokenizer(py, Path(job["hf_assets_path"]), job["model"]["vocab_size"])
+
+
+def describe_torchtitan(py: Path, job_file: Path, env: dict[str, str]) -> dict[str, Any]:
+    """torchtitan's own reading of the job (torchtitan_job.py describe): shapes, FLOPs, data."""
+    out = subprocess.run(
+        [str(py), str(TORCHTITAN_JOB), "describe", str(job_file)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"torchtitan_job.py describe failed:\n{out.stderr[-4000:]}")
+    described: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+    return described
+
+
+def torchtitan_differences(described: dict[str, Any], shape: ModelShape, seq_len: int) -> list[str]:
+    """Where torchtitan's model (as `describe` reports it) is not our preset's: [] if equal.
+
+    FLOPs: torchtitan counts 6 x every parameter except an untied embedding (a tied one is
+    the output projection, counted since 0.3.0) plus the same attention term, so its figure is
+    ours plus 6 x the norm weights."""
+    scaled = shape.rope_type != "default"
+    want: dict[str, Any] = {
+        "dim": shape.dim,
+        "n_layers": shape.n_layers,
+        "n_heads": shape.n_heads,
+        "n_kv_heads": shape.n_kv_heads,
+        "head_dim": shape.head_dim,
+        "vocab_size": shape.vocab_size,
+        "ffn_dim": shape.ffn_dim,
+        "norm_eps": shape.norm_eps,
+        "rope_theta": shape.rope_theta,
+        "rope_scaling": "llama" if scaled else "none",
+        "tied": shape.tie_embeddings,
+        "nparams": shape.num_params(),
+        "flops_per_token": flops_per_token(shape, seq_len).per_token
+        + 6 * (2 * shape.n_layers + 1) * shape.dim,
+    }
+    if scaled:
+        want["rope_factor"] = shape.rope_factor
+        want["rope_low_freq_factor"] = shape.rope_low_freq_factor
+        want["rope_high_freq_factor"] = shape.rope_high_freq_factor
+        want["rope_original_max_position"] = shape.rope_original_max_position
+    return [
+        f"{key}: torchtitan {described.get(key)!r}, ours {value!r}"
+        for key, value in want.items()
+        if described.get(key) != value
+    ]
+
 
 _TITAN_LINE = re.compile(
     r"step:\s*(?P<step>\d+).*?memory:\s*(?P<mem>[\d.]+)GiB.*?tps:\s*(?P<tps>[\d,]+)"
     r"(?:.*?mfu:\s*(?P<mfu>[\d.]+)%)?"
 )
 
-_TITAN_LAUNCHER = """
-import sys
-from torchtitan.models import llama3
-from torchtitan.models.llama3 import TransformerModelArgs
-# The nearest equal configuration to hyperpod_trainer's preset (untied output projection).
-llama3.llama3_args["hyperpod"] = TransformerModelArgs(**{args})
-from torchtitan.train import main
-sys.exit(main())
-"""
-
 
 def run_torchtitan(args: argparse.Namespace, bench: Bench, workdir: Path) -> dict[str, Any]:
     if args.torchtitan_wheels is None or not args.torchtitan_wheels.is_dir():
         return {"status": "not measured: --torchtitan-wheels DIR is required (no network)"}
-    venv = workdir / "torchtitan-venv"
-    py = venv / "bin" / "python"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    py = overlay_venv(workdir / "torchtitan-venv")
     subprocess.run(
-        [str(py), "-m", "pip", "install", "--no-index", "--find-links",
-         str(args.torchtitan_wheels), f"torchtitan=={TORCHTITAN_VERSION}", "tokenizers"],
+        [str(py), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--find-links",
+         str(args.torchtitan_wheels), *TORCHTITAN_REQUIREMENTS],
         check=True,
     )  # fmt: skip
-    shape = bench.shape
-    model_args = {
-        "dim": shape.dim,
-        "n_layers": shape.n_layers,
-        "n_heads": shape.n_heads,
-        "n_kv_heads": shape.n_kv_heads,
-        "vocab_size": shape.vocab_size,
-        "ffn_dim_multiplier": shape.ffn_dim / int(8 * shape.dim / 3),
-        "multiple_of": 256,
-        "rope_theta": shape.rope_theta,
-        "norm_eps": shape.norm_eps,
-        "max_seq_len": args.seq_len,
-    }
-    data = workdir / "torchtitan-data"
-    data.mkdir(exist_ok=True)
-    _synthetic_corpus(data / "train.jsonl")
-    _byte_tokenizer(py, data / "tokenizer", shape.vocab_size)
-    (workdir / "titan_launch.py").write_text(_TITAN_LAUNCHER.replace("{args}", repr(model_args)))
-    toml = workdir / "torchtitan.toml"
-    toml.write_text(
-        f"""[job]
-dump_folder = "{workdir / "torchtitan-out"}"
-[metrics]
-log_freq = {args.log_every}
-[model]
-name = "llama3"
-flavor = "hyperpod"
-hf_assets_path = "{data / "tokenizer"}"
-[optimizer]
-name = "AdamW"
-lr = 3e-4
-eps = 1e-8
-implementation = "fused"
-[lr_scheduler]
-warmup_steps = 2
-[training]
-local_batch_size = {args.micro_batch}
-global_batch_size = {bench.global_batch}
-seq_len = {args.seq_len}
-max_norm = 1.0
-steps = {bench.last_step}
-dataset = "c4_test"
-dataset_path = "{data}"
-mixed_precision_param = "bfloat16"
-[parallelism]
-data_parallel_shard_degree = -1
-[compile]
-enable = true
-components = ["model", "loss"]
-[activation_checkpoint]
-mode = "none"
-[checkpoint]
-enable = false
-"""
-    )
+    job = torchtitan_job(args, bench.shape, workdir)
+    job_file = workdir / "torchtitan-job.json"
+    job_file.write_text(json.dumps(job, indent=1))
+    prepare_torchtitan_data(py, job)
+    env = dict(bench.env, HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    described = describe_torchtitan(py, job_file, env)
+    differences = torchtitan_differences(described, bench.shape, args.seq_len)
+    if differences:
+        return {"status": "not measured: torchtitan's model is not ours: " + "; ".join(differences)}
     log = workdir / "torchtitan.log"
-    launcher = str(workdir / "titan_launch.py")
     cmd = [str(py), "-m", "torch.distributed.run", f"--nproc-per-node={args.nproc}",
-           "--standalone", launcher, "--job.config_file", str(toml)]  # fmt: skip
+           "--standalone", str(TORCHTITAN_JOB), "train", str(job_file)]  # fmt: skip
     with log.open("w") as out:
-        rc = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, check=False).returncode
+        rc = subprocess.run(
+            cmd, stdout=out, stderr=subprocess.STDOUT, env=env, check=False
+        ).returncode
     if rc != 0:
         return {"status": f"not measured: torchtitan exited {rc}; see {log}"}
     steps = [m for m in map(_TITAN_LINE.search, log.read_text().splitlines()) if m]
@@ -457,21 +592,22 @@ enable = false
         return {"status": f"not measured: no step lines after warm-up in {log}"}
     result: dict[str, Any] = {
         "status": "measured",
-        "version": TORCHTITAN_VERSION,
+        "version": described["torchtitan"],
         "tokens_per_s": statistics.median(
             float(m["tps"].replace(",", "")) * args.nproc for m in timed
         ),  # torchtitan's tps is per device
         "memory_gib": max(float(m["mem"]) for m in timed),
+        "flops_per_token_torchtitan": described["flops_per_token"],
     }
     if all(m["mfu"] for m in timed):
         result["mfu_reported"] = statistics.median(float(m["mfu"]) / 100 for m in timed)
     return result
 
 
-def _synthetic_corpus(path: Path) -> None:
+def _synthetic_corpus(path: Path, documents: int = 20000) -> None:
     words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
     with path.open("w") as f:
-        for i in range(20000):
+        for i in range(documents):
             text = " ".join(words[(i * 7 + j * 3) % len(words)] for j in range(600))
             f.write(json.dumps({"text": text}) + "\n")
 
@@ -487,7 +623,7 @@ vocab.update({{f"<|reserved_{{i}}|>": i for i in range(len(alphabet), {vocab_siz
 tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
 tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
 tok.decoder = decoders.ByteLevel()
-tok.save("{folder / "tokenizer.json"}")
+tok.save({str(folder / "tokenizer.json")!r})
 """
     subprocess.run([str(py), "-c", script], check=True)
 

@@ -1,8 +1,12 @@
 """The benchmark's FLOPs per token against torchtitan's formula, computed both ways on every preset.
 
-torchtitan (`get_dense_model_nparams_and_flops`, Llama 3): 6 x (all parameters of the module -
-parameters of its nn.Embedding children) + 6 x layers x heads x (2 x head_dim) x seq_len, the
-parameters counted on the real module. Ours (flops.py) counts matmul weights from the shape.
+torchtitan 0.3.0 (`get_dense_model_nparams_and_flops` in torchtitan/models/utils.py, Llama 3):
+6 x (all parameters of the module, minus those of its nn.Embedding children unless the
+embedding is tied to the output projection) + 6 x layers x heads x (2 x head_dim) x seq_len, the
+parameters counted on the real module (a shared weight once). Until 0.2.2 it subtracted the
+embedding even when tied, dropping the output projection; 0.3.0 counts it. Ours (flops.py)
+counts matmul weights from the shape. torchtitan's own function, on its own model, is checked
+against ours by tests/integration/trainer/test_torchtitan_job.py.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ def _meta_model(shape: ModelShape) -> nn.Module:
 
 
 def torchtitan_flops_per_token(model: nn.Module, shape: ModelShape, seq_len: int) -> int:
-    """torchtitan's count, on a module, as torchtitan computes it."""
+    """torchtitan 0.3.0's count, on a module, as torchtitan computes it."""
     nparams = sum(p.numel() for p in model.parameters())
     nparams_embedding = sum(
         sum(p.numel() for p in m.parameters())
@@ -43,37 +47,40 @@ def torchtitan_flops_per_token(model: nn.Module, shape: ModelShape, seq_len: int
     )
     head_dims = 2 * (shape.dim // shape.n_heads)  # qk + v head dims
     attention = 6 * shape.n_layers * shape.n_heads * head_dims * seq_len
-    return 6 * (nparams - nparams_embedding) + attention
+    matmul = nparams if shape.tie_embeddings else nparams - nparams_embedding
+    return 6 * matmul + attention
 
 
+@pytest.mark.parametrize("tied", [False, True])
 @pytest.mark.parametrize("preset", sorted(PRESETS))
-def test_flops_match_torchtitan_with_the_same_tying(preset: str) -> None:
-    untied = replace(PRESETS[preset], tie_embeddings=False)
-    model = _meta_model(untied)
+def test_flops_match_torchtitan_tied_or_not(preset: str, tied: bool) -> None:
+    shape = replace(PRESETS[preset], tie_embeddings=tied)
+    model = _meta_model(shape)
     linear = sum(m.weight.numel() for m in model.modules() if isinstance(m, nn.Linear))
-    assert matmul_params(untied) == linear  # the shape formula counts the module's matmuls
-    norms = (2 * untied.n_layers + 1) * untied.dim  # elementwise weights torchtitan includes
+    output = shape.vocab_size * shape.dim  # the logits matmul, on the embedding when tied
+    assert matmul_params(shape) == linear + (output if tied else 0)
+    norms = (2 * shape.n_layers + 1) * shape.dim  # elementwise weights torchtitan includes
     for seq in SEQ_LENS:
-        ours = flops_per_token(untied, seq)
-        theirs = torchtitan_flops_per_token(model, untied, seq)
-        assert ours.attention_flops == 12 * untied.n_layers * untied.n_heads * untied.head_dim * seq
+        ours = flops_per_token(shape, seq)
+        theirs = torchtitan_flops_per_token(model, shape, seq)
+        assert ours.attention_flops == 12 * shape.n_layers * shape.n_heads * shape.head_dim * seq
         assert theirs - ours.per_token == 6 * norms
         if preset.startswith("llama"):
             assert abs(theirs - ours.per_token) / theirs < 1e-4  # 0.005 % for llama-1b
 
 
 @pytest.mark.parametrize("preset", ["llama-1b"])
-def test_a_tied_output_projection_is_still_counted(preset: str) -> None:
+def test_a_tied_output_projection_is_counted(preset: str) -> None:
+    """Tying saves parameters, not work: the logits matmul runs either way, and both counts
+    (ours, and torchtitan's since 0.3.0) are the same for the tied and the untied model."""
     tied = PRESETS[preset]
     assert tied.tie_embeddings
     untied = replace(tied, tie_embeddings=False)
-    output_flops = 6 * tied.vocab_size * tied.dim
     assert flops_per_token(tied, 2048) == flops_per_token(untied, 2048)
-    # torchtitan's count on a tied module drops the logits matmul, which still runs:
-    naive = torchtitan_flops_per_token(_meta_model(tied), tied, 2048)
-    fair = torchtitan_flops_per_token(_meta_model(untied), untied, 2048)
-    assert fair - naive == output_flops
-    # So compare with torchtitan on an untied model, on both sides (the benchmark does).
+    theirs_tied = torchtitan_flops_per_token(_meta_model(tied), tied, 2048)
+    theirs_untied = torchtitan_flops_per_token(_meta_model(untied), untied, 2048)
+    assert theirs_tied == theirs_untied
+    # The benchmark compares with torchtitan on the preset as it is, tied here.
 
 
 def test_llama_1b_at_2048_tokens() -> None:

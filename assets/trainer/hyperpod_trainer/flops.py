@@ -14,10 +14,13 @@ FLOPs per token of one training step (forward + backward) =
   for backward; causal masking is not discounted and recomputation is not counted, the same
   convention as torchtitan (`get_dense_model_nparams_and_flops`) and PaLM's MFU.
 
-torchtitan counts ``6 x (all parameters - embedding parameters)``, which includes the norm weights
-(6 x (2L + 1) x d more: 0.005 % for llama-1b, 0.004 % for llama-8b) and, for a tied model,
-drops the output projection; compare with it on an untied model, on both sides.
-`tests/unit/test_trainer_flops.py` computes both.
+torchtitan 0.3.0 (`get_dense_model_nparams_and_flops` in torchtitan/models/utils.py) counts
+``6 x (all parameters - embedding parameters)`` for an untied model and ``6 x all parameters``
+for a tied one (the shared weight once: the output projection, which it counts since 0.3.0).
+Either way that includes the norm weights, 6 x (2L + 1) x d more than ours: 0.005 % for
+llama-1b, 0.004 % for llama-8b. Tied or not, the two agree up to the norms.
+`tests/unit/test_trainer_flops.py` computes both; the benchmark's CPU test checks ours against
+torchtitan's own function (tests/integration/trainer/test_torchtitan_job.py).
 """
 
 from __future__ import annotations
