@@ -190,3 +190,32 @@ def test_other_group_properties_say_what_they_do(
 
     (effect,) = _cluster_change(tmp_path, change).effects
     assert (effect.kind, effect.where) == (kind, f"InstanceGroups[gpu].{key}")
+
+
+def test_a_lock_bump_is_said_first(tmp_path: Path) -> None:
+    """Synth puts its lock into the assembly; plan says what moved in it before any resource
+    (here an AMI read back from the deployed cluster, which also rolls the group)."""
+    import json
+
+    from hyperpod_kit.lock import LOCK_IN_ASSEMBLY
+    from hyperpod_kit.plan import plan
+    from tests.unit.test_plan_matrix import baseline, write_assembly
+
+    key = "cluster.instance_groups[gpu].image_release_version"
+    old, new = baseline(), baseline()
+    _pinned("1.3.0")(new)
+    base = write_assembly(tmp_path / "b", old["stacks"], nested=old["nested"], users=old["users"])
+    cand = write_assembly(tmp_path / "c", new["stacks"], nested=new["nested"], users=new["users"])
+    (base / LOCK_IN_ASSEMBLY).write_text(
+        json.dumps({"pins": {key: {"value": None, "source": "latest"}}})
+    )
+    (cand / LOCK_IN_ASSEMBLY).write_text(
+        json.dumps({"pins": {key: {"value": "1.3.0", "source": "deployed"}}})
+    )
+    result = plan(base, cand)
+    lines = result.render_text().splitlines()
+    assert lines[0] == f"lock: ~ {key}: latest at deploy (latest) -> 1.3.0 (deployed)"
+    assert "ROLLING AMI UPDATE" in lines[1]
+    assert result.to_json()["lock"] == [lines[0]]
+    markdown = result.render_markdown().splitlines()
+    assert markdown[2] == f"- version lock: ~ {key}: latest at deploy (latest) -> 1.3.0 (deployed)"
