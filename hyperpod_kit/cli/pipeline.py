@@ -28,12 +28,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_kit import __version__
 from hyperpod_kit.config.facts import action_pins, regions
 from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS
 from hyperpod_kit.paths import REPO
+
+if TYPE_CHECKING:
+    from hyperpod_kit.config import LoadedEnvironment
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -88,7 +91,11 @@ def add_pipeline_parser(sub: Any) -> None:
     what = "generate CI workflows that plan, deploy and watch environments"
     p = sub.add_parser("pipeline", help=what, description=f"{what} (docs/pipelines.md)")
     kinds = p.add_subparsers(
-        dest="pipeline_kind", required=True, metavar="KIND", help="github (GitHub Actions)"
+        dest="pipeline_kind",
+        required=True,
+        metavar="KIND",
+        help="github (GitHub Actions), bootstrap (their AWS deploy role), codepipeline (CDK "
+        "Pipelines on AWS CodePipeline)",
     )
     what = "write GitHub Actions workflows into .github/workflows"
     g = kinds.add_parser(
@@ -189,6 +196,9 @@ def add_pipeline_parser(sub: Any) -> None:
         metavar="DIR",
         help=f"cloud assembly folder ({BOOTSTRAP_OUTPUT}); replaced only if hyperpod-kit wrote it",
     )
+    from hyperpod_kit.cli.codepipeline import add_codepipeline_parser
+
+    add_codepipeline_parser(kinds)
 
 
 # --- checking the flags ----------------------------------------------------------------------
@@ -324,6 +334,13 @@ def environments(
     envs: Sequence[str], roles_given: Sequence[str] = (), region_given: str | None = None
 ) -> list[PipelineEnvironment]:
     """The environments the flags name, each file loaded like `validate` (exit 2 on an error)."""
+    return [env for env, _ in loaded_environments(envs, roles_given, region_given)]
+
+
+def loaded_environments(
+    envs: Sequence[str], roles_given: Sequence[str] = (), region_given: str | None = None
+) -> list[tuple[PipelineEnvironment, LoadedEnvironment]]:
+    """`environments`, each with its loaded file."""
     from hyperpod_kit.config import ConfigError, Level, load_environment
 
     files: dict[str, str] = {}
@@ -358,9 +375,10 @@ def environments(
                 f"{first.hint.rstrip('.') + '; ' if first.hint else ''}"
                 f"`hyperpod-kit validate {file}` shows every finding",
             ) from None
-        env = PipelineEnvironment(name, file, region or loaded.config.region, "")
-        role = roles.get(name, "${{ vars." + env.variable + " }}")
-        result.append(PipelineEnvironment(name, file, env.region, role))
+        role = roles.get(name, "${{ vars." + PipelineEnvironment(name, "", "", "").variable + " }}")
+        result.append(
+            (PipelineEnvironment(name, file, region or loaded.config.region, role), loaded)
+        )
     return result
 
 
@@ -462,6 +480,10 @@ def render_workflows(
 def pipeline(args: argparse.Namespace) -> int:
     if args.pipeline_kind == "bootstrap":
         return bootstrap(args)
+    if args.pipeline_kind == "codepipeline":
+        from hyperpod_kit.cli.codepipeline import codepipeline
+
+        return codepipeline(args)
     from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
 
     try:
