@@ -101,3 +101,7 @@ def studio_lifecycle_config_name(environment: str, app: str, digest: str) -> str
 # The GitHub deploy role (`pipeline bootstrap`) allows sessions this long and the generated deploy
 # workflow asks for them: creating or updating a cluster can outlast the default hour.
 DEPLOY_SESSION_SECONDS = 4 * 3600
+
+# The GitHub environment of the read-only `cdk diff` jobs (`pipeline github --diff`), whose OIDC
+# subject the plan role of `pipeline bootstrap --plan-role` trusts.
+PLAN_ENVIRONMENT = "plan"
