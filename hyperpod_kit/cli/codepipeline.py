@@ -3,15 +3,18 @@ self-mutating CDK Pipelines `CodePipeline`, synthesized offline and gated like `
 
 The command writes a cloud assembly (the pipeline stack, and each environment as a `Stage` in its
 own nested assembly, built by the `build_environment` every other path uses) and runs both gates
-on all of it, the stages' templates included. A person deploys it once with `npx cdk deploy --app
-DIR`; after that the pipeline's synth step runs this very command, with the same flags, on each
-push, and its self-mutation step deploys whatever changed in the pipeline. The synth step
+on all of it, the stages' templates included. A person deploys the pipeline stack once (`npx cdk
+deploy --app DIR NAME-pipeline`); after that the pipeline's synth step runs this very command,
+with the same flags, on each push, and its self-mutation step deploys whatever changed in the
+pipeline. The synth step
 installs hyperpod-kit at `--toolkit-ref` (as the GitHub workflows do), validates and rehearses
 each environment, and synthesizes the pipeline app into `cdk.out` through the gates.
 
 Each environment file must name its `account` (a stage deploys to an explicit account; nothing
 is looked up). The pipeline lives in the account and region of its CodeConnections connection
-(CodePipeline runs a source action in its own region, and the connection is the pipeline's).
+(CodePipeline runs a source action in its own region, and the connection is the pipeline's), and
+every environment must be in that region: a stage elsewhere needs CDK's cross-region support
+stack, which is not generated yet.
 """
 
 from __future__ import annotations
@@ -75,7 +78,8 @@ def add_codepipeline_parser(kinds: Any) -> None:
         description=f"{what} in the order of --env, a manual approval before each after the "
         "first and `hyperpod-kit status` after each; gated like `synth` (cdk-nag, cfn-lint on "
         "the pipeline and every stage's templates). Each file must name its account. Deploy it "
-        "once with `npx cdk deploy --app DIR`; it updates itself afterwards (docs/pipelines.md).",
+        "once with `npx cdk deploy --app DIR NAME-pipeline`; it updates itself afterwards "
+        "(docs/pipelines.md).",
     )
     c.add_argument(
         "--env",
@@ -260,6 +264,7 @@ def codepipeline(args: argparse.Namespace) -> int:
     from hyperpod_kit.constructs.delivery_pipeline import PipelineSource
     from hyperpod_kit.gates import check_assembly
     from hyperpod_kit.outputs import ASSEMBLY, FolderOutput, OutputError, write_error
+    from hyperpod_kit.stacks.pipeline import pipeline_stack_name
 
     try:
         connection = check_connection(args.connection_arn)
@@ -310,9 +315,9 @@ def codepipeline(args: argparse.Namespace) -> int:
     print(
         f"synthesized the pipeline {name} ({order}) -> {args.output}; next, once, with "
         f"credentials of account {connection.account} in {connection.region}: npx cdk deploy "
-        f"--app {args.output} (from hyperpod-kit's folder, or its node_modules/.bin/cdk); every "
-        "account must be bootstrapped with --trust "
-        f"{connection.account} first (docs/pipelines.md)",
+        f"--app {args.output} {pipeline_stack_name(name)} (from hyperpod-kit's folder, or its "
+        "node_modules/.bin/cdk), after bootstrapping every environment's account with --trust "
+        f"{connection.account} (docs/pipelines.md)",
         file=sys.stderr,
     )
     return EXIT_OK

@@ -112,7 +112,7 @@ def test_a_folder_of_someone_else_only_with_force(run: Run) -> None:
     assert run.code == 0, run.err
     assert not (run.out / "notes.txt").exists()
     assert (read_marker(run.out) or {}).get("kind") == "cloud-assembly"
-    assert "npx cdk deploy --app pipeline.out" in run.err
+    assert "npx cdk deploy --app pipeline.out hyperpod-kit-pipeline" in run.err
     assert not [p.name for p in run.repo.iterdir() if p.name.startswith(".pipeline.out")]
 
 
