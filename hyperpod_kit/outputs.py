@@ -1,11 +1,12 @@
 """Every write the `hyperpod-kit` command makes: it never destroys what it did not write.
 
 Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `logs --save DIR`, `make demo`'s
-`--out DIR`). A folder is ours when it holds the marker file `.hyperpod-kit` (a small JSON: tool,
-version, kind). An output folder is replaced only if it is missing, empty, or ours of the same
-kind; anything else (a file, a symbolic link, a folder of someone else's, the current folder or one
-that contains it) is refused before any work, with one line `PATH: message. Hint: ...` (exit 2),
-and nothing is touched.
+`--out DIR`, `pipeline bootstrap|codepipeline -o DIR`). A folder is ours when it holds the marker
+file `.hyperpod-kit` (a small JSON: tool, version, kind). An output folder is replaced only if it
+is missing, empty, or ours of the same kind; anything else (a file, a symbolic link, a folder of
+someone else's, the current folder or one that contains it) is refused before any work, with one
+line `PATH: message. Hint: ...` (exit 2), and nothing is touched. A command with `--force`
+(`pipeline codepipeline`) replaces a folder of someone else's when it is given, and only that.
 
 A new folder is built in a temporary sibling, `.DIR.new.<pid>.<random>` (same parent, so renames
 stay on one file system), and swapped in by renames:
