@@ -180,3 +180,33 @@ def test_a_damaged_stage_is_named(tmp_path: Path, damage: str, says: str) -> Non
         (out / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(PlanInputError, match=says.replace("(", r"\(").replace(")", r"\)")):
         read_assembly(out)
+
+
+def test_a_nested_stack_inside_a_stage_is_found_through_the_stages_assets(tmp_path: Path) -> None:
+    """A stage's nested stack (Studio's user batches) is a file asset of the stage's own
+    assembly: its asset manifest's paths are relative to the stage's folder."""
+    users = {"Resources": {"Data": _bucket("team-dev-users")}}
+    stages = _stages()
+    out = pipeline_assembly(tmp_path / "p", stages)
+    stage = out / "assembly-dev"
+    digest = "ab" * 32
+    (stage / "Users01.nested.template.json").write_text(json.dumps(users))
+    (stage / "dev.assets.json").write_text(json.dumps({"version": "55.0.0", "files": {
+        digest: {"source": {"path": "Users01.nested.template.json", "packaging": "file"}},
+    }}))  # fmt: skip
+    manifest = json.loads((stage / "manifest.json").read_text())
+    manifest["artifacts"]["dev.assets"] = {
+        "type": "cdk:asset-manifest", "properties": {"file": "dev.assets.json"},
+    }  # fmt: skip
+    (stack,) = [a for a in manifest["artifacts"].values() if a.get("displayName")]
+    template_path = stage / stack["properties"]["templateFile"]
+    template = json.loads(template_path.read_text())
+    template["Resources"]["Users01NestedStackUsers01NestedStackResource1234"] = {
+        "Type": "AWS::CloudFormation::Stack",
+        "Properties": {"TemplateURL": f"https://s3.example/{digest}.json"},
+    }
+    template_path.write_text(json.dumps(template))
+    (stage / "manifest.json").write_text(json.dumps(manifest))
+    report = check_assembly(out, lint=False)
+    assert "dev/team-dev-storage/Users01" in [s.name for s in report.stacks]
+    assert "team-dev-storage/Users01" in read_assembly(out).templates
