@@ -7,6 +7,7 @@ an app they made with `create_app()`, so every path synthesizes the same templat
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,8 +28,10 @@ from hyperpod_kit.stacks.trainer import TrainerStack
 if TYPE_CHECKING:
     # Imported where an environment uses them: loading their aws-cdk-lib modules through jsii
     # costs about half a second that a Slurm environment without Studio need not pay.
+    from hyperpod_kit.constructs.delivery_pipeline import PipelineSource
     from hyperpod_kit.stacks.eks import EksStack
     from hyperpod_kit.stacks.eks_addons import EksAddonsStack
+    from hyperpod_kit.stacks.pipeline import PipelineStack
     from hyperpod_kit.stacks.studio import StudioStack
 
 DEFAULT_ENVIRONMENT = "environments/default.yaml"
@@ -74,8 +77,11 @@ def create_app(*, outdir: str | None = None) -> cdk.App:
     return cdk.App(outdir=outdir, context=dict(FEATURE_FLAGS))
 
 
-def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentStacks:
-    """Add one environment's stacks to `app` and the cdk-nag gate over all of them."""
+def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> EnvironmentStacks:
+    """Add one environment's stacks to `scope` and the cdk-nag gate over all of them. `scope` is the
+    App, or a `Stage` of a CDK pipeline (`build_pipeline`): the same stacks either way, with the
+    same names and templates; cdk-nag is added to the scope given, as aspects of an App do not
+    reach into its stages."""
     env = cdk.Environment(account=config.account, region=config.region)
     prefix = config.name
 
@@ -87,13 +93,13 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
         }
 
     network = NetworkStack(
-        app,
+        scope,
         f"{prefix}-network",
         config=config,
         **stack_args("network", "VPC, subnet, security groups"),
     )
     storage = StorageStack(
-        app,
+        scope,
         f"{prefix}-storage",
         config=config,
         network=network.network,
@@ -103,7 +109,7 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
     if config.trainer.build_image:
         # Independent of the others: deploys in parallel with network and storage.
         trainer = TrainerStack(
-            app, f"{prefix}-trainer", config=config,
+            scope, f"{prefix}-trainer", config=config,
             **stack_args("trainer", "the bundled trainer image in ECR"),
         )  # fmt: skip
     eks = None
@@ -112,11 +118,11 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
 
         # In parallel with storage: what HyperPod needs before its cluster exists.
         eks = EksStack(
-            app, f"{prefix}-eks", config=config, network=network.network,
+            scope, f"{prefix}-eks", config=config, network=network.network,
             **stack_args("eks", "the EKS cluster, its core add-ons and HyperPod's Helm chart"),
         )  # fmt: skip
     cluster = ClusterStack(
-        app, f"{prefix}-cluster", config=config, network=network.network,
+        scope, f"{prefix}-cluster", config=config, network=network.network,
         lustre=storage.lustre, data_bucket=storage.data.bucket,
         trainer_image=trainer.image if trainer else None,
         eks=eks.eks if eks else None,
@@ -133,7 +139,7 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
 
         # After the HyperPod cluster: these run on its nodes.
         eks_addons = EksAddonsStack(
-            app, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
+            scope, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
             after=[cluster],
             **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"),
         )  # fmt: skip
@@ -144,7 +150,7 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
 
         # After the cluster: partitions exist once its nodes report them.
         studio = StudioStack(
-            app, f"{prefix}-studio", config=config, network=network.network,
+            scope, f"{prefix}-studio", config=config, network=network.network,
             file_system=storage.lustre, cluster=cluster.cluster, data_bucket=storage.data.bucket,
             eks=StudioEks(
                 cluster_name=eks.eks.cluster_name, cluster_arn=eks.eks.cluster_arn,
@@ -156,7 +162,7 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
     if config.monitoring.enabled:
         # After the cluster, beside Studio: events, alarms, dashboard, remediation.
         monitoring = MonitoringStack(
-            app, f"{prefix}-monitoring", config=config, cluster=cluster.cluster,
+            scope, f"{prefix}-monitoring", config=config, cluster=cluster.cluster,
             file_system_id=storage.lustre.file_system_id,
             **stack_args("monitoring", "HyperPod events, alarms, dashboard and auto-repair"),
         )  # fmt: skip
@@ -171,8 +177,71 @@ def build_environment(app: cdk.App, config: EnvironmentConfig) -> EnvironmentSta
             cdk.Aspects.of(stack).add(
                 EncryptLogGroups(config.kms_key_arn), priority=cdk.AspectPriority.MUTATING
             )
-    cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    cdk.Aspects.of(scope).add(AwsSolutionsChecks(verbose=True))
     return stacks
+
+
+@dataclass(frozen=True)
+class StagedEnvironment:
+    """An environment the pipeline deploys: its name (the CodePipeline stage and the CDK
+    `Stage`), its file as the repository names it, and its validated configuration, which must
+    name an account (a stage deploys to an explicit account)."""
+
+    name: str
+    file: str
+    config: EnvironmentConfig
+
+
+def build_pipeline(
+    app: cdk.App,
+    *,
+    pipeline_name: str,
+    account: str,
+    region: str,
+    source: PipelineSource,
+    install: Sequence[str],
+    synth: Sequence[str],
+    cli_version: str,
+    environments: Sequence[StagedEnvironment],
+) -> PipelineStack:
+    """Add the CDK pipeline (in `account` and `region`) and one `Stage` per environment, in
+    order, each built by `build_environment` exactly as `hyperpod-kit synth` builds it; cdk-nag
+    over the pipeline stack (each stage has its own). The pipeline's artifacts are encrypted for
+    other accounts (`cross_account_keys`) when an environment is in another account."""
+    from hyperpod_kit.constructs.delivery_pipeline import PipelineEnvironmentStage
+    from hyperpod_kit.stacks.pipeline import PipelineStack, pipeline_stack_name
+
+    name = pipeline_stack_name(pipeline_name)
+    stack = PipelineStack(
+        app,
+        name,
+        stack_name=name,
+        env=cdk.Environment(account=account, region=region),
+        description=f"hyperpod-kit: the CodePipeline {pipeline_name} that deploys "
+        + " then ".join(e.name for e in environments),
+        pipeline_name=pipeline_name,
+        source=source,
+        install=install,
+        synth=synth,
+        cli_version=cli_version,
+        cross_account_keys=any(e.config.account != account for e in environments),
+    )
+    for environment in environments:
+        config = environment.config
+        if config.account is None:
+            raise ValueError(f"{environment.file}: a pipeline stage needs the file's account")
+        stage = cdk.Stage(
+            app, environment.name, env=cdk.Environment(account=config.account, region=config.region)
+        )
+        build_environment(stage, config)
+        stack.pipeline.add_environment(
+            PipelineEnvironmentStage(
+                environment.name, environment.file, config.account, config.region, stage
+            )
+        )
+    stack.pipeline.finish()
+    cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    return stack
 
 
 def main() -> int:

@@ -102,6 +102,10 @@ def studio_lifecycle_config_name(environment: str, app: str, digest: str) -> str
 # workflow asks for them: creating or updating a cluster can outlast the default hour.
 DEPLOY_SESSION_SECONDS = 4 * 3600
 
+# The GitHub environment of the read-only `cdk diff` jobs (`pipeline github --diff`), whose OIDC
+# subject the plan role of `pipeline bootstrap --plan-role` trusts.
+PLAN_ENVIRONMENT = "plan"
+
 
 def alarm_name(environment: str, alarm: str) -> str:
     """A fixed alarm name of the monitoring stack (the cluster's rolling deployments name some

@@ -1,11 +1,12 @@
 """Every write the `hyperpod-kit` command makes: it never destroys what it did not write.
 
 Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `logs --save DIR`, `make demo`'s
-`--out DIR`). A folder is ours when it holds the marker file `.hyperpod-kit` (a small JSON: tool,
-version, kind). An output folder is replaced only if it is missing, empty, or ours of the same
-kind; anything else (a file, a symbolic link, a folder of someone else's, the current folder or one
-that contains it) is refused before any work, with one line `PATH: message. Hint: ...` (exit 2),
-and nothing is touched.
+`--out DIR`, `pipeline bootstrap|codepipeline -o DIR`). A folder is ours when it holds the marker
+file `.hyperpod-kit` (a small JSON: tool, version, kind). An output folder is replaced only if it
+is missing, empty, or ours of the same kind; anything else (a file, a symbolic link, a folder of
+someone else's, the current folder or one that contains it) is refused before any work, with one
+line `PATH: message. Hint: ...` (exit 2), and nothing is touched. A command with `--force`
+(`pipeline codepipeline`) replaces a folder of someone else's when it is given, and only that.
 
 A new folder is built in a temporary sibling, `.DIR.new.<pid>.<random>` (same parent, so renames
 stay on one file system), and swapped in by renames:
@@ -110,16 +111,23 @@ def _is_same_or_inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def check_folder(target: Path | str, kind: str, *, shown: str | None = None) -> Path:
+def check_folder(
+    target: Path | str, kind: str, *, shown: str | None = None, force: bool | None = None
+) -> Path:
     """Raise `OutputError` unless `target` may be replaced by a new output of `kind`.
 
     Returns the absolute path. `shown` is how to name it in a message (the path as given).
+    `force`: None for a command without --force; False when it has one that was not given (a
+    refusal names it); True when it was given: a folder of someone else's is then replaced too
+    (never the current folder, a link, a file, or an output of ours of another kind).
     """
     absolute = _absolute(target)
     name = shown if shown is not None else str(target)
     what = _KIND_NAMES.get(kind, kind)
-    force = ", or pass --force to write the job files into it" if kind == JOBS else ""
-    hint = f"give a new or empty folder for {what} (e.g. -o {_default_for(kind)}){force}"
+    force_hint = ", or pass --force to write the job files into it" if kind == JOBS else ""
+    hint = f"give a new or empty folder for {what} (e.g. -o {_default_for(kind)}){force_hint}"
+    if force is False:  # a folder of someone else's: this command replaces it with --force
+        force_hint = ", or pass --force to replace it"
     cwd = _absolute(Path.cwd())
     if _is_same_or_inside(cwd, absolute):
         raise OutputError(name, "is the current folder or contains it", hint)
@@ -146,7 +154,7 @@ def check_folder(target: Path | str, kind: str, *, shown: str | None = None) -> 
             f"not {_KIND_NAMES.get(kind, kind)}",
             hint,
         )
-    if _is_empty(absolute):
+    if force or _is_empty(absolute):
         return absolute
     if (absolute / "manifest.json").is_file():
         raise OutputError(
@@ -154,13 +162,14 @@ def check_folder(target: Path | str, kind: str, *, shown: str | None = None) -> 
             f"is a cloud assembly without the {MARKER} marker (another CDK app's, or written "
             "before hyperpod-kit marked its outputs); nothing was written",
             f"give a new or empty folder for {what}, or remove it yourself if it is a cdk.out "
-            "you no longer need (`rm -r` it; new ones carry the marker)",
+            "you no longer need (`rm -r` it; new ones carry the marker)"
+            + (", or pass --force to replace it" if force is False else ""),
         )
     raise OutputError(
         name,
         f"is a folder with files that hyperpod-kit did not write (no {MARKER} marker); "
         "nothing was written",
-        f"give a new or empty folder for {what}, or move those files away{force}",
+        f"give a new or empty folder for {what}, or move those files away{force_hint}",
     )
 
 
@@ -223,16 +232,19 @@ class FolderOutput:
 
     target: Path
     kind: str
+    force: bool | None = None  # as `check_folder`'s
 
     @classmethod
-    def checked(cls, target: Path | str, kind: str, *, shown: str | None = None) -> FolderOutput:
-        return cls(check_folder(target, kind, shown=shown), kind)
+    def checked(
+        cls, target: Path | str, kind: str, *, shown: str | None = None, force: bool | None = None
+    ) -> FolderOutput:
+        return cls(check_folder(target, kind, shown=shown, force=force), kind, force)
 
     @contextlib.contextmanager
     def staging(self) -> Iterator[Path]:
         """A new temporary sibling, marked as ours, removed on exit unless it was committed."""
         recover(self.target)
-        check_folder(self.target, self.kind)
+        check_folder(self.target, self.kind, force=self.force)
         prefix = f".{self.target.name}.new.{os.getpid()}."
         folder = Path(tempfile.mkdtemp(prefix=prefix, dir=self.target.parent))
         try:
@@ -244,7 +256,7 @@ class FolderOutput:
     def commit(self, staging: Path, **marker_extra: object) -> None:
         """Move the staging folder into place, replacing the previous output (checked again)."""
         recover(self.target)
-        check_folder(self.target, self.kind)
+        check_folder(self.target, self.kind, force=self.force)
         write_marker(staging, self.kind, **marker_extra)
         replace_folder(staging, self.target)
 

@@ -37,7 +37,13 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from hyperpod_kit.cloud_assembly import AssemblyFileError, asset_of, file_assets, read_json
+from hyperpod_kit.cloud_assembly import (
+    AssemblyFileError,
+    asset_of,
+    file_assets,
+    read_json,
+    stack_artifacts,
+)
 from hyperpod_kit.config.facts import HERE as FACTS
 from hyperpod_kit.lifecycle import USERS_FILE
 from hyperpod_kit.lock import LOCK_IN_ASSEMBLY, lock_changes
@@ -548,32 +554,59 @@ def _cell(text: str) -> str:
 @dataclass
 class Assembly:
     """The templates of an assembly by stack label (nested stacks as ``parent/Name``), how nested
-    stacks get their parameters, and the users files its stacks upload."""
+    stacks get their parameters, the users files its stacks upload, and the stage each stack is
+    deployed by (CDK Pipelines; "" for a stack at the top).
+
+    A stack's label is its CloudFormation stack name, what a deploy updates: an environment's
+    stacks are labelled alike whether `hyperpod-kit synth` wrote them or a pipeline's stage did,
+    so either can be the other's baseline. Only where two stacks of one assembly share a name (in
+    two accounts) does the second keep its stage's path (``prod/team-network``)."""
 
     templates: dict[str, dict[str, Any]] = field(default_factory=dict)
     # (nested label, parameter) -> (parent label, the value the parent passes)
     parameters: dict[tuple[str, str], tuple[str, Any]] = field(default_factory=dict)
     users_files: dict[str, dict[str, Any]] = field(default_factory=dict)  # label -> users.json
+    stages: dict[str, str] = field(default_factory=dict)  # top-level stack label -> stage
+
+    def only_stage(self, stage: str) -> Assembly:
+        """The stacks of one stage, their nested stacks with them."""
+        keep = {label for label, s in self.stages.items() if s == stage}
+
+        def kept(label: str) -> bool:  # the stack, or one nested in it (``parent/Name``)
+            return label in keep or any(label.startswith(f"{k}/") for k in keep)
+
+        return Assembly(
+            templates={k: v for k, v in self.templates.items() if kept(k)},
+            parameters={k: v for k, v in self.parameters.items() if kept(k[0])},
+            users_files={k: v for k, v in self.users_files.items() if kept(k)},
+            stages={k: v for k, v in self.stages.items() if k in keep},
+        )
 
 
 def read_assembly(folder: Path) -> Assembly:
-    """Every stack of a cloud assembly, nested stacks and users files included; a file that is
-    missing or not JSON raises PlanInputError naming it."""
+    """Every stack of a cloud assembly, nested stacks, users files and the stacks of its stages
+    (nested assemblies, as CDK Pipelines deploys them) included; a file that is missing or not
+    JSON raises PlanInputError naming it."""
     if not folder.is_dir():
         raise PlanInputError(f"{folder}: no such folder (a cloud assembly, e.g. cdk.out)")
     manifest = read_json(folder / "manifest.json", "the assembly's manifest")
     artifacts = manifest.get("artifacts", {}) if isinstance(manifest, dict) else None
     if not isinstance(artifacts, dict):
         raise PlanInputError(f"{folder / 'manifest.json'}: no artifacts")
-    assets = file_assets(folder, artifacts)
     found = Assembly()
-    for name, artifact in artifacts.items():
-        if artifact.get("type") != "aws:cloudformation:stack":
-            continue
-        template_file = artifact.get("properties", {}).get("templateFile")
+    assets: dict[Path, dict[str, Path]] = {}  # per assembly folder (a stage's is its own)
+    for stack in stack_artifacts(folder, artifacts):
+        if stack.folder not in assets:
+            assets[stack.folder] = file_assets(stack.folder, stack.artifacts)
+        template_file = (stack.artifact.get("properties") or {}).get("templateFile")
         if not isinstance(template_file, str):
-            raise PlanInputError(f"{folder / 'manifest.json'}: stack {name} names no template")
-        _add_stack(found, name, _template(folder / template_file, name), assets, folder)
+            raise PlanInputError(
+                f"{stack.folder / 'manifest.json'}: stack {stack.name} names no template"
+            )
+        label = stack.stack_name if stack.stack_name not in found.stages else stack.label
+        template = _template(stack.folder / template_file, label)
+        found.stages[label] = stack.stage
+        _add_stack(found, label, template, assets[stack.folder], stack.folder)
     return found
 
 
@@ -625,6 +658,7 @@ def load_templates(assembly: Path) -> dict[str, dict[str, Any]]:
 def plan(baseline: Path, candidate: Path) -> Plan:
     """Compare two assemblies. Raises PlanInputError when either cannot be read."""
     old, new = read_assembly(baseline), read_assembly(candidate)
+    old = _stage_of(old, new)
     rules = update_rules()
     changes: dict[tuple[str, str], Change] = {}
     for stack in sorted(old.templates.keys() | new.templates.keys()):
@@ -644,6 +678,22 @@ def _lock_of(assembly: Path) -> dict[str, Any] | None:
     """The version lock synth put into the assembly (none in an assembly older than locks)."""
     path = assembly / LOCK_IN_ASSEMBLY
     return read_json(path, "the version lock in the assembly") if path.is_file() else None
+
+
+def _stage_of(baseline: Assembly, candidate: Assembly) -> Assembly:
+    """A pipeline's assembly as the baseline of one environment's synth: only the stage that
+    deploys the candidate's stacks (the others, and the pipeline's own stack, are not what the
+    candidate would change). Unchanged when the candidate has stages too, or no stage matches."""
+    if any(candidate.stages.values()) or not any(baseline.stages.values()):
+        return baseline
+    ours = set(candidate.stages)
+    overlap = {
+        stage: len(ours & {k for k, s in baseline.stages.items() if s == stage})
+        for stage in set(baseline.stages.values())
+        if stage
+    }
+    best = max(overlap, key=lambda stage: (overlap[stage], stage), default=None)
+    return baseline.only_stage(best) if best is not None and overlap[best] else baseline
 
 
 def _compare(

@@ -28,12 +28,15 @@ import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_kit import __version__
 from hyperpod_kit.config.facts import action_pins, regions
-from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS
+from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS, PLAN_ENVIRONMENT
 from hyperpod_kit.paths import REPO
+
+if TYPE_CHECKING:
+    from hyperpod_kit.config import LoadedEnvironment
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -78,17 +81,26 @@ class PipelineEnvironment:
     file: str  # relative to the repository root, forward slashes
     region: str
     role: str  # an IAM role ARN, or the `${{ vars.NAME }}` expression that holds one
+    diff_role: str = ""  # the same for the read-only role of `--diff`
 
     @property
     def variable(self) -> str:
         return "HYPERPOD_KIT_ROLE_ARN_" + self.name.upper().replace("-", "_")
+
+    @property
+    def diff_variable(self) -> str:
+        return "HYPERPOD_KIT_PLAN_ROLE_ARN_" + self.name.upper().replace("-", "_")
 
 
 def add_pipeline_parser(sub: Any) -> None:
     what = "generate CI workflows that plan, deploy and watch environments"
     p = sub.add_parser("pipeline", help=what, description=f"{what} (docs/pipelines.md)")
     kinds = p.add_subparsers(
-        dest="pipeline_kind", required=True, metavar="KIND", help="github (GitHub Actions)"
+        dest="pipeline_kind",
+        required=True,
+        metavar="KIND",
+        help="github (GitHub Actions), bootstrap (their AWS deploy role), codepipeline (CDK "
+        "Pipelines on AWS CodePipeline)",
     )
     what = "write GitHub Actions workflows into .github/workflows"
     g = kinds.add_parser(
@@ -134,6 +146,22 @@ def add_pipeline_parser(sub: Any) -> None:
         help="the region of the AWS credentials (default: each environment file's region)",
     )
     g.add_argument(
+        "--diff",
+        action="store_true",
+        help="also `cdk diff` each environment against its deployed stacks in pull requests "
+        f"from this repository (never forks), as the GitHub environment `{PLAN_ENVIRONMENT}` "
+        "with a read-only role (`pipeline bootstrap --plan-role`)",
+    )
+    g.add_argument(
+        "--diff-role-arn",
+        dest="diff_roles",
+        action="append",
+        default=[],
+        metavar="NAME=ARN",
+        help="the read-only role environment NAME's diff uses (repeatable; implies --diff); "
+        "default: the repository variable HYPERPOD_KIT_PLAN_ROLE_ARN_<NAME>",
+    )
+    g.add_argument(
         "--deploy-runner",
         default=DEFAULT_RUNNER,
         metavar="LABEL",
@@ -177,6 +205,13 @@ def add_pipeline_parser(sub: Any) -> None:
     )
     b.add_argument("--branch", default="main", help="the branch the drift job runs on (main)")
     b.add_argument(
+        "--plan-role",
+        action="store_true",
+        help="also a read-only role for `pipeline github --diff`: trusted only by jobs of the "
+        f"GitHub environment `{PLAN_ENVIRONMENT}`, allowed only to assume the CDK bootstrap's "
+        "lookup roles",
+    )
+    b.add_argument(
         "--oidc-provider-arn",
         metavar="ARN",
         help="the account's existing GitHub OIDC provider (default: create one; an account "
@@ -189,6 +224,9 @@ def add_pipeline_parser(sub: Any) -> None:
         metavar="DIR",
         help=f"cloud assembly folder ({BOOTSTRAP_OUTPUT}); replaced only if hyperpod-kit wrote it",
     )
+    from hyperpod_kit.cli.codepipeline import add_codepipeline_parser
+
+    add_codepipeline_parser(kinds)
 
 
 # --- checking the flags ----------------------------------------------------------------------
@@ -212,6 +250,7 @@ def _pair(flag: str, value: str, what: str) -> tuple[str, str]:
 _EXAMPLE = {
     "--env": "environments/dev.yaml",
     "--aws-role-arn": "arn:aws:iam::123456789012:role/hyperpod-kit-deploy",
+    "--diff-role-arn": "arn:aws:iam::123456789012:role/hyperpod-kit-plan",
 }
 
 
@@ -308,11 +347,11 @@ def check_region(value: str) -> str:
     return value
 
 
-def check_role(value: str) -> tuple[str, str]:
-    name, arn = _pair("--aws-role-arn", value, "ARN")
+def check_role(value: str, flag: str = "--aws-role-arn") -> tuple[str, str]:
+    name, arn = _pair(flag, value, "ARN")
     if not ROLE_ARN.match(arn):
         raise PipelineError(
-            "--aws-role-arn",
+            flag,
             value,
             "does not end in an IAM role ARN",
             "NAME=arn:aws:iam::ACCOUNT:role/ROLE",
@@ -321,9 +360,35 @@ def check_role(value: str) -> tuple[str, str]:
 
 
 def environments(
-    envs: Sequence[str], roles_given: Sequence[str] = (), region_given: str | None = None
+    envs: Sequence[str],
+    roles_given: Sequence[str] = (),
+    region_given: str | None = None,
+    diff_roles_given: Sequence[str] = (),
 ) -> list[PipelineEnvironment]:
     """The environments the flags name, each file loaded like `validate` (exit 2 on an error)."""
+    found = loaded_environments(envs, roles_given, region_given, diff_roles_given)
+    return [env for env, _ in found]
+
+
+def _locked(loaded: LoadedEnvironment) -> LoadedEnvironment:
+    """The environment with its version lock applied, as synth deploys it; a lock that refuses
+    is a `ConfigError` like the file's (hyperpod_kit/lock.py)."""
+    from hyperpod_kit.config import ConfigError
+    from hyperpod_kit.lock import LockError, lock_environment
+
+    try:
+        return lock_environment(loaded)[0]
+    except LockError as e:
+        raise ConfigError(loaded.file, e.findings) from None
+
+
+def loaded_environments(
+    envs: Sequence[str],
+    roles_given: Sequence[str] = (),
+    region_given: str | None = None,
+    diff_roles_given: Sequence[str] = (),
+) -> list[tuple[PipelineEnvironment, LoadedEnvironment]]:
+    """`environments`, each with its loaded file."""
     from hyperpod_kit.config import ConfigError, Level, load_environment
 
     files: dict[str, str] = {}
@@ -332,22 +397,13 @@ def environments(
         if name in files:
             raise PipelineError("--env", value, f"names {name!r} twice", "give each once")
         files[name] = check_env_file(value, file)
-    roles: dict[str, str] = {}
-    for value in roles_given:
-        name, arn = check_role(value)
-        if name not in files:
-            raise PipelineError(
-                "--aws-role-arn",
-                value,
-                f"names {name!r}, which no --env names",
-                f"one of {', '.join(files)}",
-            )
-        roles[name] = arn
+    roles = _roles(roles_given, "--aws-role-arn", files)
+    diff_roles = _roles(diff_roles_given, "--diff-role-arn", files)
     region = check_region(region_given) if region_given is not None else None
     result = []
     for name, file in files.items():
         try:
-            loaded = load_environment(file)
+            loaded = _locked(load_environment(file))
         except ConfigError as e:
             first = next(f for f in e.findings if f.level is Level.ERROR)
             where = f"{e.file}:{first.line}" if first.line else e.file
@@ -358,17 +414,31 @@ def environments(
                 f"{first.hint.rstrip('.') + '; ' if first.hint else ''}"
                 f"`hyperpod-kit validate {file}` shows every finding",
             ) from None
-        env = PipelineEnvironment(name, file, region or loaded.config.region, "")
-        role = roles.get(name, "${{ vars." + env.variable + " }}")
-        result.append(PipelineEnvironment(name, file, env.region, role))
+        names = PipelineEnvironment(name, "", "", "")
+        role = roles.get(name, "${{ vars." + names.variable + " }}")
+        diff_role = diff_roles.get(name, "${{ vars." + names.diff_variable + " }}")
+        env = PipelineEnvironment(name, file, region or loaded.config.region, role, diff_role)
+        result.append((env, loaded))
     return result
+
+
+def _roles(given: Sequence[str], flag: str, files: dict[str, str]) -> dict[str, str]:
+    roles: dict[str, str] = {}
+    for value in given:
+        name, arn = check_role(value, flag)
+        if name not in files:
+            raise PipelineError(
+                flag, value, f"names {name!r}, which no --env names", f"one of {', '.join(files)}"
+            )
+        roles[name] = arn
+    return roles
 
 
 # --- rendering ---------------------------------------------------------------------------------
 
 
 def _context(
-    envs: list[PipelineEnvironment], repository: str, ref: str, runner: str
+    envs: list[PipelineEnvironment], repository: str, ref: str, runner: str, diff: bool
 ) -> dict[str, Any]:
     order = [e.name for e in envs]
     account = "${{ steps.aws.outputs.aws-account-id }}"  # of the deploy role, after OIDC
@@ -392,6 +462,10 @@ def _context(
                 "plan_artifact": f"hyperpod-kit-plan-{e.name}",
                 "assembly_artifact": f"hyperpod-kit-assembly-{e.name}",
                 "drift_artifact": f"hyperpod-kit-drift-{e.name}",
+                "diff_job": f"diff-{e.name}",
+                "diff_role": e.diff_role,
+                "diff_group": "hyperpod-kit-diff-${{ github.event.pull_request.number }}-" + e.name,
+                "diff_artifact": f"hyperpod-kit-diff-{e.name}",
             }
         )
     return {
@@ -408,7 +482,11 @@ def _context(
         "cron": DRIFT_CRON,
         "deploy_runner": runner,
         "session_seconds": DEPLOY_SESSION_SECONDS,
-        "command": " ".join([*(f"--env {e.name}={e.file}" for e in envs), f"--toolkit-ref {ref}"]),
+        "diff": diff,
+        "command": " ".join(
+            [*(f"--env {e.name}={e.file}" for e in envs), f"--toolkit-ref {ref}"]
+            + (["--diff"] if diff else [])
+        ),
     }
 
 
@@ -437,13 +515,19 @@ def ours_digest(current: bytes) -> str | None:
 
 
 def render_workflows(
-    envs: list[PipelineEnvironment], *, repository: str, ref: str, runner: str = DEFAULT_RUNNER
+    envs: list[PipelineEnvironment],
+    *,
+    repository: str,
+    ref: str,
+    runner: str = DEFAULT_RUNNER,
+    diff: bool = False,
 ) -> dict[str, str]:
-    """File name -> text of every workflow."""
+    """File name -> text of every workflow; with `diff`, the plan workflow has a `cdk diff` job
+    per environment for pull requests from the repository itself."""
     from hyperpod_kit.templating import environment, render
 
     env = environment(TEMPLATES, trim_blocks=True)
-    context = _context(envs, repository, ref, runner)
+    context = _context(envs, repository, ref, runner, diff)
     files = {}
     for name, (template, purpose) in WORKFLOWS.items():
         text = render(
@@ -459,20 +543,41 @@ def render_workflows(
 # --- the command -------------------------------------------------------------------------------
 
 
+def _github_workflows(
+    args: argparse.Namespace,
+) -> tuple[list[PipelineEnvironment], bool, dict[str, str]]:
+    """The environments, whether to `cdk diff`, and the workflows' texts, from checked flags."""
+    ref = check_ref(args.toolkit_ref)
+    runner = check_runner(args.deploy_runner)
+    repository = toolkit_repository(args.toolkit_repository)
+    envs = environments(args.envs, args.roles, args.region, args.diff_roles)
+    diff = bool(args.diff or args.diff_roles)
+    if diff and PLAN_ENVIRONMENT in {e.name for e in envs}:
+        raise PipelineError(
+            "--env",
+            next(v for v in args.envs if v.startswith(f"{PLAN_ENVIRONMENT}=")),
+            f"names the environment {PLAN_ENVIRONMENT!r}, the GitHub environment of the "
+            "read-only diff jobs (--diff)",
+            "another name for this environment",
+        )
+    files = render_workflows(envs, repository=repository, ref=ref, runner=runner, diff=diff)
+    return envs, diff, files
+
+
 def pipeline(args: argparse.Namespace) -> int:
     if args.pipeline_kind == "bootstrap":
         return bootstrap(args)
+    if args.pipeline_kind == "codepipeline":
+        from hyperpod_kit.cli.codepipeline import codepipeline
+
+        return codepipeline(args)
     from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
 
     try:
-        ref = check_ref(args.toolkit_ref)
-        runner = check_runner(args.deploy_runner)
-        repository = toolkit_repository(args.toolkit_repository)
-        envs = environments(args.envs, args.roles, args.region)
+        envs, diff, files = _github_workflows(args)
     except PipelineError as e:
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
-    files = render_workflows(envs, repository=repository, ref=ref, runner=runner)
     folder = Path(args.output)
     try:
         if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
@@ -500,9 +605,10 @@ def pipeline(args: argparse.Namespace) -> int:
         shown = folder / write.target.name
         print(f"{'wrote' if write.changes else 'unchanged'} {shown}", file=sys.stderr)
     names = ", ".join(e.name for e in envs)
+    plan = f", and the GitHub environment {PLAN_ENVIRONMENT} its read-only role" if diff else ""
     print(
         f"next: commit {args.output}; give each GitHub environment ({names}) its deploy role "
-        "and the later ones required reviewers (docs/pipelines.md)",
+        f"and the later ones required reviewers{plan} (docs/pipelines.md)",
         file=sys.stderr,
     )
     return EXIT_OK
@@ -536,6 +642,7 @@ def build_identity(
     branch: str,
     envs: Sequence[PipelineEnvironment],
     provider_arn: str | None,
+    plan_role: bool = False,
 ) -> None:
     """Synthesize the deploy identity stack into `outdir` (offline, cdk-nag as an aspect)."""
     import aws_cdk as cdk
@@ -554,6 +661,7 @@ def build_identity(
         environments=[e.name for e in envs],
         regions=[e.region for e in envs],
         provider_arn=provider_arn,
+        plan_role=plan_role,
     )
     cdk.Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     app.synth()
@@ -575,8 +683,9 @@ def bootstrap(args: argparse.Namespace) -> int:
     try:
         with out.staging() as staging:
             build_identity(
-                staging, repository=repository, branch=branch, envs=envs, provider_arn=provider_arn
-            )
+                staging, repository=repository, branch=branch, envs=envs,
+                provider_arn=provider_arn, plan_role=args.plan_role,
+            )  # fmt: skip
             report = check_assembly(staging)
             print(report.render(), file=sys.stderr)
             if not report.ok:
@@ -594,7 +703,9 @@ def bootstrap(args: argparse.Namespace) -> int:
         f"synthesized the deploy identity -> {args.output}; next, with administrator "
         f"credentials of the account: npx cdk deploy --app {args.output} (from hyperpod-kit's "
         "folder, or its node_modules/.bin/cdk), then put the output DeployRoleArn in "
-        "HYPERPOD_KIT_ROLE_ARN_<ENV> (docs/pipelines.md)",
+        "HYPERPOD_KIT_ROLE_ARN_<ENV>"
+        + (" and PlanRoleArn in HYPERPOD_KIT_PLAN_ROLE_ARN_<ENV>" if args.plan_role else "")
+        + " (docs/pipelines.md)",
         file=sys.stderr,
     )
     return EXIT_OK

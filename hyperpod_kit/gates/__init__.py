@@ -17,7 +17,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from hyperpod_kit.cloud_assembly import asset_of, file_assets
+from hyperpod_kit.cloud_assembly import asset_of, file_assets, stack_artifacts
 
 GateLevel = Literal["error", "warning", "info"]
 _NAG_RULE = re.compile(r"\b(AwsSolutions-[A-Za-z0-9]+)\b")
@@ -93,26 +93,31 @@ class GateReport:
 
 
 def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
-    """Gate every stack of the assembly in `outdir`, its nested stacks included: annotations
-    (cdk-nag, CDK) and cfn-lint. Findings come stack by stack, in the manifest's order."""
+    """Gate every stack of the assembly in `outdir`, its nested stacks and the stacks of its
+    stages (nested assemblies, `assembly-*/`, as CDK Pipelines deploys them) included:
+    annotations (cdk-nag, CDK) and cfn-lint. Findings come stack by stack, in the manifest's
+    order (a stage's stacks where the stage is listed)."""
     outdir = Path(outdir)
     manifest = json.loads((outdir / "manifest.json").read_text())
     report = GateReport()
-    templates = _file_assets(outdir, manifest)
+    templates: dict[Path, dict[str, Path]] = {}  # per assembly folder
     per_stack: list[tuple[list[GateFinding], list[LintJob]]] = []
-    for name, artifact in manifest.get("artifacts", {}).items():
-        if artifact.get("type") != "aws:cloudformation:stack":
-            continue
+    for stack in stack_artifacts(outdir, manifest.get("artifacts", {})):
+        artifact = stack.artifact
+        if stack.folder not in templates:
+            templates[stack.folder] = _file_assets(stack.folder, stack.artifacts)
         region = artifact.get("environment", "aws://unknown/us-east-1").rsplit("/", 1)[-1]
-        template_path = outdir / artifact["properties"]["templateFile"]
+        template_path = stack.folder / artifact["properties"]["templateFile"]
         jobs = []
-        for label, path in [(name, template_path), *_nested(name, template_path, templates)]:
+        nested = _nested(stack.label, template_path, templates[stack.folder])
+        for label, path in [(stack.label, template_path), *nested]:
             resources = json.loads(path.read_text()).get("Resources", {})
             report.stacks.append(
                 StackSummary(label, path, len(resources), _suppressions(resources))
             )
             jobs.append((label, path, region))
-        per_stack.append((_annotations(name, _metadata(outdir, artifact)), jobs if lint else []))
+        noted = _annotations(stack.label, _metadata(stack.folder, artifact))
+        per_stack.append((noted, jobs if lint else []))
     many = sum(s.resources for s in report.stacks) >= PARALLEL_LINT_FROM
     linted = iter(_lint_all([job for _, jobs in per_stack for job in jobs], parallel=many))
     for noted, jobs in per_stack:
@@ -158,9 +163,9 @@ def _lint_job(job: LintJob) -> list[GateFinding]:
     return _cfn_lint(*job)
 
 
-def _file_assets(outdir: Path, manifest: dict[str, Any]) -> dict[str, Path]:
-    """Every file asset of the assembly that is a template, by its hash (asset manifests)."""
-    assets = file_assets(outdir, manifest.get("artifacts", {}))
+def _file_assets(folder: Path, artifacts: dict[str, Any]) -> dict[str, Path]:
+    """Every file asset of an assembly that is a template, by its hash (asset manifests)."""
+    assets = file_assets(folder, artifacts)
     return {d: p for d, p in assets.items() if p.name.endswith(".template.json")}
 
 

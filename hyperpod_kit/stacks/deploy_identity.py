@@ -25,6 +25,7 @@ class DeployIdentityStack(Stack):
         environments: Sequence[str],
         regions: Sequence[str],
         provider_arn: str | None,
+        plan_role: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -36,6 +37,7 @@ class DeployIdentityStack(Stack):
             environments=environments,
             regions=regions,
             provider_arn=provider_arn,
+            plan_role=plan_role,
         )
         CfnOutput(
             self,
@@ -43,3 +45,11 @@ class DeployIdentityStack(Stack):
             value=self.identity.role.role_arn,
             description="the role ARN for HYPERPOD_KIT_ROLE_ARN_<ENV> (or --aws-role-arn)",
         )
+        if self.identity.plan_role is not None:
+            CfnOutput(
+                self,
+                "PlanRoleArn",
+                value=self.identity.plan_role.role_arn,
+                description="the read-only role for HYPERPOD_KIT_PLAN_ROLE_ARN_<ENV> (or "
+                "--diff-role-arn): `cdk diff` in pull requests",
+            )

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 PROVIDER = "arn:aws:iam::123456789012:oidc-provider/token.actions.githubusercontent.com"
 
 
-def _template(provider_arn: str | None) -> dict[str, Any]:
+def _template(provider_arn: str | None, *, plan_role: bool = False) -> dict[str, Any]:
     stack = DeployIdentityStack(
         App(),
         STACK_NAME,
@@ -32,6 +32,7 @@ def _template(provider_arn: str | None) -> dict[str, Any]:
         environments=["dev", "prod"],
         regions=["us-west-2", "us-east-1", "us-west-2"],
         provider_arn=provider_arn,
+        plan_role=plan_role,
     )
     return Template.from_stack(stack).to_json()
 
@@ -97,15 +98,51 @@ def test_allowed_only_to_assume_the_bootstrap_roles() -> None:
     )
 
 
-def test_template_equals_the_reviewed_one() -> None:
-    """tests/data/pipeline/deploy-identity.template.json; regenerate with
+@pytest.mark.parametrize(
+    ("plan_role", "name"),
+    [(False, "deploy-identity.template.json"), (True, "deploy-identity-plan-role.template.json")],
+)
+def test_template_equals_the_reviewed_one(plan_role: bool, name: str) -> None:
+    """tests/data/pipeline/deploy-identity*.template.json; regenerate with
     HYPERPOD_KIT_UPDATE_GOLDEN=1 and review the diff."""
-    golden = REPO / "tests" / "data" / "pipeline" / "deploy-identity.template.json"
-    text = json.dumps(_template(None), indent=1, sort_keys=True) + "\n"
+    golden = REPO / "tests" / "data" / "pipeline" / name
+    text = json.dumps(_template(None, plan_role=plan_role), indent=1, sort_keys=True) + "\n"
     if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
     assert text == golden.read_text(), f"the template differs from {golden}: review, regenerate"
+
+
+def test_the_plan_role_trusts_only_the_plan_environment_and_only_reads() -> None:
+    """`--plan-role`: a second role for `pipeline github --diff`, trusted by the `plan`
+    environment's subject alone, allowed only to assume the lookup roles (ReadOnlyAccess); the
+    deploy role does not trust that subject."""
+    template = _template(None, plan_role=True)
+    roles = {k: r for k, r in template["Resources"].items() if r["Type"] == "AWS::IAM::Role"}
+    (plan_id,) = [k for k in roles if k.startswith("GitHubPlanRole")]
+    (deploy_id,) = [k for k in roles if k != plan_id]
+    (trust,) = roles[plan_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"]
+    assert trust["Action"] == "sts:AssumeRoleWithWebIdentity"
+    plan = "repo:example-org/team-envs:environment:plan"
+    assert trust["Condition"] == {
+        "StringEquals": {
+            "token.actions.githubusercontent.com:aud": "sts.amazonaws.com",
+            "token.actions.githubusercontent.com:sub": plan,
+        }
+    }
+    deploy_trust = roles[deploy_id]["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]
+    subjects = deploy_trust["Condition"]["StringEquals"]["token.actions.githubusercontent.com:sub"]
+    assert plan not in subjects
+    (policy,) = roles[plan_id]["Properties"]["Policies"]
+    (statement,) = policy["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "sts:AssumeRole" and "Condition" not in statement
+    account = "${AWS::AccountId}"
+    assert sorted(_arn(r) for r in statement["Resource"]) == [
+        f"arn:${{AWS::Partition}}:iam::{account}:role/cdk-hnb659fds-lookup-role-{account}-{region}"
+        for region in ("us-east-1", "us-west-2")
+    ]
+    assert "ManagedPolicyArns" not in roles[plan_id]["Properties"]
+    assert set(template["Outputs"]) == {"DeployRoleArn", "PlanRoleArn"}
 
 
 def test_an_existing_provider_is_used_not_created() -> None:
@@ -124,7 +161,7 @@ def test_bootstrap_command_gated_clean(
     shutil.copy(REPO / "environments" / "default.yaml", tmp_path / "environments" / "dev.yaml")
     monkeypatch.chdir(tmp_path)
     argv = ["pipeline", "bootstrap", "--repository", "example-org/team-envs",
-            "--env", "dev=environments/dev.yaml"]  # fmt: skip
+            "--env", "dev=environments/dev.yaml", "--plan-role"]  # fmt: skip
     code = cli.main(argv)
     err = capsys.readouterr().err
     assert code == 0, err
@@ -132,6 +169,7 @@ def test_bootstrap_command_gated_clean(
     assert report.ok and not report.findings, report.render()
     assert [s.nag_suppressions for s in report.stacks] == [0]  # cdk-nag clean without a suppression
     assert "npx cdk deploy --app deploy-identity.out" in err
+    assert "PlanRoleArn in HYPERPOD_KIT_PLAN_ROLE_ARN_<ENV>" in err
 
 
 @pytest.mark.parametrize(

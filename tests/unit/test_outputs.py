@@ -138,6 +138,29 @@ def test_our_folder_of_another_kind_is_refused(tmp_path: Path) -> None:
     assert "job files written by hyperpod-kit" in _refusal("jobs", ASSEMBLY)
 
 
+def test_force_replaces_a_folder_of_someone_else_and_nothing_more(tmp_path: Path) -> None:
+    """A command with --force (`pipeline codepipeline`): its refusal names the flag; with it, a
+    folder of someone else's is replaced whole. Never the current folder, a file, a link, or an
+    output of ours of another kind."""
+    (tmp_path / "pipeline.out").mkdir()
+    (tmp_path / "pipeline.out" / "notes.txt").write_text("mine")
+    with pytest.raises(OutputError, match="or pass --force to replace it"):
+        check_folder("pipeline.out", ASSEMBLY, force=False)
+    out = FolderOutput.checked("pipeline.out", ASSEMBLY, force=True)
+    with out.staging() as staging:
+        (staging / "manifest.json").write_text("{}")
+        out.commit(staging)
+    assert sorted(os.listdir(tmp_path / "pipeline.out")) == [MARKER, "manifest.json"]
+    (tmp_path / "notes.txt").write_text("mine")
+    (tmp_path / "jobs").mkdir()
+    write_marker(tmp_path / "jobs", JOBS)
+    for target, says in [(".", "current folder"), ("notes.txt", "is a file"),
+                         ("jobs", "job files written by hyperpod-kit")]:  # fmt: skip
+        with pytest.raises(OutputError, match=says) as refused:
+            check_folder(target, ASSEMBLY, force=True)
+        assert "--force" not in str(refused.value)
+
+
 def test_staging_is_a_marked_sibling_removed_on_failure(tmp_path: Path) -> None:
     out = FolderOutput.checked("cdk.out", ASSEMBLY)
     with pytest.raises(RuntimeError), out.staging() as staging:

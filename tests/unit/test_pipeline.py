@@ -56,8 +56,11 @@ def workflows(repo: Path) -> dict[str, dict[str, Any]]:
     return out
 
 
-def test_workflows_pass_actionlint(team_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    assert generate(capsys)[0] == 0
+@pytest.mark.parametrize("extra", [[], ["--diff"]], ids=["plan", "plan-and-diff"])
+def test_workflows_pass_actionlint(
+    extra: list[str], team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert generate(capsys, *extra)[0] == 0
     files = sorted(str(p) for p in (team_repo / ".github" / "workflows").glob("*.yml"))
     assert len(files) == len(WORKFLOWS)
     env = {**os.environ, "PATH": f"/usr/bin:{os.environ['PATH']}"}  # shellcheck for run: steps
@@ -157,6 +160,67 @@ def test_deploys_in_order_with_oidc_from_one_synth(
     assert drift["jobs"]["drift-dev"]["concurrency"]["group"] == "hyperpod-kit-dev"
 
 
+FORK_GUARD = "${{ github.event.pull_request.head.repo.full_name == github.repository }}"
+PLAN_ROLE = "arn:aws:iam::444455556666:role/hyperpod-kit-plan"
+
+
+def test_diff_runs_only_for_the_repositorys_own_branches_with_a_read_only_role(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--diff`: one `cdk diff` job per environment beside the plan jobs, which stay as they are
+    (no credentials, forks too). Only the diff jobs get `id-token`, only for a pull request whose
+    head is in this repository (never a fork), and only as the GitHub environment `plan`."""
+    code, err = generate(capsys, "--diff-role-arn", f"prod={PLAN_ROLE}")  # implies --diff
+    assert code == 0, err
+    assert "the GitHub environment plan its read-only role" in err
+    plan = workflows(team_repo)["hyperpod-kit-plan.yml"]
+    assert set(plan["on"]) == {"pull_request"} and plan["permissions"] == {"contents": "read"}
+    jobs = plan["jobs"]
+    assert list(jobs) == ["plan-dev", "plan-prod", "diff-dev", "diff-prod"]
+    for name in ("dev", "prod"):
+        job = jobs[f"plan-{name}"]
+        assert job["permissions"] == {"contents": "read"} and "environment" not in job
+        assert "if" not in job  # the plan itself runs for forks too
+        diff = jobs[f"diff-{name}"]
+        assert diff["if"] == FORK_GUARD
+        assert diff["environment"] == "plan"
+        assert diff["permissions"] == {"contents": "read", "id-token": "write"}
+        (aws,) = [s for s in diff["steps"] if "configure-aws-credentials" in s.get("uses", "")]
+        assert aws["with"]["role-to-assume"] == (
+            PLAN_ROLE if name == "prod" else "${{ vars.HYPERPOD_KIT_PLAN_ROLE_ARN_DEV }}"
+        )
+        assert "role-chaining" not in aws["with"]  # the CDK CLI assumes the lookup role itself
+        runs = [s.get("run", "") for s in diff["steps"]]
+        synth = next(i for i, r in enumerate(runs) if "hyperpod-kit synth" in r)
+        assert synth < diff["steps"].index(aws)  # gated before any credentials exist
+        (cdk,) = [r for r in runs if 'cdk" diff' in r]
+        assert '--app "$HPK_OUT/assembly" --method template' in cdk  # no change set, no deploy role
+    # Every job that may ask for an OIDC token is a diff job behind the fork guard.
+    text = (team_repo / ".github" / "workflows" / "hyperpod-kit-plan.yml").read_text()
+    assert text.count("id-token: write") == 2 and text.count(FORK_GUARD) == 2
+    assert "pull_request_target" not in text and "secrets." not in text
+
+
+def test_without_diff_the_plan_workflow_has_no_diff_job(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert generate(capsys)[0] == 0
+    text = (team_repo / ".github" / "workflows" / "hyperpod-kit-plan.yml").read_text()
+    assert "cdk diff" not in text and "environment: plan" not in text and "id-token" not in text
+
+
+def test_diff_refuses_an_environment_named_plan(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(
+        ["pipeline", "github", "--env", "plan=environments/default.yaml", "--diff", *TOOLKIT]
+    )
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "names the environment 'plan', the GitHub environment of the read-only diff jobs" in err
+    assert not (team_repo / ".github").exists()
+
+
 def test_refuses_an_edited_workflow_without_force(
     team_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -237,6 +301,14 @@ def test_refuses_a_file_of_someone_else_without_force(
             ["--env", "dev=environments/default.yaml", "--deploy-runner", "big runner"],
             "--deploy-runner: 'big runner' is not a runner label",
         ),
+        (
+            ["--env", "dev=environments/default.yaml", "--diff-role-arn", "dev=arn:aws:s3:::x"],
+            "--diff-role-arn: 'dev=arn:aws:s3:::x' does not end in an IAM role ARN",
+        ),
+        (
+            ["--env", "dev=environments/default.yaml", "--diff-role-arn", f"prod={ROLE}"],
+            "--diff-role-arn: 'prod=" + ROLE + "' names 'prod', which no --env names",
+        ),
     ],
 )
 def test_bad_flags_one_line_exit_2_nothing_written(
@@ -274,9 +346,24 @@ def test_workflows_equal_the_reviewed_ones(
     code, err = generate(capsys, "--aws-role-arn", f"prod={ROLE}", "--toolkit-ref", "v0.1.0")
     assert code == 0, err
     for name in WORKFLOWS:
-        text = (team_repo / ".github" / "workflows" / name).read_text()
-        golden = GOLDEN / name
-        if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
-            golden.parent.mkdir(parents=True, exist_ok=True)
-            golden.write_text(text)
-        assert text == golden.read_text(), f"{name} differs from {golden}: review, regenerate"
+        _compare(team_repo / ".github" / "workflows" / name, GOLDEN / name)
+    # With `--diff`: the plan workflow with its diff jobs (the others do not change).
+    before = {n: (team_repo / ".github" / "workflows" / n).read_text() for n in WORKFLOWS}
+    code, err = generate(
+        capsys, "--aws-role-arn", f"prod={ROLE}", "--toolkit-ref", "v0.1.0", "--diff",
+        "--diff-role-arn", f"prod={PLAN_ROLE}",
+    )  # fmt: skip
+    assert code == 0, err
+    plan = "hyperpod-kit-plan.yml"
+    _compare(team_repo / ".github" / "workflows" / plan, GOLDEN / "hyperpod-kit-plan.diff.yml")
+    for name in set(WORKFLOWS) - {plan}:
+        after = (team_repo / ".github" / "workflows" / name).read_text()
+        assert after.split("\n#\n", 1)[1] == before[name].split("\n#\n", 1)[1], name
+
+
+def _compare(produced: Path, golden: Path) -> None:
+    text = produced.read_text()
+    if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
+        golden.parent.mkdir(parents=True, exist_ok=True)
+        golden.write_text(text)
+    assert text == golden.read_text(), f"{produced.name} differs from {golden}: review, regenerate"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -489,6 +490,31 @@ def test_json_has_stable_keys_and_markdown_a_summary_and_a_table(tmp_path: Path)
     assert markdown[0].startswith("**plan: 3 change(s) AWS or the nodes refuse**")
     assert markdown[2] == "| | change | stack | resource | type | why |"
     assert any("person `alice`" in line for line in markdown)
+
+
+MARKDOWN_GOLDEN = Path(__file__).resolve().parents[1] / "data" / "plan" / "replace-and-refuse.md"
+
+
+def test_markdown_of_one_replacement_and_one_refused_change_equals_the_reviewed_one(
+    tmp_path: Path,
+) -> None:
+    """What `plan --format markdown` prints (the pull-request comment) for FSx shrinking (refused)
+    and a bucket renamed (replaced), compared verbatim with tests/data/plan/replace-and-refuse.md;
+    regenerate with HYPERPOD_KIT_UPDATE_GOLDEN=1 and read the diff."""
+    fsx = baseline()["stacks"]["storage"]["Resources"]["LustreFileSystem"]
+    bucket = {"Type": "AWS::S3::Bucket", "DeletionPolicy": "Retain",
+              "Properties": {"BucketName": "team-data"}}  # fmt: skip
+    before = {"storage": {"Resources": {"LustreFileSystem": fsx, "DataBucket": bucket}}}
+    after = copy.deepcopy(before)
+    after["storage"]["Resources"]["LustreFileSystem"]["Properties"]["StorageCapacity"] = 1200
+    after["storage"]["Resources"]["DataBucket"]["Properties"]["BucketName"] = "team-data-2"
+    result = plan(write_assembly(tmp_path / "a", before), write_assembly(tmp_path / "b", after))
+    assert [c.action for c in result.ordered()] == ["refuse", "replace"]
+    text = result.render_markdown() + "\n"  # as the CLI prints it
+    if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
+        MARKDOWN_GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        MARKDOWN_GOLDEN.write_text(text, encoding="utf-8")
+    assert text == MARKDOWN_GOLDEN.read_text(encoding="utf-8"), "review, regenerate the golden"
 
 
 def test_text_puts_refused_first_then_dangerous(tmp_path: Path) -> None:

@@ -1,0 +1,182 @@
+"""`hyperpod-kit pipeline codepipeline`: bad input is one line naming the flag or the file (with
+its line, the key and a hint), exit 2, nothing written and nothing synthesized; an output folder
+of someone else's is refused unless --force (never the current folder or a file); the steps'
+shell commands quote what they are given. The synthesized pipeline itself:
+tests/integration/test_codepipeline.py."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from hyperpod_kit.cli import main as cli
+from hyperpod_kit.cli.codepipeline import (
+    Connection,
+    check_connection,
+    install_commands,
+    synth_commands,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+ARN = (
+    "arn:aws:codeconnections:us-west-2:111122223333:connection/0c4e8f2a-1b2c-4d3e-9f00-123456789abc"
+)
+TEAM = ["--env", "dev=environments/team/dev.yaml", "--env", "prod=environments/team/prod.yaml"]
+FLAGS = [
+    "--repository",
+    "example-org/team-envs",
+    "--toolkit-repository",
+    "example-org/hyperpod-kit",
+]
+
+
+@pytest.fixture
+def team_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A repository of environment files (the team example, the default, and a bad one) as the
+    current folder."""
+    (tmp_path / "environments").mkdir()
+    shutil.copy(REPO / "environments" / "default.yaml", tmp_path / "environments" / "default.yaml")
+    shutil.copytree(REPO / "environments" / "team", tmp_path / "environments" / "team")
+    bad = yaml.safe_load((REPO / "environments" / "default.yaml").read_text())
+    bad["account"] = "111122223333"
+    bad["storage"]["lustre"]["storage_capacity_gib"] = 2000
+    (tmp_path / "environments" / "bad.yaml").write_text(yaml.safe_dump(bad))
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = cli.main(["pipeline", "codepipeline", *argv])
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    return code, captured.err
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ([*TEAM, *FLAGS], "--connection-arn: '' is needed"),
+        (
+            [*TEAM, *FLAGS, "--connection-arn", "arn:aws:s3:::bucket"],
+            "is not the ARN of a CodeConnections connection",
+        ),
+        (
+            [*TEAM, "--connection-arn", ARN, "--toolkit-repository", "o/t"],
+            "--repository: '' is needed",
+        ),
+        (
+            [*TEAM, *FLAGS, "--connection-arn", ARN, "--name", "Team Pipeline"],
+            "--name: 'Team Pipeline' is not a pipeline name",
+        ),
+        (
+            [*TEAM, *FLAGS, "--connection-arn", ARN, "--toolkit-ref", "v1..2"],
+            "--toolkit-ref: 'v1..2' is not a git tag",
+        ),
+        (
+            [*TEAM, *FLAGS, "--connection-arn", ARN, "--branch", "a..b"],
+            "--branch: 'a..b' is not a branch name",
+        ),
+        (
+            [*TEAM, *FLAGS, "--connection-arn", ARN.replace("us-west-2", "us-east-1")],
+            "--env: 'dev=environments/team/dev.yaml' deploys to us-west-2, not to the pipeline's "
+            "region us-east-1",
+        ),
+        (
+            ["--env", "dev=environments/default.yaml", *FLAGS, "--connection-arn", ARN],
+            "environments/default.yaml:1 account: not set, and a CodePipeline stage deploys to an "
+            "explicit account",
+        ),
+        (
+            ["--env", "dev=environments/bad.yaml", *FLAGS, "--connection-arn", ARN],
+            "--env: 'dev=environments/bad.yaml' does not validate (environments/bad.yaml:",
+        ),
+        (
+            ["--env", "dev=environments/missing.yaml", *FLAGS, "--connection-arn", ARN],
+            "names a file that does not exist",
+        ),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_nothing_written(
+    argv: list[str], expected: str, team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(capsys, *argv)
+    assert code == 2
+    assert err.count("\n") == 1, err
+    assert expected in err and "Hint: " in err, err
+    assert "Traceback" not in err
+    assert not (team_repo / "pipeline.out").exists()
+    assert sorted(p.name for p in team_repo.iterdir()) == ["environments"]  # no staging left
+
+
+def test_a_file_that_does_not_validate_names_its_line_key_and_hint(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, err = _run(capsys, "--env", "dev=environments/bad.yaml", *FLAGS, "--connection-arn", ARN)
+    lines = (team_repo / "environments" / "bad.yaml").read_text().splitlines()
+    line = next(i for i, text in enumerate(lines, 1) if "storage_capacity_gib" in text)
+    assert code == 2
+    assert f"(environments/bad.yaml:{line} storage.lustre.storage_capacity_gib: 2000 is not" in err
+    assert "Hint: use 2400" in err
+
+
+def test_a_folder_of_someone_else_is_refused_without_force(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    theirs = team_repo / "pipeline.out"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    code, err = _run(capsys, *TEAM, *FLAGS, "--connection-arn", ARN)
+    assert code == 2 and err.count("\n") == 1
+    assert "pipeline.out: is a folder with files that hyperpod-kit did not write" in err
+    assert "or pass --force to replace it" in err
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
+    assert sorted(p.name for p in team_repo.iterdir()) == ["environments", "pipeline.out"]
+
+
+@pytest.mark.parametrize("where", ["file", "current folder", "link"])
+def test_force_never_replaces_a_file_a_link_or_the_current_folder(
+    where: str, team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = {"file": "pipeline.out", "current folder": ".", "link": "pipeline.out"}[where]
+    if where == "file":
+        (team_repo / "pipeline.out").write_text("mine")
+    elif where == "link":
+        (team_repo / "elsewhere").mkdir()
+        (team_repo / "pipeline.out").symlink_to(team_repo / "elsewhere")
+    code, err = _run(capsys, *TEAM, *FLAGS, "--connection-arn", ARN, "-o", target, "--force")
+    assert code == 2 and err.count("\n") == 1, err
+    says = {"file": "is a file", "current folder": "is the current folder", "link": "symbolic link"}
+    assert says[where] in err and "--force" not in err
+    if where == "file":
+        assert (team_repo / "pipeline.out").read_text() == "mine"
+
+
+def test_connection_arn_gives_the_pipelines_account_and_region() -> None:
+    legacy = ARN.replace("codeconnections", "codestar-connections")
+    for arn in (ARN, legacy):
+        assert check_connection(arn) == Connection(arn, "aws", "us-west-2", "111122223333")
+
+
+def test_the_steps_commands_quote_what_they_are_given() -> None:
+    """Every value reaches the shell through `shlex.quote`: the flags validated it already, so
+    this only holds if a later check lets something odd through."""
+    connection = check_connection(ARN)
+    synth = synth_commands(
+        [("dev", "environments/a b.yaml")], connection=connection, repository="o/r",
+        branch="main", toolkit_repository="o/t", ref="v1", name="p",
+    )  # fmt: skip
+    assert synth[:2] == [
+        "hyperpod-kit validate 'environments/a b.yaml'",
+        "hyperpod-kit check --rehearse 'environments/a b.yaml'",
+    ]
+    assert shlex.split(synth[-1])[:5] == [
+        "hyperpod-kit", "pipeline", "codepipeline", "--env", "dev=environments/a b.yaml",
+    ]  # fmt: skip
+    assert shlex.split(synth[-1])[-2:] == ["-o", "cdk.out"]
+    install = install_commands("o/t", "v1")
+    assert "fetch --quiet --depth 1 https://github.com/o/t.git v1" in install[1]
+    assert install[3] == "make -C .hyperpod-kit/toolkit setup"
