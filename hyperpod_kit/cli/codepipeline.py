@@ -37,6 +37,7 @@ from hyperpod_kit.cli.pipeline import (
     check_branch,
     check_ref,
     check_repository,
+    gated_commit,
     loaded_environments,
     toolkit_repository,
 )
@@ -262,8 +263,7 @@ def synth_commands(
 def codepipeline(args: argparse.Namespace) -> int:
     from hyperpod_kit.app import StagedEnvironment
     from hyperpod_kit.constructs.delivery_pipeline import PipelineSource
-    from hyperpod_kit.gates import check_assembly
-    from hyperpod_kit.outputs import ASSEMBLY, FolderOutput, OutputError, write_error
+    from hyperpod_kit.outputs import ASSEMBLY, FolderOutput, OutputError
     from hyperpod_kit.stacks.pipeline import pipeline_stack_name
 
     try:
@@ -292,25 +292,16 @@ def codepipeline(args: argparse.Namespace) -> int:
         [(e.name, e.file) for e in staged], connection=connection, repository=repository,
         branch=branch, toolkit_repository=toolkit, ref=ref, name=name,
     )  # fmt: skip
-    try:
-        with out.staging() as staging:
-            build_pipeline_app(
-                staging, name=name, connection=connection, source=source,
-                install=install_commands(toolkit, ref), synth=synth, environments=staged,
-            )  # fmt: skip
-            report = check_assembly(staging)
-            print(report.render(), file=sys.stderr)
-            if not report.ok:
-                print(f"codepipeline stopped by the gates: {len(report.errors)} errors; nothing "
-                      "written", file=sys.stderr)  # fmt: skip
-                return 1
-            out.commit(staging)
-    except OutputError as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        print(write_error(e, args.output), file=sys.stderr)
-        return EXIT_BAD_INPUT
+
+    def build(staging: Path) -> None:
+        build_pipeline_app(
+            staging, name=name, connection=connection, source=source,
+            install=install_commands(toolkit, ref), synth=synth, environments=staged,
+        )  # fmt: skip
+
+    code = gated_commit(out, args.output, "codepipeline", build)
+    if code != EXIT_OK:
+        return code
     order = " -> ".join(e.name for e in staged)
     print(
         f"synthesized the pipeline {name} ({order}) -> {args.output}; next, once, with "

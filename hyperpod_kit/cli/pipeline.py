@@ -25,7 +25,7 @@ import json
 import re
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ from hyperpod_kit.paths import REPO
 
 if TYPE_CHECKING:
     from hyperpod_kit.config import LoadedEnvironment
+    from hyperpod_kit.outputs import FolderOutput
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -667,9 +668,33 @@ def build_identity(
     app.synth()
 
 
-def bootstrap(args: argparse.Namespace) -> int:
+def gated_commit(out: FolderOutput, output: str, what: str, build: Callable[[Path], object]) -> int:
+    """Build an assembly into `out`'s staging folder, run both gates on it, and put it in place
+    only when they pass: 0; a gate error: 1, nothing written; a write refused: 2."""
     from hyperpod_kit.gates import check_assembly
-    from hyperpod_kit.outputs import ASSEMBLY, FolderOutput, OutputError, write_error
+    from hyperpod_kit.outputs import OutputError, write_error
+
+    try:
+        with out.staging() as staging:
+            build(staging)
+            report = check_assembly(staging)
+            print(report.render(), file=sys.stderr)
+            if not report.ok:
+                print(f"{what} stopped by the gates: {len(report.errors)} errors; nothing "
+                      "written", file=sys.stderr)  # fmt: skip
+                return 1
+            out.commit(staging)
+    except OutputError as e:
+        print(e, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        print(write_error(e, output), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    return EXIT_OK
+
+
+def bootstrap(args: argparse.Namespace) -> int:
+    from hyperpod_kit.outputs import ASSEMBLY, FolderOutput, OutputError
 
     try:
         repository = check_repository(args.repository, "--repository")
@@ -680,25 +705,16 @@ def bootstrap(args: argparse.Namespace) -> int:
     except (PipelineError, OutputError) as e:
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        with out.staging() as staging:
-            build_identity(
-                staging, repository=repository, branch=branch, envs=envs,
-                provider_arn=provider_arn, plan_role=args.plan_role,
-            )  # fmt: skip
-            report = check_assembly(staging)
-            print(report.render(), file=sys.stderr)
-            if not report.ok:
-                print(f"bootstrap stopped by the gates: {len(report.errors)} errors; nothing "
-                      "written", file=sys.stderr)  # fmt: skip
-                return 1
-            out.commit(staging)
-    except OutputError as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        print(write_error(e, args.output), file=sys.stderr)
-        return EXIT_BAD_INPUT
+
+    def build(staging: Path) -> None:
+        build_identity(
+            staging, repository=repository, branch=branch, envs=envs,
+            provider_arn=provider_arn, plan_role=args.plan_role,
+        )  # fmt: skip
+
+    code = gated_commit(out, args.output, "bootstrap", build)
+    if code != EXIT_OK:
+        return code
     print(
         f"synthesized the deploy identity -> {args.output}; next, with administrator "
         f"credentials of the account: npx cdk deploy --app {args.output} (from hyperpod-kit's "

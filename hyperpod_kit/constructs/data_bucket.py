@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import RemovalPolicy
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
-from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hyperpod_kit.config.schema import BucketConfig
+from hyperpod_kit.constructs.security import access_log_bucket
 
 REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 
@@ -38,27 +38,8 @@ class DataBucket(Construct):
             return
 
         removal = REMOVAL[config.removal_policy]
-        logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,  # log delivery cannot write to SSE-KMS
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=removal,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
-        )
+        logs = access_log_bucket(self, removal_policy=removal)
         _stable_logical_id(logs, "AccessLogsBucket")
-        NagSuppressions.add_resource_suppressions(
-            logs,
-            [
-                {
-                    "id": "AwsSolutions-S1",
-                    "reason": "This is the access-log bucket; logging it to itself would loop.",
-                }
-            ],
-        )
 
         encryption = s3.BucketEncryption.S3_MANAGED
         if config.encryption == "kms":

@@ -39,6 +39,8 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
+from hyperpod_kit.constructs.security import access_log_bucket
+
 # CodeBuild's image for every step (CDK Pipelines' default, named so that it does not move under
 # us): Ubuntu with Python 3 and Node.js, which the toolkit's `make setup` needs.
 BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0
@@ -106,25 +108,7 @@ class EnvironmentPipeline(Construct):
             enable_key_rotation=True,
             removal_policy=RemovalPolicy.DESTROY,  # as CDK's own: artifacts are rebuilt
         )
-        logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,  # log delivery cannot write to SSE-KMS
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
-        )
-        NagSuppressions.add_resource_suppressions(
-            logs,
-            [
-                NagPackSuppression(
-                    id="AwsSolutions-S1",
-                    reason="This is the access-log bucket; logging it to itself would loop.",
-                )
-            ],
-        )
+        logs = access_log_bucket(self)
         self.artifact_bucket = s3.Bucket(
             self,
             "Artifacts",

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import re
 
-from aws_cdk import Aws, CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import Aws, CfnResource, RemovalPolicy, Stack
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_s3_deployment as s3deploy
@@ -33,6 +33,7 @@ from constructs import Construct, IConstruct
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.assets import ASSET_EXCLUDES
 from hyperpod_kit.constructs.functions import function_log_group
+from hyperpod_kit.constructs.security import access_log_bucket
 from hyperpod_kit.lifecycle import (
     ON_CREATE,
     USERS_FILE,
@@ -91,26 +92,7 @@ class LifecycleScripts(Construct):
         # Whether a node reads the storage stack's SSM parameter while it provisions.
         self.reads_storage_handles: bool = lifecycle_context(config).reads_storage_handles
 
-        logs = s3.Bucket(
-            self,
-            "AccessLogs",
-            encryption=s3.BucketEncryption.S3_MANAGED,  # log delivery cannot write to SSE-KMS
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            removal_policy=RemovalPolicy.RETAIN,
-            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
-            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
-        )
-        NagSuppressions.add_resource_suppressions(
-            logs,
-            [
-                {
-                    "id": "AwsSolutions-S1",
-                    "reason": "This is the access-log bucket; logging it to itself would loop.",
-                }
-            ],
-        )
+        logs = access_log_bucket(self)
         bucket = s3.Bucket(
             self,
             "Bucket",

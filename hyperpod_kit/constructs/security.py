@@ -1,5 +1,7 @@
 """The security baseline that no single construct owns (docs/security.md).
 
+`access_log_bucket` is the one shape of every bucket that receives S3 server access logs.
+
 `EncryptLogGroups` puts the environment's KMS key (``kms_key_arn``) on every CloudWatch log group
 of a stack, nested stacks included: those of today (VPC flow logs, each function's log group) and
 any a later construct adds, without each construct having to remember it. Without a key, log
@@ -9,9 +11,42 @@ groups keep CloudWatch Logs' default encryption.
 from __future__ import annotations
 
 import jsii
-from aws_cdk import IAspect
+from aws_cdk import Duration, IAspect, RemovalPolicy
 from aws_cdk import aws_logs as logs
-from constructs import IConstruct
+from aws_cdk import aws_s3 as s3
+from cdk_nag import NagSuppressions
+from constructs import Construct, IConstruct
+
+
+def access_log_bucket(
+    scope: Construct,
+    id: str = "AccessLogs",
+    *,
+    removal_policy: RemovalPolicy = RemovalPolicy.RETAIN,
+) -> s3.Bucket:
+    """A bucket for S3 server access logs: S3-managed encryption (log delivery cannot write to
+    SSE-KMS), no public access, TLS only, versioned, a year of logs."""
+    bucket = s3.Bucket(
+        scope,
+        id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        versioned=True,
+        removal_policy=removal_policy,
+        object_ownership=s3.ObjectOwnership.BUCKET_OWNER_ENFORCED,
+        lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+    )
+    NagSuppressions.add_resource_suppressions(
+        bucket,
+        [
+            {
+                "id": "AwsSolutions-S1",
+                "reason": "This is the access-log bucket; logging it to itself would loop.",
+            }
+        ],
+    )
+    return bucket
 
 
 @jsii.implements(IAspect)
