@@ -456,12 +456,12 @@ class InstanceGroupConfig(Section):
         description="A HyperPod instance type (`ml.` prefix). Exclusive with instance_types.",
         json_schema_extra=hint("like ml.p5.48xlarge"),
     )
+    instance_count: int = Field(ge=0, le=6758)
     instance_types: list[Annotated[str, Field(pattern=INSTANCE_TYPE)]] | None = Field(
         default=None,
         description="A flexible group: the instance types it may get, in priority order (2-20; "
         "`InstanceRequirements`). Exclusive with instance_type.",
     )
-    instance_count: int = Field(ge=0, le=6758)
     min_instance_count: int | None = Field(
         default=None,
         ge=0,
