@@ -115,6 +115,17 @@ def cdk_arguments(command: str, assembly: Path, extra: Sequence[str]) -> list[st
     return args + list(extra)
 
 
+def _cannot_run(cdk: Path | None, command: str, extra: Sequence[str]) -> str | None:
+    """Why the CDK CLI cannot be handed this command (one line), or None."""
+    if cdk is None:
+        return (
+            "node_modules/.bin/cdk: the CDK CLI is not installed. Hint: run `make setup` (npm ci "
+            "installs the pinned aws-cdk into node_modules)."
+        )
+    why = refusal(command, extra)
+    return why + "." if why is not None else None
+
+
 QUIET = ("-q", "--quiet")  # the CDK CLI's (and passed on); they silence our progress lines too
 
 
@@ -123,17 +134,21 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
     from hyperpod_kit.outputs import write_error
 
     cdk = cdk_binary()
-    if cdk is None:
-        print(
-            "node_modules/.bin/cdk: the CDK CLI is not installed. Hint: run `make setup` (npm ci "
-            "installs the pinned aws-cdk into node_modules).",
-            file=sys.stderr,
-        )
-        return 2
-    if (why := refusal(command, extra)) is not None:
-        print(why + ".", file=sys.stderr)
+    why = _cannot_run(cdk, command, extra)
+    if why is not None or cdk is None:
+        print(why, file=sys.stderr)
         return 2
     progress = Progress(command, quiet=any(arg in QUIET for arg in extra))
+    lock = None
+    if command == "deploy" and loaded.pins is not None:  # what is deployed is what is locked
+        from hyperpod_kit.lock import lock_write
+        from hyperpod_kit.outputs import OutputError
+
+        try:
+            lock = lock_write(loaded, loaded.pins)
+        except OutputError as e:
+            print(e, file=sys.stderr)
+            return 2
     try:
         with tempfile.TemporaryDirectory(prefix=f"hyperpod-kit-{command}.") as tmp:
             assembly = Path(tmp) / "cdk.out"
@@ -160,6 +175,11 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
                         file=sys.stderr,
                     )
                     return 1
+            if lock is not None and lock.changes:
+                from hyperpod_kit.outputs import write_file
+
+                write_file(lock)
+                progress.line(f"wrote the version lock {lock.target.name}")
             progress.line(f"handing over to the CDK CLI (cdk {command})")
             return subprocess.call([str(cdk), *cdk_arguments(command, assembly, extra)], cwd=REPO)
     except OSError as e:
