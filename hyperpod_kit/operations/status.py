@@ -230,7 +230,7 @@ def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterS
     if found is None:
         return ClusterState(name, "NotFound", "", [], [], logs.log_group(deployed))
     groups = [
-        GroupState(g.get("InstanceGroupName", ""), g.get("InstanceType", ""),
+        GroupState(g.get("InstanceGroupName", ""), _group_types(g),
                    int(g.get("TargetCount", 0)), int(g.get("CurrentCount", 0)),
                    g.get("Status", ""))
         for g in found.get("InstanceGroups", [])
@@ -492,3 +492,9 @@ def failing_nodes(aws: AwsFacade, deployed: Deployed) -> list[str]:
         if n.get("InstanceStatus", {}).get("Status") == "Failure" and n["InstanceId"] not in ids:
             ids.append(n["InstanceId"])
     return ids
+
+
+def _group_types(group: dict[str, Any]) -> str:
+    """A group's instance type, or a flexible group's types in priority order (a|b)."""
+    flexible = (group.get("InstanceRequirements") or {}).get("InstanceTypes") or []
+    return str(group.get("InstanceType") or "|".join(flexible))

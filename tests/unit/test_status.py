@@ -551,3 +551,16 @@ def test_verdict_and_label_combined(
     source = logs.UNKNOWN if verdict == "unknown" else logs.LOG_GROUP_VERDICT
     combined = status_module.combine(logs.Health(verdict, source, "r", "t"), label)
     assert (combined.value, combined.source) == expected
+
+
+def test_a_flexible_group_shows_its_types_in_priority_order() -> None:
+    """DescribeCluster gives a flexible group InstanceRequirements, not InstanceType."""
+    from hyperpod_kit.operations.status import _group_types
+
+    flexible = {
+        "InstanceGroupName": "burst",
+        "InstanceRequirements": {"InstanceTypes": ["ml.p5.48xlarge", "ml.p5e.48xlarge"]},
+    }
+    assert _group_types(flexible) == "ml.p5.48xlarge|ml.p5e.48xlarge"
+    assert _group_types({"InstanceType": "ml.g5.8xlarge"}) == "ml.g5.8xlarge"
+    assert _group_types({}) == ""
