@@ -22,6 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
+from ipaddress import IPv4Network
 from pathlib import Path, PurePosixPath
 
 from hyperpod_kit.config.derived import FSX_MOUNT, IMAGES_DIR
@@ -37,6 +38,7 @@ USERS_FILE = "users.json"
 TEMPLATE_SUFFIX = ".j2"
 GROUP_SCRIPTS_DIR = "groups"
 ENROOT_PACKAGES_DIR = "packages/enroot-pyxis"
+NODE_PACKAGES_DIR = "packages/node-setup"
 SYNC_INTERVAL_MINUTES = 5
 # API-driven Slurm configuration fails an update when this file is anywhere under SourceS3Uri.
 FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
@@ -58,6 +60,17 @@ STUDIO_SLURM_ONLY = ("studio/", "hooks.d/60-studio-jwt.sh")
 STUDIO_EKS_ONLY = ("bin/hyperpod-kit-mount-fsx", "hooks.d/40-studio-partitions.sh")
 # The node health runner's settings, rendered from the environment file beside the runner.
 HEALTH_SETTINGS = "health/settings.json"
+# cluster.node_setup: each step (and what it installs) is in the upload only where it runs.
+SSH_ONLY = ("steps/ssh.sh", "bin/hyperpod-kit-ssh-key")
+PAM_ONLY = ("steps/pam_slurm_adopt.sh", "bin/hyperpod-kit-pam-adopt")
+LOGROTATE_ONLY = ("steps/logrotate.sh", "logrotate/")
+LOGROTATE_SLURM = "logrotate/hyperpod-kit-slurm"
+HOLD_ONLY = ("steps/hold_lustre_client.sh",)
+CONTAINER_STORAGE_ONLY = (
+    "steps/container_storage.sh",
+    "bin/hyperpod-kit-container-storage",
+    "systemd/hyperpod-kit-container-storage.",
+)
 
 # Values a template places in shell or unit files: checked again here, whatever the schema said,
 # so a bypassed validation can never put anything but a plain word into a node script.
@@ -70,6 +83,8 @@ _LUSTRE_DNS = re.compile(r"^fs-[0-9a-f]{8,17}\.fsx\.[a-z0-9-]+\.amazonaws\.com$"
 _LUSTRE_MOUNT = re.compile(r"^[a-z0-9]{8}$")
 _SHARED_PATH = re.compile(r"^(/[A-Za-z0-9._-]+)+$")
 _DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_~-]*\.deb$")
+_SSH_HOSTS = re.compile(r"^ip-\* (\d{1,3}\.){0,3}\*$")
+_CONTAINER_STORAGE = re.compile(r"^(none|nvme|ebs)$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -111,6 +126,24 @@ class MonitoringValues:
 
 
 @dataclass(frozen=True)
+class NodeSetupValues:
+    """cluster.node_setup as the nodes apply it (each off where the orchestrator has no use for
+    it: keys and pam_slurm_adopt on Slurm, container storage on EKS)."""
+
+    ssh_keys: bool
+    ssh_hosts: str  # ssh_config Host patterns of the cluster's nodes: names and VPC addresses
+    pam_slurm_adopt: bool
+    logrotate: bool
+    hold_lustre_client: bool
+    container_storage: str  # none | nvme | ebs
+    packages_dir: str  # folder of the upload with cluster.node_setup.packages, or ""
+
+    @property
+    def moves_container_storage(self) -> bool:
+        return self.container_storage != "none"
+
+
+@dataclass(frozen=True)
 class LifecycleContext:
     """Everything a lifecycle template may use. Nothing else reaches a template."""
 
@@ -135,6 +168,8 @@ class LifecycleContext:
     studio_shared_path: str  # Studio with `partitions: shared`: the folder under FSx, else ""
     lustre_dns_name: str  # an existing file system's names (environment file), else "": the
     lustre_mount_name: str  # node reads dns_name/mount_name from the storage parameter
+    node_setup: NodeSetupValues
+    internet: bool  # network.internet: false: nodes install only from the upload
 
     @property
     def user_sync(self) -> bool:
@@ -173,6 +208,8 @@ class LifecycleContext:
             "studio_shared_path": self.studio_shared_path,
             "lustre_dns_name": self.lustre_dns_name,
             "lustre_mount_name": self.lustre_mount_name,
+            "node_setup": self.node_setup,
+            "internet": self.internet,
         }
 
 
@@ -214,6 +251,48 @@ def _enroot_packages(config: EnvironmentConfig) -> dict[str, Path]:
         f"{ENROOT_PACKAGES_DIR}/{_checked(_DEB, deb.name, 'package file name')}": deb
         for deb in debs
     }
+
+
+def _node_packages(config: EnvironmentConfig) -> dict[str, Path]:
+    """Upload path -> source of each package of cluster.node_setup.packages."""
+    folder_name = config.cluster.node_setup.packages
+    if folder_name is None:
+        return {}
+    folder = config.resolve_path(folder_name)
+    if not folder.is_dir():
+        raise LifecycleError(f"cluster.node_setup.packages: {folder} is not a folder")
+    debs = sorted(p for p in folder.iterdir() if p.is_file() and p.suffix == ".deb")
+    if not debs:
+        raise LifecycleError(f"cluster.node_setup.packages: {folder} has no .deb files")
+    return {
+        f"{NODE_PACKAGES_DIR}/{_checked(_DEB, deb.name, 'package file name')}": deb for deb in debs
+    }
+
+
+def ssh_host_patterns(vpc_cidr: IPv4Network) -> str:
+    """ssh_config `Host` patterns that match the cluster's nodes: HyperPod's node names
+    (ip-10-1-2-3) and the addresses of the VPC, widened to whole octets (10.0.0.0/16 ->
+    10.0.*; a /20 -> its /16)."""
+    octets = str(vpc_cidr.network_address).split(".")[: vpc_cidr.prefixlen // 8]
+    return "ip-* " + ".".join([*octets, "*"])
+
+
+def _node_setup(config: EnvironmentConfig) -> NodeSetupValues:
+    setup = config.cluster.node_setup
+    slurm = config.orchestrator == "slurm"
+    vpc = config.network.existing_vpc or config.network.new_vpc
+    assert vpc is not None  # new_vpc is None only when existing_vpc is set
+    return NodeSetupValues(
+        ssh_keys=slurm and setup.ssh_keys,
+        ssh_hosts=_checked(_SSH_HOSTS, ssh_host_patterns(vpc.cidr), "ssh host patterns"),
+        pam_slurm_adopt=slurm and setup.pam_slurm_adopt,
+        logrotate=setup.logrotate,
+        hold_lustre_client=setup.hold_lustre_client,
+        container_storage=_checked(
+            _CONTAINER_STORAGE, "none" if slurm else setup.container_storage, "container_storage"
+        ),
+        packages_dir=NODE_PACKAGES_DIR if _node_packages(config) else "",
+    )
 
 
 def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
@@ -278,19 +357,30 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         lustre_mount_name=(
             _checked(_LUSTRE_MOUNT, lustre.mount_name, "FSx mount name") if lustre else ""
         ),
+        node_setup=_node_setup(config),
+        internet=config.network.internet,
     )
 
 
 def _wanted(relative: str, context: LifecycleContext) -> bool:
-    if context.orchestrator != "slurm" and relative.startswith(SLURM_ONLY):
-        return False
-    if not context.user_sync and relative.startswith(USER_SYNC):
-        return False
-    if not context.partitions_only and relative.startswith(STUDIO_EKS_ONLY):
-        return False
-    if not context.studio_jwt and relative.startswith(STUDIO_SLURM_ONLY):
-        return False
-    return context.enroot_pyxis or not relative.startswith(ENROOT_ONLY)
+    """Whether the upload of `context` holds the file `relative`: each file (or folder) goes
+    only where something runs it."""
+    setup = context.node_setup
+    slurm = context.orchestrator == "slurm"
+    only_when: tuple[tuple[tuple[str, ...], bool], ...] = (
+        (SLURM_ONLY, slurm),
+        (USER_SYNC, context.user_sync),
+        (STUDIO_EKS_ONLY, context.partitions_only),
+        (STUDIO_SLURM_ONLY, context.studio_jwt),
+        (ENROOT_ONLY, context.enroot_pyxis),
+        (SSH_ONLY, setup.ssh_keys),
+        (PAM_ONLY, setup.pam_slurm_adopt),
+        (LOGROTATE_ONLY, setup.logrotate),
+        ((LOGROTATE_SLURM,), slurm),
+        (HOLD_ONLY, setup.hold_lustre_client),
+        (CONTAINER_STORAGE_ONLY, setup.moves_container_storage),
+    )
+    return all(wanted or not relative.startswith(prefixes) for prefixes, wanted in only_when)
 
 
 def users_document(context: LifecycleContext) -> str:
@@ -429,7 +519,7 @@ class LifecycleBundle:
 def build_bundle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR) -> LifecycleBundle:
     """The environment's lifecycle upload: rendered files, group scripts, packages, hash."""
     files = {k: v.encode("utf-8") for k, v in render_lifecycle(config, source=source).items()}
-    for relative, path in _enroot_packages(config).items():
+    for relative, path in {**_enroot_packages(config), **_node_packages(config)}.items():
         files[relative] = path.read_bytes()
     _check_names(files)
     return LifecycleBundle(

@@ -129,7 +129,15 @@ class NetworkConfig(Section):
     existing_vpc: ExistingVpcConfig | None = Field(default=None, description="Use an existing VPC.")
     interface_endpoints: bool = Field(
         default=False,
-        description="Interface endpoints for the AWS APIs that nodes call (clusters without NAT).",
+        description="Interface endpoints for the AWS APIs that nodes call (clusters without NAT; "
+        "on EKS also `ec2`, which the VPC CNI calls).",
+    )
+    internet: bool = Field(
+        default=True,
+        description="The cluster subnet reaches the internet (a NAT). false: an existing VPC "
+        "without one: nodes never run `apt-get update` and install packages only from the "
+        "lifecycle upload (cluster.node_setup.packages, cluster.slurm.enroot_pyxis_packages); "
+        "needs interface_endpoints. Studio apps in such a VPC cannot reach package registries.",
     )
     control_plane_availability_zone_id: str | None = Field(
         default=None,
@@ -719,6 +727,53 @@ class TieredCheckpointingConfig(Section):
     )
 
 
+class NodeSetupConfig(Section):
+    """What the lifecycle scripts set up on every node besides people and containers
+    (docs/lifecycle.md, "Node set-up"). Each is idempotent and rerun on every replaced node."""
+
+    ssh_keys: bool = Field(
+        default=True,
+        description="Slurm: each user gets an ed25519 key pair in their FSx home "
+        "(~/.ssh/id_ed25519, made once by the controller, never overwritten) authorized in "
+        "~/.ssh/authorized_keys, and nodes trust each other's host keys inside the VPC, so "
+        "`ssh` between nodes and multi-node launchers work.",
+    )
+    pam_slurm_adopt: bool = Field(
+        default=False,
+        description="Slurm compute nodes: pam_slurm_adopt in sshd's account stack, so a user "
+        "reaches a node only while a job of theirs runs there (admins, root and ubuntu "
+        "always). The module comes from the AMI or `packages` (built for the cluster's Slurm), "
+        "and Slurm must run with PrologFlags=Contain, which HyperPod's slurm.conf decides: "
+        "nodes where either is missing say so and change nothing. Off by default: it takes "
+        "away ssh access people use.",
+    )
+    logrotate: bool = Field(
+        default=True,
+        description="Rotate hyperpod-kit's logs (/var/log/hyperpod-kit/*.log) and, on Slurm, "
+        "the Slurm daemons' logs (/var/log/slurm/*.log) unless the AMI rotates them already.",
+    )
+    hold_lustre_client: bool = Field(
+        default=True,
+        description="apt-mark hold the Lustre client packages of the running kernel (and "
+        "lustre-client-modules-aws, which would pull in a newer kernel), so an upgrade cannot "
+        "leave the node without a Lustre module. Nodes without apt are left as they are.",
+    )
+    container_storage: Literal["none", "nvme", "ebs"] = Field(
+        default="none",
+        description="EKS: containerd's and kubelet's data (/var/lib/containerd, "
+        "/var/lib/kubelet) bind-mounted from the instance's NVMe (/opt/dlami/nvme; the EBS "
+        "volume where a node has none) or the group's EBS volume (/opt/sagemaker), set up "
+        "before the two start, so images do not fill the root volume. none: where the AMI puts "
+        "them.",
+    )
+    packages: str | None = Field(
+        default=None,
+        description="Folder (relative to the environment file) of .deb packages uploaded with "
+        "the lifecycle scripts, installed on nodes that lack what a step needs: a "
+        "*pam*slurm*adopt*.deb built for the cluster's Slurm, logrotate_*.deb.",
+    )
+
+
 class ClusterConfig(Section):
     name: str | None = Field(
         default=None,
@@ -754,6 +809,7 @@ class ClusterConfig(Section):
     )
     slurm: SlurmConfig = Field(default_factory=SlurmConfig)
     eks: EksConfig = Field(default_factory=EksConfig)
+    node_setup: NodeSetupConfig = Field(default_factory=NodeSetupConfig)
 
 
 StudioApp = Literal["JupyterLab", "CodeEditor"]

@@ -30,7 +30,9 @@ BASE_ENDPOINTS = (
     "ssmmessages",
     "ec2messages",
 )
-EKS_ENDPOINTS = ("eks", "eks-auth")
+# EKS nodes also call EKS (joining, Pod Identity) and EC2: the VPC CNI (aws-node) assigns pod
+# addresses and reads the instance's interfaces through the EC2 API.
+EKS_ENDPOINTS = ("eks", "eks-auth", "ec2")
 
 
 class ClusterNetwork(Construct):

@@ -14,8 +14,12 @@ that is a script that forgot its ROOT prefix.
 Knobs, as files in ``$FAKE_STATE``: ``ips`` (hostname -I), ``mounts`` (node paths that are mount
 points; the ``mount`` fake adds its target, or fails with ``mount_fail``), ``active`` (systemd
 units that are active), ``visudo_fail``, ``aws_fail`` (failures before success), ``apt_fail``
-(same), ``aws_put_fail`` (only SSM writes fail), ``ssm/<name>`` and ``s3/<bucket>/<key>`` (what
-AWS holds); CloudWatch Logs events land in ``logs/<group>/<stream>.jsonl``.
+(same, for apt-get and apt-mark), ``aws_put_fail`` (only SSM writes fail), ``packages`` (the
+packages dpkg knows as installed, one name a line; ``apt-mark hold`` keeps its holds in
+``holds``), ``logrotate_fail`` (``logrotate -d`` refuses), ``ssm/<name>`` and
+``s3/<bucket>/<key>`` (what AWS holds); CloudWatch Logs events land in
+``logs/<group>/<stream>.jsonl``. ``runuser -u USER -- COMMAND...`` runs COMMAND as the sandbox's
+own user (the user must be in the sandbox's /etc/passwd).
 
 What AWS holds may live elsewhere, shared by several sandboxes (the rehearsal's world):
 ``$FAKE_AWS`` (default ``$FAKE_STATE``) holds what the actors wrote (``ssm/``, ``s3/``, ``logs/``)
@@ -40,9 +44,12 @@ from pathlib import Path
 FORBIDDEN = ("curl", "wget", "git", "sudo", "pip", "pip3")
 FAKES = (
     "useradd", "groupadd", "usermod", "userdel", "chown", "systemd-tmpfiles", "apt-get", "apt",
-    "dpkg", "visudo", "aws", *FORBIDDEN,
+    "dpkg", "visudo", "aws", "apt-mark", "dpkg-query", "logrotate", *FORBIDDEN,
 )  # fmt: skip
-FAST_FAKES = ("getent", "stat", "mountpoint", "mount", "hostname", "systemctl", "sleep", "scontrol")
+FAST_FAKES = (
+    "getent", "stat", "mountpoint", "mount", "hostname", "systemctl", "sleep", "scontrol",
+    "runuser",
+)  # fmt: skip
 # What a HyperPod node has besides (the rehearsal installs these too; the sandbox tests leave them
 # out, to see how the scripts do without them): enroot and srun for a job's first lines, kubectl.
 NODE_FAKES = ("enroot", "srun", "kubectl")
@@ -126,6 +133,17 @@ case $name in
         ;;
       token) echo "SLURM_JWT=fake-token-for-${2#username=}" ;;
     esac
+    ;;
+  runuser)
+    # runuser -u USER -- COMMAND...: COMMAND as the sandbox's own user (the user must exist).
+    if [[ ${1:-} != -u || ${3:-} != -- || $# -lt 4 ]]; then
+      echo "fake: only runuser -u USER -- COMMAND..." >&2
+      exit 99
+    fi
+    awk -F: -v u="$2" '$1 == u { found = 1 } END { exit found ? 0 : 1 }' "$FAKE_ROOT/etc/passwd" ||
+      { echo "runuser: user $2 does not exist" >&2; exit 1; }
+    shift 3
+    exec "$@"
     ;;
   enroot)
     # import -o|--output FILE URI: the squashfs appears; other verbs succeed.
@@ -306,6 +324,7 @@ def apt_get(args: list[str]) -> int:
             name = Path(deb).name
             if not Path(deb).is_file():
                 return fail(f"apt-get: {deb} does not exist", 100)
+            add_installed(name.split("_", 1)[0])
             if name.startswith("enroot"):
                 enroot = BIN / "enroot"
                 enroot.write_text("#!/bin/sh\nexit 0\n")
@@ -314,7 +333,87 @@ def apt_get(args: list[str]) -> int:
                 plugin = ROOT / "usr/lib/x86_64-linux-gnu/slurm/spank_pyxis.so"
                 plugin.parent.mkdir(parents=True, exist_ok=True)
                 plugin.write_text("fake pyxis plugin\n")
+            elif "pam" in name and "adopt" in name:
+                module = ROOT / "lib/security/pam_slurm_adopt.so"
+                module.parent.mkdir(parents=True, exist_ok=True)
+                module.write_text("fake pam_slurm_adopt\n")
+            elif name.startswith("logrotate_"):
+                install_program("logrotate")
+        if "logrotate" in args:  # by name, from the archive
+            install_program("logrotate")
+            add_installed("logrotate")
     return 0
+
+
+def add_installed(package: str) -> None:
+    """dpkg knows `package` as installed from now on (knob packages)."""
+    known = installed_packages()
+    if package not in known:
+        (STATE / "packages").write_text("".join(f"{p}\n" for p in [*known, package]))
+
+
+def install_program(name: str) -> None:
+    """A package that brings a command: the fake command, first on PATH from now on."""
+    program = BIN / name
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} -S {BIN / "fakes.py"} {name} "$@"\n')
+    program.chmod(0o755)
+
+
+def holds() -> list[str]:
+    path = STATE / "holds"
+    return path.read_text().split() if path.exists() else []
+
+
+def apt_mark(args: list[str]) -> int:
+    """apt-mark [-o OPTION]... hold PKG... (needs the dpkg lock: knob apt_fail) and showhold."""
+    while args[:1] == ["-o"]:
+        args = args[2:]
+    if args[:1] == ["showhold"]:
+        print("\n".join(holds()))
+        return 0
+    if args[:1] != ["hold"] or len(args) < 2:
+        return fail(f"apt-mark {args}: only hold PKG... and showhold are faked")
+    if take_failure("apt_fail"):
+        return fail("apt-mark: Could not get lock /var/lib/dpkg/lock-frontend", 100)
+    known = installed_packages()
+    for package in args[1:]:
+        if package not in known:
+            return fail(f"apt-mark: package {package} is not installed", 100)
+    (STATE / "holds").write_text("".join(f"{p}\n" for p in sorted({*holds(), *args[1:]})))
+    for package in args[1:]:
+        print(f"{package} set on hold.")
+    return 0
+
+
+def installed_packages() -> list[str]:
+    text = knob("packages")
+    return text.split() if text else []
+
+
+def dpkg_query(args: list[str]) -> int:
+    """dpkg-query -W -f=FORMAT NAME...: the installed packages among NAMEs (knob packages),
+    FORMAT with ${Package} and ${db:Status-Abbrev}; exit 1 when a name is unknown."""
+    fmt = next((a.removeprefix("-f=") for a in args if a.startswith("-f=")), "${Package}\n")
+    names = [a for a in args if not a.startswith("-")]
+    if "-W" not in args:
+        return fail(f"dpkg-query {args}: only -W is faked")
+    known, held, rc = installed_packages(), holds(), 0
+    for name in names:
+        if name not in known:
+            print(f"dpkg-query: no packages found matching {name}", file=sys.stderr)
+            rc = 1
+            continue
+        status = "hi " if name in held else "ii "
+        text = fmt.replace("${Package}", name).replace("${db:Status-Abbrev}", status)
+        sys.stdout.write(text.replace("\\n", "\n"))
+    return rc
+
+
+def logrotate(args: list[str]) -> int:
+    """logrotate -d FILE: accepts the file unless the knob logrotate_fail is set."""
+    if "-d" not in args:
+        return fail("logrotate: only -d (check, change nothing) runs in a sandbox")
+    return 1 if knob("logrotate_fail") is not None else 0
 
 
 def visudo(args: list[str]) -> int:
@@ -441,7 +540,8 @@ def main(argv: list[str]) -> int:
         return fail(f"{name} must not run during provisioning", 97)
     handlers = {
         "useradd": useradd, "groupadd": groupadd, "usermod": usermod, "chown": chown,
-        "apt-get": apt_get, "visudo": visudo, "aws": aws,
+        "apt-get": apt_get, "visudo": visudo, "aws": aws, "apt-mark": apt_mark,
+        "dpkg-query": dpkg_query, "logrotate": logrotate,
     }  # fmt: skip
     handler = handlers.get(name)
     return handler(args) if handler else 0

@@ -63,6 +63,7 @@ class Node:
         if ip is not None:
             self.knob("ips", f"172.17.0.1 {ip}")
         self.knob("mounts", "/fsx /opt/dlami/nvme /opt/sagemaker")
+        self.knob("packages", "logrotate\n")  # what dpkg has installed (Ubuntu's base system)
 
     def write(self, node_path: str, text: str) -> Path:
         path = self.root / node_path.lstrip("/")

@@ -66,6 +66,36 @@ aws_cli() { retry "${HPK_AWS_ATTEMPTS:-6}" aws --region "$HPK_REGION" "$@"; }
 # apt_get ARGS...: apt-get that waits up to 5 minutes for the dpkg lock, with retries on top.
 apt_get() { retry 5 apt-get -o DPkg::Lock::Timeout=300 -y -q "$@"; }
 
+# install_packages PACKAGE...: apt-get install of .deb files of the upload (or, with internet,
+# of packages by name). With internet (HPK_INTERNET=1) the package lists are refreshed first,
+# once per script, so dependencies come from the archive; without (network.internet: false)
+# nothing is downloaded at all: no `apt-get update`, `--no-download`, and the upload must hold
+# what the packages depend on. Returns apt-get's failure itself (`|| return`), so that a caller
+# that tests it (where `set -e` is off) sees it too.
+HPK_APT_UPDATED=0
+install_packages() {
+  (($#)) || return 1
+  if ((${HPK_INTERNET:-1})); then
+    if ((!HPK_APT_UPDATED)); then
+      apt_get update || return
+      HPK_APT_UPDATED=1
+    fi
+    apt_get install --no-install-recommends "$@" || return
+  else
+    apt_get install --no-install-recommends --no-download "$@" || return
+  fi
+  log "installed ${*##*/}"
+}
+
+# bundled_debs GLOB: the .deb files of the upload's node packages (cluster.node_setup.packages)
+# whose name matches GLOB, one path a line, sorted; nothing when there are none.
+bundled_debs() {
+  local dir="${HPK_BUNDLE:?}/${HPK_NODE_PACKAGES:-}"
+  if [[ -n ${HPK_NODE_PACKAGES:-} && -d $dir ]]; then
+    find "$dir" -maxdepth 1 -type f -name "$1" -name '*.deb' | sort
+  fi
+}
+
 # put_file SRC DEST MODE: install SRC at DEST (a path under ROOT) unless DEST already has that
 # content and mode. Sets PUT_FILE_CHANGED to 1 when it wrote, 0 otherwise. The new file is written
 # beside DEST under a name with a dot and renamed, so readers never see half a file (and sudo

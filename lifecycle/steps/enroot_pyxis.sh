@@ -29,17 +29,14 @@ fi
 enroot_packages() { printf '%s\n' "${PACKAGES[@]}" | grep '/enroot[^/]*\.deb$' || true; }
 other_packages() { printf '%s\n' "${PACKAGES[@]}" | grep -v '/enroot[^/]*\.deb$' | grep . || true; }
 
-APT_UPDATED=0
+# install_debs < LIST: the .deb files listed on stdin (none: return 1), through install_packages
+# (no `apt-get update`, nothing downloaded, with network.internet: false). Bundled packages that
+# do not install fail provisioning.
 install_debs() {
   local debs=()
   mapfile -t debs
   ((${#debs[@]})) || return 1
-  if ((!APT_UPDATED)); then
-    apt_get update
-    APT_UPDATED=1
-  fi
-  apt_get install --no-install-recommends "${debs[@]}"
-  log "installed ${debs[*]##*/}"
+  install_packages "${debs[@]}" || die "installing ${debs[*]##*/} failed"
 }
 
 # pyxis_plugin: the node path of spank_pyxis.so, if a package or the AMI installed one.

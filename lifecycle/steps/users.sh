@@ -14,6 +14,10 @@ source "$HPK_BUNDLE/lib/settings.sh"
 
 UNITS_CHANGED=0
 put_file "$HPK_BUNDLE/bin/hyperpod-kit-user-sync" "$ROOT$HPK_HOME/bin/hyperpod-kit-user-sync" 755
+# The users' SSH keys (cluster.node_setup.ssh_keys): the sync runs it as each user.
+if [[ -f $HPK_BUNDLE/bin/hyperpod-kit-ssh-key ]]; then
+  put_file "$HPK_BUNDLE/bin/hyperpod-kit-ssh-key" "$ROOT$HPK_HOME/bin/hyperpod-kit-ssh-key" 755
+fi
 for unit in hyperpod-kit-user-sync.service hyperpod-kit-user-sync.timer; do
   put_file "$HPK_BUNDLE/systemd/$unit" "$ROOT/etc/systemd/system/$unit" 644
   UNITS_CHANGED=$((UNITS_CHANGED | PUT_FILE_CHANGED))

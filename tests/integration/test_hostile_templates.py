@@ -140,7 +140,8 @@ def _same_lines(rendered: dict[str, str], plain: dict[str, str]) -> None:
 SETTINGS_VARIABLES = [
     "HPK_ENVIRONMENT", "HPK_REGION", "HPK_CLUSTER_NAME", "HPK_LIFECYCLE_PARAMETER",
     "HPK_STATUS_PARAMETER_PREFIX", "HPK_STORAGE_PARAMETER", "HPK_ENROOT_PACKAGES", "HPK_FSX",
-    "HPK_STUDIO_SHARED_PATH",
+    "HPK_SSH_HOSTS", "HPK_CONTAINER_STORAGE", "HPK_NODE_PACKAGES",
+    "HPK_STUDIO_SHARED_PATH",  # last: set only with Studio's shared partition
 ]  # fmt: skip
 
 

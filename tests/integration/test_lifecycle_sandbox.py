@@ -92,6 +92,8 @@ class Node(SandboxNode):
     def mutations(self) -> list[list[str]]:
         found = [c for c in self.calls() if c[0] in MUTATING]
         found += [c for c in self.calls("systemctl") if c[1] in ("daemon-reload", "restart")]
+        found += [c for c in self.calls("apt-mark") if c[1] == "hold"]
+        found += self.calls("runuser")  # a user's key made (ssh_keys)
         found += [c for c in self.calls("aws") if "put-parameter" in c]
         return found
 

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+from ipaddress import IPv4Network
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -22,12 +23,14 @@ from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.health_settings import node_health_settings
 from hyperpod_kit.lifecycle import (
     ENROOT_PACKAGES_DIR,
+    NODE_PACKAGES_DIR,
     LifecycleError,
     build_bundle,
     content_hash,
     lifecycle_context,
     partition_status_parameter,
     render_lifecycle,
+    ssh_host_patterns,
     stage_bundle,
     users_upload,
 )
@@ -98,7 +101,25 @@ def variants(tmp: Path) -> list[EnvironmentConfig]:
         ),
         config({"cluster": {"slurm": {"enroot_pyxis": False}}, "monitoring": {"enabled": False}}),
         eks({"users": USERS}),
+        # every node set-up on, with packages, without internet
+        config({"users": USERS, "network": NO_NAT,
+                "cluster": {"node_setup": {"pam_slurm_adopt": True, "packages": "debs"}}},
+               source=tmp),
+        eks({"network": NO_NAT, "cluster": {"node_setup": {"container_storage": "nvme"}}}),
+        # every node set-up off
+        config({"cluster": {"node_setup": NODE_SETUP_OFF}}),
     ]  # fmt: skip
+
+
+NO_NAT = {
+    "vpc": None,
+    "existing_vpc": {"vpc_id": "vpc-0123456789abcdef0", "cidr": "172.31.0.0/16",
+                     "private_subnet_id": "subnet-0123456789abcdef0"},
+    "interface_endpoints": True,
+    "internet": False,
+}  # fmt: skip
+NODE_SETUP_OFF = {"ssh_keys": False, "pam_slurm_adopt": False, "logrotate": False,
+                  "hold_lustre_client": False}  # fmt: skip
 
 
 # --- every example, linted ----------------------------------------------------------------------
@@ -119,6 +140,8 @@ def test_every_variant_renders_shellcheck_clean(tmp_path: Path) -> None:
     assert {"hooks.d/50-health.sh", "hooks.d/60-studio-jwt.sh", "studio/slurm_jwt.sh"} <= linted
     # and Studio on EKS's (the studio-eks example): the host mount of FSx and its hook
     assert {"hooks.d/40-studio-partitions.sh", "bin/hyperpod-kit-mount-fsx"} <= linted
+    # and every node set-up step with what it installs
+    assert set(NODE_SETUP_SCRIPTS) <= linted
 
 
 def test_every_variant_parses_and_compiles(tmp_path: Path) -> None:
@@ -193,7 +216,8 @@ def test_eks_upload_is_minimal() -> None:
         "health/checks/efa.py", "health/checks/fsx.py", "health/checks/gpu.py",
         "health/checks/xid.py", "health/runner.py", "health/settings.json",
         "hooks.d/50-health.sh", "lib/common.sh", "lib/node.py", "lib/settings.sh",
-        "on_create.sh", "steps/install.sh",
+        "logrotate/hyperpod-kit", "on_create.sh", "steps/hold_lustre_client.sh",
+        "steps/install.sh", "steps/logrotate.sh",
         "systemd/hyperpod-kit-ship-logs.service", "systemd/hyperpod-kit-ship-logs.timer",
     ]  # fmt: skip
     assert "steps/users.sh" not in files["on_create.sh"]
@@ -544,3 +568,112 @@ def test_which_nodes_read_the_storage_handles_while_provisioning() -> None:
         (eks({**studio, "storage": {"lustre": {"existing": existing}}}), False),
     ]
     assert [lifecycle_context(c).reads_storage_handles for c, _ in cases] == [w for _, w in cases]
+
+
+# --- node set-up (cluster.node_setup, network.internet) ------------------------------------------
+
+NODE_SETUP_SCRIPTS = {
+    "steps/ssh.sh": "setting up ssh between nodes",
+    "bin/hyperpod-kit-ssh-key": None,
+    "steps/pam_slurm_adopt.sh": "setting up pam_slurm_adopt",
+    "bin/hyperpod-kit-pam-adopt": None,
+    "steps/logrotate.sh": "setting up log rotation",
+    "steps/hold_lustre_client.sh": "holding the Lustre client packages",
+    "steps/container_storage.sh": "moving container storage off the root volume",
+    "bin/hyperpod-kit-container-storage": None,
+}
+SLURM_DEFAULT_SETUP = {
+    "steps/ssh.sh", "bin/hyperpod-kit-ssh-key", "steps/logrotate.sh", "logrotate/hyperpod-kit",
+    "logrotate/hyperpod-kit-slurm", "steps/hold_lustre_client.sh",
+}  # fmt: skip
+EKS_DEFAULT_SETUP = {"steps/logrotate.sh", "logrotate/hyperpod-kit", "steps/hold_lustre_client.sh"}
+
+
+def _setup_files(files: dict[str, str]) -> set[str]:
+    return {
+        p for p in files
+        if p in NODE_SETUP_SCRIPTS or p.startswith("logrotate/") or "container-storage" in p
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("overrides", "orchestrator", "expected"),
+    [
+        pytest.param({}, "slurm", SLURM_DEFAULT_SETUP, id="slurm-defaults"),
+        pytest.param({"pam_slurm_adopt": True}, "slurm", SLURM_DEFAULT_SETUP | {
+            "steps/pam_slurm_adopt.sh", "bin/hyperpod-kit-pam-adopt"}, id="slurm-pam"),
+        pytest.param(NODE_SETUP_OFF, "slurm", set(), id="slurm-off"),
+        # Slurm has no container storage to move (validate warns), EKS no keys or PAM stack
+        pytest.param({**NODE_SETUP_OFF, "container_storage": "nvme"}, "slurm", set(),
+                     id="slurm-storage-ignored"),
+        pytest.param({}, "eks", EKS_DEFAULT_SETUP, id="eks-defaults"),
+        pytest.param({"container_storage": "ebs", "pam_slurm_adopt": True}, "eks",
+                     EKS_DEFAULT_SETUP | {"steps/container_storage.sh",
+                                          "bin/hyperpod-kit-container-storage",
+                                          "systemd/hyperpod-kit-container-storage.service"},
+                     id="eks-storage"),
+    ],
+)  # fmt: skip
+def test_each_node_setup_step_is_uploaded_only_where_it_runs(
+    overrides: dict[str, Any], orchestrator: str, expected: set[str]
+) -> None:
+    setup = {"cluster": {"node_setup": overrides}}
+    files = render_lifecycle(config(setup) if orchestrator == "slurm" else eks(setup))
+    assert _setup_files(files) == expected
+    on_create = files["on_create.sh"]
+    for path, step in NODE_SETUP_SCRIPTS.items():
+        if step is not None:
+            assert (f'run_step "{step}" "$HERE/{path}"' in on_create) == (path in expected), path
+
+
+def test_node_setup_steps_run_in_their_order() -> None:
+    on_create = render_lifecycle(config({"cluster": {"node_setup": {"pam_slurm_adopt": True}}}))[
+        "on_create.sh"
+    ]
+    order = ["steps/install.sh", "steps/hold_lustre_client.sh", "steps/users.sh",
+             "steps/enroot_pyxis.sh", "steps/ssh.sh", "steps/pam_slurm_adopt.sh",
+             "steps/logrotate.sh", "hooks.d"]  # fmt: skip
+    assert [on_create.index(p) for p in order] == sorted(on_create.index(p) for p in order)
+    eks_create = render_lifecycle(eks({"cluster": {"node_setup": {"container_storage": "nvme"}}}))[
+        "on_create.sh"
+    ]
+    assert eks_create.index("steps/install.sh") < eks_create.index("steps/container_storage.sh")
+    assert eks_create.index("steps/container_storage.sh") < eks_create.index("steps/logrotate.sh")
+
+
+def test_node_setup_settings() -> None:
+    settings = render_lifecycle(config())["lib/settings.sh"]
+    lines = ["HPK_SSH_KEYS=1", "HPK_SSH_HOSTS='ip-* 10.0.*'", "HPK_PAM_SLURM_ADOPT=0",
+             "HPK_CONTAINER_STORAGE=none", "HPK_NODE_PACKAGES=''", "HPK_INTERNET=1"]  # fmt: skip
+    for line in lines:
+        assert f"{line}\n" in settings
+    offline = render_lifecycle(
+        eks({"network": NO_NAT, "cluster": {"node_setup": {"container_storage": "ebs"}}})
+    )["lib/settings.sh"]
+    for line in ("HPK_SSH_KEYS=0", "HPK_SSH_HOSTS='ip-* 172.31.*'", "HPK_CONTAINER_STORAGE=ebs",
+                 "HPK_INTERNET=0"):  # fmt: skip
+        assert f"{line}\n" in offline
+
+
+@pytest.mark.parametrize(
+    ("cidr", "patterns"),
+    [("10.0.0.0/16", "ip-* 10.0.*"), ("10.8.0.0/20", "ip-* 10.8.*"),
+     ("172.16.0.0/12", "ip-* 172.*"), ("192.168.4.0/24", "ip-* 192.168.4.*"),
+     ("10.1.2.16/28", "ip-* 10.1.2.*")],
+)  # fmt: skip
+def test_ssh_host_patterns_cover_the_vpc(cidr: str, patterns: str) -> None:
+    assert ssh_host_patterns(IPv4Network(cidr)) == patterns
+
+
+def test_node_packages_are_bundled_bytes_for_bytes(tmp_path: Path) -> None:
+    (tmp_path / "debs").mkdir()
+    (tmp_path / "debs" / "logrotate_3.19.0-1_amd64.deb").write_bytes(b"\x00\x02deb")
+    (tmp_path / "debs" / "notes.txt").write_text("not a package")
+    cfg = config({"cluster": {"node_setup": {"packages": "debs"}}}, source=tmp_path)
+    bundle = build_bundle(cfg)
+    assert bundle.files[f"{NODE_PACKAGES_DIR}/logrotate_3.19.0-1_amd64.deb"] == b"\x00\x02deb"
+    assert not any(p.endswith("notes.txt") for p in bundle.files)
+    assert f"HPK_NODE_PACKAGES={NODE_PACKAGES_DIR}\n" in bundle.text("lib/settings.sh")
+    (tmp_path / "debs" / "logrotate_3.19.0-1_amd64.deb").unlink()
+    with pytest.raises(LifecycleError, match=r"has no \.deb files"):
+        build_bundle(cfg)

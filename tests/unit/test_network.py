@@ -92,7 +92,7 @@ def test_studio_fsx_security_group_allows_only_lustre_from_itself(synth: SynthFn
     assert ingress == {("tcp", 988, 988, "self"), ("tcp", 1018, 1023, "self")}
 
 
-@pytest.mark.parametrize(("orchestrator", "count"), [("slurm", 9), ("eks", 11)])
+@pytest.mark.parametrize(("orchestrator", "count"), [("slurm", 9), ("eks", 12)])
 def test_interface_endpoints(synth: SynthFn, orchestrator: str, count: int) -> None:
     overrides: dict[str, Any] = {
         "orchestrator": orchestrator,
@@ -124,6 +124,8 @@ def test_interface_endpoints(synth: SynthFn, orchestrator: str, count: int) -> N
     services = {e["Properties"]["ServiceName"]["Fn::Join"][1][-1] for e in endpoints}
     assert ".sagemaker.api" in services and ".ecr.dkr" in services
     assert (".eks" in services) == (orchestrator == "eks")
+    # the VPC CNI on EKS nodes assigns pod addresses through the EC2 API
+    assert (".ec2" in services) == (orchestrator == "eks")
 
 
 def test_no_interface_endpoints_by_default(synth: SynthFn) -> None:

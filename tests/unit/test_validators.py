@@ -110,6 +110,22 @@ WORKERS = {
 
 
 CHART = Path(__file__).resolve().parents[1] / "data" / "hyperpod-helm-chart"
+NODE_PACKAGES = Path(__file__).resolve().parents[1] / "data" / "node-packages"
+
+
+def node_setup(**kw: Any) -> dict[str, Any]:
+    return {"cluster": {"node_setup": kw}}
+
+
+# An existing VPC without a NAT: its route tables (the S3 gateway endpoint), interface endpoints.
+OFFLINE = {
+    "network": {
+        "vpc": None,
+        "existing_vpc": {**EXISTING_VPC, "route_table_ids": ["rtb-0123456789abcdef0"]},
+        "interface_endpoints": True,
+        "internet": False,
+    }
+}
 
 
 def user(name: str, uid: int, gid: int = 1001) -> dict[str, Any]:
@@ -1024,8 +1040,42 @@ GOOD: list[Any] = [
         groups(CONTROLLER, LOGIN, dict(COMPUTE, ebs_kms_key_arn=KMS_KEY)),
         id="key-same-region",
     ),
+    # node-setup
+    pytest.param("node-setup", {}, id="setup-defaults"),
+    pytest.param(
+        "node-setup",
+        merge(eks_network(), node_setup(container_storage="nvme", ssh_keys=True)),
+        id="setup-eks-container-storage",
+    ),
+    pytest.param(
+        "node-setup", node_setup(packages=str(NODE_PACKAGES)), id="setup-packages-for-logrotate"
+    ),
+    pytest.param(
+        "node-setup",
+        node_setup(ssh_keys=False, logrotate=False, hold_lustre_client=False),
+        id="setup-all-off",
+    ),
+    # no-internet
+    pytest.param("no-internet", {}, id="internet-default"),
+    pytest.param("no-internet", OFFLINE, id="internet-off-existing-vpc-with-endpoints"),
+    pytest.param("no-internet", merge(eks_network(), OFFLINE), id="internet-off-on-eks"),
+    # studio-without-nat
+    pytest.param("studio-without-nat", studio(), id="studio-with-nat"),
+    pytest.param("studio-without-nat", OFFLINE, id="no-studio-without-nat"),
+    # files: the node packages
+    pytest.param("files", node_setup(packages=str(NODE_PACKAGES)), id="files-node-packages"),
 ]
 
+PAM_HINT = (
+    "check with `scontrol show config | grep -Ei 'prologflags|proctracktype|taskplugin'` on a "
+    "node; put a *pam*slurm*adopt*.deb built for the cluster's Slurm in "
+    "cluster.node_setup.packages"
+)
+STUDIO_NAT_HINT = (
+    "add a com.amazonaws.<region>.sagemaker.runtime interface endpoint and a package mirror "
+    "(CodeArtifact, or a conda channel in S3) to the VPC, or give the subnet a NAT route; then "
+    "suppress studio-without-nat"
+)
 CONTROL_HINT = (
     "a value is one line of printable text: remove the character; in a double-quoted YAML value, "
     "\\n \\r \\t \\0 \\e \\L \\P write control characters"
@@ -1363,7 +1413,8 @@ BAD: list[Any] = [
             info(
                 "network.interface_endpoints",
                 "needs a route to the internet (NAT) or interface endpoints",
-                "set interface_endpoints: true if the subnet has no NAT route",
+                "set interface_endpoints: true (and internet: false) if the subnet has no NAT "
+                "route",
             )
         ],
         id="endpoints-existing-off",
@@ -3663,6 +3714,124 @@ BAD: list[Any] = [
             )
         ],
         id="key-other-region",
+    ),
+    # node-setup
+    pytest.param(
+        "node-setup",
+        merge(eks_network(), node_setup(pam_slurm_adopt=True)),
+        [
+            warn(
+                "cluster.node_setup.pam_slurm_adopt",
+                "pam_slurm_adopt is Slurm's PAM module; EKS nodes run no Slurm: ignored",
+                "remove it",
+            )
+        ],
+        id="setup-pam-on-eks",
+    ),
+    pytest.param(
+        "node-setup",
+        node_setup(container_storage="ebs"),
+        [
+            warn(
+                "cluster.node_setup.container_storage",
+                "moves containerd's and kubelet's data on EKS nodes only",
+                "remove it",
+            )
+        ],
+        id="setup-container-storage-on-slurm",
+    ),
+    pytest.param(
+        "node-setup",
+        node_setup(pam_slurm_adopt=True),
+        [
+            info(
+                "cluster.node_setup.pam_slurm_adopt",
+                "Slurm runs with PrologFlags=Contain, ProctrackType=proctrack/cgroup and "
+                "TaskPlugin=task/cgroup (HyperPod's slurm.conf: the API cannot set them, "
+                "hyperpod-kit does not edit it) and the module comes from the AMI (no "
+                "cluster.node_setup.packages is named)",
+                PAM_HINT,
+            )
+        ],
+        id="setup-pam-needs",
+    ),
+    pytest.param(
+        "node-setup",
+        node_setup(logrotate=False, packages=str(NODE_PACKAGES)),
+        [
+            warn(
+                "cluster.node_setup.packages",
+                "not used: no node step installs from it",
+                "remove it",
+            )
+        ],
+        id="setup-packages-unused",
+    ),
+    # no-internet
+    pytest.param(
+        "no-internet",
+        {"network": {"internet": False}},
+        [
+            err(
+                "network.internet",
+                "the VPC hyperpod-kit creates has a NAT gateway",
+                "use network.existing_vpc for a VPC without a NAT, or remove internet",
+            )
+        ],
+        id="internet-off-new-vpc",
+    ),
+    pytest.param(
+        "no-internet",
+        merge(OFFLINE, {"network": {"interface_endpoints": False}}),
+        [
+            err(
+                "network.interface_endpoints",
+                "without a NAT the nodes reach SSM, CloudWatch, ECR, STS and SageMaker only "
+                "through interface endpoints",
+                "set interface_endpoints: true",
+            )
+        ],
+        id="internet-off-without-endpoints",
+    ),
+    pytest.param(
+        "no-internet",
+        merge(OFFLINE, {"network": {"existing_vpc": {"route_table_ids": []}}}),
+        [
+            warn(
+                "network.existing_vpc.route_table_ids",
+                "none is created without route tables",
+                "list the private subnet's route tables here, or suppress no-internet if the "
+                "VPC has an S3 gateway endpoint already",
+            )
+        ],
+        id="internet-off-without-route-tables",
+    ),
+    # studio-without-nat
+    *[
+        pytest.param(
+            "studio-without-nat",
+            merge(base, OFFLINE),
+            [warn("studio.enabled", message, STUDIO_NAT_HINT)],
+            id=f"studio-without-nat-{name}",
+        )
+        for name, base, message in [
+            ("slurm", studio(), "pip or conda installs in the apps fail"),
+            ("eks", STUDIO_EKS, "the EKS client's kubectl comes from conda-forge"),
+        ]
+    ],
+    # files: the node packages
+    pytest.param(
+        "files",
+        node_setup(packages=str(Path(__file__).parent)),
+        [
+            err(
+                "cluster.node_setup.packages",
+                "holds no .deb packages",
+                "put the .deb files the node steps install here (a *pam*slurm*adopt*.deb built "
+                "for the cluster's Slurm, logrotate_*.deb)",
+            )
+        ],
+        id="files-node-packages-without-debs",
     ),
 ]
 

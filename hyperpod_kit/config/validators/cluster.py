@@ -262,6 +262,8 @@ def _files(config: EnvironmentConfig) -> Iterator[tuple[str, str, bool]]:
     slurm, eks = config.cluster.slurm, config.cluster.eks
     if slurm.enroot_pyxis_packages is not None and config.orchestrator == "slurm":
         yield "cluster.slurm.enroot_pyxis_packages", slurm.enroot_pyxis_packages, True
+    if config.cluster.node_setup.packages is not None:
+        yield "cluster.node_setup.packages", config.cluster.node_setup.packages, True
     if eks.helm_chart is not None and config.orchestrator == "eks":
         yield "cluster.eks.helm_chart", eks.helm_chart, True
     if config.orchestrator == "eks":
@@ -301,6 +303,14 @@ def check_files(config: EnvironmentConfig) -> Iterator[Finding]:
                 f"{value!r} holds no .deb packages",
                 "put the enroot, enroot+caps and pyxis .deb files built for the cluster's "
                 "Slurm here",
+            )
+        elif at == "cluster.node_setup.packages" and not any(path.glob("*.deb")):
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"{value!r} holds no .deb packages",
+                "put the .deb files the node steps install here (a *pam*slurm*adopt*.deb "
+                "built for the cluster's Slurm, logrotate_*.deb)",
             )
 
 

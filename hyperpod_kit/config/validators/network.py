@@ -77,7 +77,7 @@ def check_endpoints(config: EnvironmentConfig) -> Iterator[Finding]:
             "network.interface_endpoints",
             "an existing VPC's private subnet needs a route to the internet (NAT) or interface "
             "endpoints for the AWS APIs the nodes call",
-            "set interface_endpoints: true if the subnet has no NAT route",
+            "set interface_endpoints: true (and internet: false) if the subnet has no NAT route",
         )
 
 
