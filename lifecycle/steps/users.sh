@@ -1,6 +1,7 @@
 #!/bin/bash
 # Slurm nodes: the environment's users, now and later.
-#  1. installs the user sync (bin/hyperpod-kit-user-sync) and its systemd timer;
+#  1. installs the user sync (bin/hyperpod-kit-user-sync), its systemd timer and, on Slurm, the
+#     teams' accounts script the sync runs on the controller (bin/hyperpod-kit-slurm-accounts);
 #  2. waits a little for FSx at /fsx (HyperPod mounts it from InstanceStorageConfigs);
 #  3. runs the sync once: the users file the pointer parameter names today (users, homes,
 #     sudoers, status); the file travels beside the scripts, so people change without the
@@ -14,6 +15,11 @@ source "$HPK_BUNDLE/lib/settings.sh"
 
 UNITS_CHANGED=0
 put_file "$HPK_BUNDLE/bin/hyperpod-kit-user-sync" "$ROOT$HPK_HOME/bin/hyperpod-kit-user-sync" 755
+# Slurm: the teams' accounts, which the sync applies on the controller (docs/accounting.md).
+if [[ -f $HPK_BUNDLE/bin/hyperpod-kit-slurm-accounts ]]; then
+  put_file "$HPK_BUNDLE/bin/hyperpod-kit-slurm-accounts" \
+    "$ROOT$HPK_HOME/bin/hyperpod-kit-slurm-accounts" 755
+fi
 for unit in hyperpod-kit-user-sync.service hyperpod-kit-user-sync.timer; do
   put_file "$HPK_BUNDLE/systemd/$unit" "$ROOT/etc/systemd/system/$unit" 644
   UNITS_CHANGED=$((UNITS_CHANGED | PUT_FILE_CHANGED))

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 from aws_cdk.assertions import Match
 
-from tests.conftest import SynthFn, merge
+from hyperpod_kit.config import EnvironmentConfig
+from hyperpod_kit.lifecycle import build_bundle
+from tests.conftest import SynthFn, default_data, merge
 
 pytestmark = pytest.mark.synth
 
@@ -20,6 +22,13 @@ ACCOUNTING: dict[str, Any] = {
         "vpc": {"database_subnet_cidr": "10.0.1.0/28"},
     },
     "cluster": {"node_provisioning": "continuous", "slurm": {"accounting": {"enabled": True}}},
+}
+TEAMS: dict[str, Any] = {
+    "users": [{"name": "alice", "uid": 10001}, {"name": "bob", "uid": 10002}],
+    "teams": [
+        {"name": "pretraining", "members": ["alice"], "fairshare": 3, "gpu_limit": 16},
+        {"name": "research", "members": ["bob"]},
+    ],
 }
 
 
@@ -194,3 +203,31 @@ def test_rotation_runs_in_the_cluster_subnet_allowed_to_the_database(synth: Synt
     ingress = [r for r in acc["Resources"].values()
                if r["Type"] == "AWS::EC2::SecurityGroupIngress"]  # fmt: skip
     assert len(ingress) == 2  # the cluster's nodes and the rotation function
+
+
+def test_teams_travel_in_the_users_file_not_in_the_upload() -> None:
+    """A team added later reaches the controller through the users file (and its sync); the
+    upload holds the accounts script in every Slurm environment, teams or not."""
+    plain = EnvironmentConfig.model_validate(default_data())
+    with_teams = EnvironmentConfig.model_validate(merge(default_data(), TEAMS))
+    a, b = build_bundle(plain), build_bundle(with_teams)
+    assert "bin/hyperpod-kit-slurm-accounts" in a.files
+    assert (
+        a.content_hash
+        == build_bundle(
+            EnvironmentConfig.model_validate(merge(default_data(), {"users": TEAMS["users"]}))
+        ).content_hash
+    )
+    assert b.users is not None
+    document = json.loads(b.users)
+    assert document["teams"] == [
+        {"name": "pretraining", "members": ["alice"], "fairshare": 3, "gpu_limit": 16},
+        {"name": "research", "members": ["bob"], "fairshare": 1, "gpu_limit": None},
+    ]
+    assert a.users is None or "teams" not in json.loads(a.users)
+    eks = EnvironmentConfig.model_validate(
+        merge(default_data(), {"orchestrator": "eks", "cluster": {"instance_groups": [
+            {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
+             "instance_count": 1}]}})
+    )  # fmt: skip
+    assert "bin/hyperpod-kit-slurm-accounts" not in build_bundle(eks).files
