@@ -16,6 +16,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
+from hyperpod_kit.config.derived import slurm_accounting
 from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     # Imported where an environment uses them: loading their aws-cdk-lib modules through jsii
     # costs about half a second that a Slurm environment without Studio need not pay.
     from hyperpod_kit.constructs.delivery_pipeline import PipelineSource
+    from hyperpod_kit.stacks.accounting import AccountingStack
     from hyperpod_kit.stacks.eks import EksStack
     from hyperpod_kit.stacks.eks_addons import EksAddonsStack
     from hyperpod_kit.stacks.pipeline import PipelineStack
@@ -59,6 +61,7 @@ class EnvironmentStacks:
     storage: StorageStack
     trainer: TrainerStack | None
     cluster: ClusterStack
+    accounting: AccountingStack | None = None
     eks: EksStack | None = None
     eks_addons: EksAddonsStack | None = None
     studio: StudioStack | None = None
@@ -66,8 +69,8 @@ class EnvironmentStacks:
 
     def all(self) -> list[cdk.Stack]:
         stacks = [
-            self.network, self.storage, self.eks, self.trainer, self.cluster, self.eks_addons,
-            self.studio, self.monitoring,
+            self.network, self.storage, self.accounting, self.eks, self.trainer, self.cluster,
+            self.eks_addons, self.studio, self.monitoring,
         ]  # fmt: skip
         return [s for s in stacks if s is not None]
 
@@ -105,6 +108,15 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
         network=network.network,
         **stack_args("storage", "S3 data bucket and FSx for Lustre"),
     )
+    accounting = None
+    if slurm_accounting(config):
+        from hyperpod_kit.stacks.accounting import AccountingStack
+
+        # Beside storage: the database the cluster hands to HyperPod for slurmdbd.
+        accounting = AccountingStack(
+            scope, f"{prefix}-accounting", config=config, network=network.network,
+            **stack_args("accounting", "the Slurm accounting database and its secret"),
+        )  # fmt: skip
     trainer = None
     if config.trainer.build_image:
         # Independent of the others: deploys in parallel with network and storage.
@@ -126,6 +138,7 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
         lustre=storage.lustre, data_bucket=storage.data.bucket,
         trainer_image=trainer.image if trainer else None,
         eks=eks.eks if eks else None,
+        accounting=accounting.database if accounting else None,
         **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
     )  # fmt: skip
     if cluster.lifecycle.reads_storage_handles:
@@ -167,7 +180,8 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             **stack_args("monitoring", "HyperPod events, alarms, dashboard and auto-repair"),
         )  # fmt: skip
     stacks = EnvironmentStacks(
-        network=network, storage=storage, trainer=trainer, cluster=cluster, eks=eks,
+        network=network, storage=storage, trainer=trainer, cluster=cluster, accounting=accounting,
+        eks=eks,
         eks_addons=eks_addons, studio=studio, monitoring=monitoring,
     )  # fmt: skip
     for stack in stacks.all():

@@ -17,6 +17,7 @@ from hyperpod_kit.config.derived import (
     job_group,
     lustre_throughput_mb_s,
     lustre_tib,
+    slurm_accounting,
     trainer_settings,
     training_plan_of,
 )
@@ -48,7 +49,7 @@ class Figure:
 class CostLine:
     """One thing that costs money while the environment exists."""
 
-    kind: str  # "instances", "lustre", "nat"
+    kind: str  # "instances", "lustre", "nat", "accounting"
     item: str
     hourly_usd: float | None  # None: no price data, or prepaid
     monthly_usd: float | None
@@ -421,6 +422,23 @@ def _nat_cost(config: EnvironmentConfig, book: price_table.PriceBook) -> CostLin
     )
 
 
+def _accounting_cost(config: EnvironmentConfig) -> CostLine | None:
+    """The Slurm accounting database: no price table here quotes Aurora, so it is named, with
+    what it bills for, and left unpriced (never guessed)."""
+    if not slurm_accounting(config):
+        return None
+    acc = config.cluster.slurm.accounting
+    capacity = f"{acc.min_capacity:g}-{acc.max_capacity:g} ACUs"
+    item = f"Slurm accounting database: Aurora Serverless v2, {capacity}"
+    missing = f"no price data for Aurora Serverless v2 in {config.region}"
+    how = (
+        f"{missing}: the price table quotes no Aurora price; it bills at least "
+        f"{acc.min_capacity:g} ACU every hour (slurmdbd keeps a connection open, so it never "
+        "pauses), plus storage, I/O and backups beyond the free retention"
+    )
+    return CostLine("accounting", item, None, None, how, missing=missing)
+
+
 # --- all of it ---------------------------------------------------------------------------------
 
 
@@ -452,6 +470,8 @@ def estimate(
     costs.append(_lustre_cost(config, book))
     if (nat := _nat_cost(config, book)) is not None:
         costs.append(nat)
+    if (database := _accounting_cost(config)) is not None:
+        costs.append(database)
     tables = {INSTANCE_TABLE: instance_types_checked(), book.name: book.date}
     return Estimate(config.name, config.region, figures, costs, warnings, tables, book.label)
 

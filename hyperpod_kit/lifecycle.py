@@ -45,7 +45,9 @@ FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
 
 # Files only Slurm nodes use, and only with enroot/pyxis on: left out of other uploads, so an EKS
 # upload holds nothing it does not run (and its hash does not move when Slurm-only files change).
-SLURM_ONLY = ("studio/",)
+# The teams' Slurm accounts script is in every Slurm upload, teams or not: teams travel in the
+# users file, so a team added later reaches a running controller without a new upload.
+SLURM_ONLY = ("studio/", "bin/hyperpod-kit-slurm-accounts")
 # The user sync: Slurm (accounts, homes, partition status), or EKS with Studio, where it runs in
 # its partitions-only mode (the Studio partitions on FSx and their status; no accounts).
 USER_SYNC = (
@@ -76,6 +78,7 @@ CONTAINER_STORAGE_ONLY = (
 # so a bypassed validation can never put anything but a plain word into a node script.
 _GROUP = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _USER = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
+_TEAM = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _ENV = re.compile(r"^[a-z][a-z0-9-]{1,22}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z]{2}(-gov)?-[a-z]+-\d$")
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
@@ -106,6 +109,14 @@ class UserValues:
     gid: int
     admin: bool
     studio: bool  # gets a Studio profile (and, on Slurm, a token from the controller)
+
+
+@dataclass(frozen=True)
+class TeamValues:
+    name: str
+    members: tuple[str, ...]
+    fairshare: int
+    gpu_limit: int | None
 
 
 @dataclass(frozen=True)
@@ -157,6 +168,7 @@ class LifecycleContext:
     status_parameter_prefix: str
     groups: tuple[GroupValues, ...]
     users: tuple[UserValues, ...]
+    teams: tuple[TeamValues, ...]  # Slurm: the Slurm accounts the controller keeps (users file)
     enroot_pyxis: bool
     enroot_packages_dir: str  # folder of the upload, or "" when the AMI's copy is the only source
     monitoring: MonitoringValues
@@ -336,6 +348,15 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
             )
             for u in config.users
         ),
+        teams=tuple(
+            TeamValues(
+                _checked(_TEAM, t.name, "team name"),
+                tuple(_checked(_USER, m, "team member") for m in t.members),
+                t.fairshare,
+                t.gpu_limit,
+            )
+            for t in (config.teams if slurm else [])
+        ),
         enroot_pyxis=enroot,
         enroot_packages_dir=ENROOT_PACKAGES_DIR if _enroot_packages(config) else "",
         monitoring=MonitoringValues(
@@ -393,12 +414,20 @@ def users_document(context: LifecycleContext) -> str:
     if context.studio_jwt:
         for entry, u in zip(users, context.users, strict=True):
             entry["studio"] = u.studio
-    document = {
+    document: dict[str, object] = {
         "version": 1,
         "environment": context.environment,
         "home_root": context.fsx_mount,
         "users": users,
     }
+    if context.teams:
+        # Slurm's accounts for the teams: the controller's accounts script applies them
+        # (lifecycle/bin/hyperpod-kit-slurm-accounts, through the user sync).
+        document["teams"] = [
+            {"name": t.name, "members": list(t.members), "fairshare": t.fairshare,
+             "gpu_limit": t.gpu_limit}
+            for t in context.teams
+        ]  # fmt: skip
     return json.dumps(document, indent=2) + "\n"
 
 

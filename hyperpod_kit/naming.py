@@ -40,6 +40,12 @@ ACCOUNT_PLACEHOLDER = "@ACCOUNT@"
 environment file names none): the trainer stack's URI as `hyperpod-kit jobs` renders it."""
 
 
+def accounting_cluster_identifier(environment: str) -> str:
+    """The Aurora cluster that holds an environment's Slurm accounting (its DBClusterIdentifier:
+    RDS names its log groups after it, `/aws/rds/cluster/<identifier>/<log>`)."""
+    return f"{environment}-slurm-accounting"
+
+
 def stack_name(environment: str, area: str) -> str:
     """The CloudFormation stack of one area (network, storage, cluster, ...) of an environment."""
     return f"{environment}-{area}"

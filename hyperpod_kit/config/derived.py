@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hyperpod_kit.config.facts import InstanceType, instance_type
+from hyperpod_kit.config.facts import InstanceType, accounting_facts, instance_type
 from hyperpod_kit.config.schema import (
     DEFAULT_DEEP_HEALTH_CHECKS,
     DeepHealthCheck,
@@ -53,6 +53,25 @@ def continuous_provisioning(config: EnvironmentConfig) -> bool:
     HyperPod Cluster Event") only then (facts-hyperpod.md §5, §7), so whatever listens for them
     asks this first."""
     return config.cluster.node_provisioning == "continuous"
+
+
+def slurm_accounting(config: EnvironmentConfig) -> bool:
+    """Whether the environment creates a Slurm accounting database and hands it to HyperPod
+    (`Orchestrator.Slurm.AccountingDatabase`); `validate` refuses it off Slurm and without
+    continuous provisioning."""
+    return config.orchestrator == "slurm" and config.cluster.slurm.accounting.enabled
+
+
+def accounting_engine_version(config: EnvironmentConfig) -> str:
+    """The Aurora MySQL version of the accounting database: as written, else hyperpod-kit's
+    default (facts/accounting.json, pinned in the lock)."""
+    written = config.cluster.slurm.accounting.engine_version
+    return written or str(accounting_facts()["default_engine_version"])
+
+
+def slurm_teams(config: EnvironmentConfig) -> bool:
+    """Whether the controller keeps Slurm accounts and associations for the file's teams."""
+    return config.orchestrator == "slurm" and bool(config.teams)
 
 
 def slurm_config_strategy(config: EnvironmentConfig) -> str | None:

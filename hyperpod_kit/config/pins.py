@@ -1,8 +1,8 @@
 """Pins: the values a deploy of an environment depends on that would otherwise float (an instance
 group's AMI release, the Kubernetes version, EKS add-ons, Helm charts, the Slurm configuration
-strategy), as the file and the toolkit's dated tables decide them; and the combinations of them
-known to break (`facts/compatibility.json`). The lock file that records pins is
-`hyperpod_kit/lock.py`'s.
+strategy, the accounting database's engine), as the file and the toolkit's dated tables decide
+them; and the combinations of them known to break (`facts/compatibility.json`). The lock file that
+records pins is `hyperpod_kit/lock.py`'s.
 """
 
 from __future__ import annotations
@@ -15,7 +15,12 @@ from typing import Any, Literal
 
 import yaml
 
-from hyperpod_kit.config.derived import device_plugins, slurm_config_strategy
+from hyperpod_kit.config.derived import (
+    accounting_engine_version,
+    device_plugins,
+    slurm_accounting,
+    slurm_config_strategy,
+)
 from hyperpod_kit.config.facts import HERE as FACTS
 from hyperpod_kit.config.facts import helm_chart_pins, instance_type
 from hyperpod_kit.config.findings import Finding, Level
@@ -77,6 +82,16 @@ def resolved_pins(config: EnvironmentConfig) -> dict[str, Pin]:
                 strategy,
                 "file" if written else "default",
                 "Slurm's configuration strategy (none: HyperPod merges, continuous provisioning)",
+            )
+        )
+    if slurm_accounting(config):
+        written = _written(config.cluster.slurm.accounting, "engine_version")
+        pins.append(
+            Pin(
+                "cluster.slurm.accounting.engine_version",
+                accounting_engine_version(config),
+                "file" if written else "default",
+                "Aurora MySQL version of the Slurm accounting database",
             )
         )
     if config.orchestrator == "eks":

@@ -97,6 +97,14 @@ class NewVpcConfig(Section):
         "needs subnets in two zones; HyperPod nodes stay in the environment's zone).",
         json_schema_extra=hint("a /24 or larger inside the VPC CIDR, such as 10.0.1.0/24"),
     )
+    database_subnet_cidr: Cidr | None = Field(
+        default=None,
+        description="Slurm accounting only: a small private subnet, in "
+        "network.database_availability_zone_id, that only the accounting database's subnet "
+        "group uses (a DB subnet group spans two zones; HyperPod nodes stay in the "
+        "environment's zone). It has no route out: the database needs none.",
+        json_schema_extra=hint("a /28 or larger inside the VPC CIDR, such as 10.0.2.0/28"),
+    )
 
 
 class ExistingVpcConfig(Section):
@@ -119,6 +127,12 @@ class ExistingVpcConfig(Section):
         default_factory=list,
         description="EKS only: private subnets in other availability zones for the EKS control "
         "plane (with private_subnet_id they must span two zones).",
+    )
+    database_subnet_ids: list[SubnetId] = Field(
+        default_factory=list,
+        description="Slurm accounting only: private subnets in other availability zones for the "
+        "accounting database's subnet group (with private_subnet_id they must span two zones; "
+        "not checked offline: RDS refuses the subnet group otherwise).",
     )
 
 
@@ -143,6 +157,14 @@ class NetworkConfig(Section):
         default=None,
         pattern=r"^[a-z]{3,6}\d-az\d+$",
         description="EKS only: the second zone, for network.vpc.control_plane_subnet_cidr.",
+        json_schema_extra=hint("another AZ ID of the region, like usw2-az1"),
+    )
+    database_availability_zone_id: str | None = Field(
+        default=None,
+        pattern=r"^[a-z]{3,6}\d-az\d+$",
+        description="Slurm accounting only: the second zone, for "
+        "network.vpc.database_subnet_cidr. RDS places the database in either zone of its "
+        "subnet group.",
         json_schema_extra=hint("another AZ ID of the region, like usw2-az1"),
     )
 
@@ -299,6 +321,43 @@ class UserConfig(Section):
     )
     gid: int = Field(default=1001, ge=1001, le=4000000, description="POSIX group id, 1001-4000000.")
     admin: bool = Field(default=False, description="Passwordless sudo on the cluster's nodes.")
+
+
+# Slurm account names: sacctmgr keeps accounts in lower case; `root` is Slurm's own account.
+TEAM_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
+
+
+class TeamConfig(Section):
+    """A team: one Slurm account, with the fair share and GPU limit of the team and an
+    association for each member (Slurm only; docs/accounting.md)."""
+
+    name: str = Field(
+        pattern=TEAM_NAME,
+        description="The team's Slurm account (jobs run with --account=<name>).",
+        json_schema_extra=hint(
+            "1-32 lowercase letters, digits, hyphens and underscores, starting with a letter"
+        ),
+    )
+    members: list[Annotated[str, Field(pattern=USER_NAME)]] = Field(
+        default_factory=list,
+        description="Names of `users` in the team; a person is in at most one team, which is "
+        "their default account.",
+        json_schema_extra=hint("names from the top-level users list, like [alice, bob]"),
+    )
+    fairshare: int = Field(
+        default=1,
+        ge=1,
+        le=1000000,
+        description="The team's shares under Slurm's root account (Fairshare): its part of the "
+        "cluster is fairshare / the sum of every team's.",
+    )
+    gpu_limit: int | None = Field(
+        default=None,
+        ge=0,
+        description="GPUs the team's running jobs may hold at once (GrpTRES=gres/gpu=N on its "
+        "account). Left out: no limit. Enforced only where the cluster enforces limits "
+        "(AccountingStorageEnforce=limits).",
+    )
 
 
 # --- cluster -----------------------------------------------------------------------------------
@@ -582,6 +641,65 @@ def _default_groups() -> list[InstanceGroupConfig]:
     ]
 
 
+AURORA_MYSQL_VERSION = r"^8\.0\.mysql_aurora\.3\.\d{2}\.\d+(\.\d+)?$"
+DB_SCHEMA_NAME = r"^[a-zA-Z0-9$_]{1,64}$"
+
+
+class AccountingConfig(Section):
+    """Slurm accounting in a database of the environment's own: Aurora Serverless v2
+    (MySQL-compatible) beside the cluster, its credentials in Secrets Manager, handed to HyperPod
+    as `Orchestrator.Slurm.AccountingDatabase` (needs continuous provisioning). Left off,
+    HyperPod keeps accounting in a database on the controller (docs/accounting.md)."""
+
+    enabled: bool = False
+    engine_version: str | None = Field(
+        default=None,
+        pattern=AURORA_MYSQL_VERSION,
+        description="Aurora MySQL version. Left out: hyperpod-kit's default (a dated table), "
+        "pinned in the environment's lock.",
+        json_schema_extra=hint("like 8.0.mysql_aurora.3.10.6"),
+    )
+    min_capacity: float = Field(
+        default=0.5,
+        ge=0.5,
+        le=256,
+        description="Aurora Serverless v2 capacity the database never goes below, in ACUs (0.5 "
+        "steps). slurmdbd keeps a connection open, so the database never pauses.",
+    )
+    max_capacity: float = Field(
+        default=2,
+        ge=1,
+        le=256,
+        description="Aurora Serverless v2 capacity the database may grow to, in ACUs (0.5 "
+        "steps): large sacct and sreport queries scale it up for a while.",
+    )
+    database_name: str = Field(
+        default="slurm_acct_db",
+        pattern=DB_SCHEMA_NAME,
+        description="The schema slurmdbd keeps its tables in (AccountingDatabase.Name). "
+        "Written out so that a replaced cluster keeps the same history (HyperPod's default "
+        "names it after the cluster's id).",
+        json_schema_extra=hint("letters, digits, $ and _, like slurm_acct_db"),
+    )
+    backup_retention_days: int = Field(
+        default=7, ge=1, le=35, description="Days of automated backups (point-in-time restore)."
+    )
+    rotation: bool = Field(
+        default=False,
+        description="Rotate the database password in Secrets Manager every rotation_days. Off: "
+        "whether HyperPod's slurmdbd reads a rotated password is not verified "
+        "(docs/accounting.md).",
+    )
+    rotation_days: int = Field(
+        default=30, ge=1, le=1000, description="Days between two rotations, with rotation on."
+    )
+    removal_policy: Literal["retain", "snapshot", "destroy"] = Field(
+        default="retain",
+        description="What `cdk destroy` does with the database and its secret: retain (and "
+        "deletion protection on), snapshot (a final snapshot, then delete), destroy.",
+    )
+
+
 class SlurmConfig(Section):
     """Slurm set up by HyperPod from the API (Orchestrator.Slurm and each group's SlurmConfig)."""
 
@@ -602,6 +720,7 @@ class SlurmConfig(Section):
         "built for the cluster's Slurm, installed on nodes whose AMI has none. Left out: the "
         "AMI's copy is used, and jobs with a container image fail where it has none.",
     )
+    accounting: AccountingConfig = Field(default_factory=AccountingConfig)
 
 
 KUBERNETES_VERSION = r"^1\.\d{2}$"
@@ -1217,6 +1336,12 @@ class EnvironmentConfig(Section):
         default_factory=list,
         description="The environment's people: created on the cluster's nodes with homes on FSx, "
         "and given Studio profiles with the same uid and gid.",
+    )
+    teams: list[TeamConfig] = Field(
+        default_factory=list,
+        description="Slurm only: the environment's teams, each a Slurm account with its fair "
+        "share and GPU limit, its members' associations created on the controller "
+        "(docs/accounting.md).",
     )
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)

@@ -70,6 +70,24 @@ class EksOrchestrator(Protocol):
         ...
 
 
+class AccountingHandles(Protocol):
+    """The Slurm accounting database HyperPod's slurmdbd connects to, and its secret."""
+
+    @property
+    def endpoint(self) -> str: ...
+
+    @property
+    def port(self) -> int: ...
+
+    @property
+    def database_name(self) -> str: ...
+
+    @property
+    def secret_arn(self) -> str: ...
+
+    def grant_secret_read(self, grantee: iam.IGrantable) -> object: ...
+
+
 @dataclass(frozen=True)
 class FileSystemHandles:
     """The FSx for Lustre file system nodes mount at /fsx (Slurm: HyperPod mounts it itself)."""
@@ -97,16 +115,24 @@ class HyperPodCluster(Construct):
         lifecycle: LifecycleSource,
         trainer_image: PullableImage | None = None,
         eks: EksOrchestrator | None = None,
+        accounting: AccountingHandles | None = None,
     ) -> None:
         super().__init__(scope, id)
         if (config.orchestrator == "eks") != (eks is not None):
             raise ValueError("an EKS environment needs the EKS cluster handles, Slurm none")
+        if accounting is not None and eks is not None:
+            raise ValueError("an accounting database is for Slurm clusters")
         self.cluster_name = config.cluster_name
         self.execution_role = ExecutionRole(
             self, "ExecutionRole", subnet_id=subnet_id, security_group_ids=security_group_ids,
             eks=eks is not None,
         ).role  # fmt: skip
         lifecycle.grant_read(self.execution_role)
+        if accounting is not None:
+            # HyperPod configures slurmdbd on the controller from the secret; which principal
+            # reads it is not documented where we could read: the nodes' role is granted, in its
+            # default policy, which exists before the cluster (docs/accounting.md).
+            accounting.grant_secret_read(self.execution_role)
         if trainer_image is not None:
             trainer_image.grant_pull(self.execution_role)
         access_entry = None
@@ -124,7 +150,17 @@ class HyperPodCluster(Construct):
         orchestrator = (
             sagemaker.CfnCluster.OrchestratorProperty(
                 slurm=sagemaker.CfnCluster.ClusterOrchestratorSlurmConfigProperty(
-                    slurm_config_strategy=slurm_config_strategy(config)
+                    slurm_config_strategy=slurm_config_strategy(config),
+                    accounting_database=(
+                        sagemaker.CfnCluster.ClusterAccountingDatabaseProperty(
+                            endpoint=accounting.endpoint,
+                            port=accounting.port,
+                            name=accounting.database_name,
+                            secret_arn=accounting.secret_arn,
+                        )
+                        if accounting is not None
+                        else None
+                    ),
                 )
             )
             if eks is None

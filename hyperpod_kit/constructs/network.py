@@ -33,6 +33,9 @@ BASE_ENDPOINTS = (
 # EKS nodes also call EKS (joining, Pod Identity) and EC2: the VPC CNI (aws-node) assigns pod
 # addresses and reads the instance's interfaces through the EC2 API.
 EKS_ENDPOINTS = ("eks", "eks-auth", "ec2")
+# Slurm accounting: HyperPod reads the database's secret for slurmdbd on the controller, and the
+# rotation function (when rotation is on) calls Secrets Manager from the cluster's subnet.
+ACCOUNTING_ENDPOINTS = ("secretsmanager",)
 
 
 class ClusterNetwork(Construct):
@@ -42,7 +45,9 @@ class ClusterNetwork(Construct):
     ``cluster_security_group_id`` (nodes and FSx: all traffic to itself, for EFA, plus Lustre
     ports), ``studio_fsx_security_group_id`` (Lustre ports between Studio apps and FSx),
     ``control_plane_subnet_ids`` (EKS: the subnets of other zones that only the EKS control plane
-    uses; empty unless the environment creates an EKS cluster).
+    uses; empty unless the environment creates an EKS cluster), ``database_subnet_ids`` (Slurm
+    accounting: the subnets of other zones that only the accounting database's subnet group
+    uses; empty without accounting).
     """
 
     def __init__(
@@ -54,17 +59,24 @@ class ClusterNetwork(Construct):
         availability_zone_id: str,
         eks: bool = False,
         eks_control_plane: bool | None = None,
+        accounting: bool = False,
     ) -> None:
         """``eks_control_plane``: create (new VPC) or expose (existing VPC) the control-plane
-        subnets; None follows ``eks``. Pass False when the EKS cluster already exists."""
+        subnets; None follows ``eks``. Pass False when the EKS cluster already exists.
+        ``accounting``: create (new VPC) or expose (existing VPC) the accounting database's
+        subnets, and add the Secrets Manager endpoint when interface endpoints are on."""
         super().__init__(scope, id)
         self.availability_zone_id = availability_zone_id
         self.control_plane_subnet_ids: list[str] = []
+        self.database_subnet_ids: list[str] = []
         control_plane = eks if eks_control_plane is None else eks_control_plane
         new_vpc = config.new_vpc
         if new_vpc is not None:
             cp_zone = config.control_plane_availability_zone_id if control_plane else None
             self._create_vpc(new_vpc, cp_zone)
+            db_zone = config.database_availability_zone_id
+            if accounting and db_zone is not None and new_vpc.database_subnet_cidr is not None:
+                self._database_subnet(str(new_vpc.database_subnet_cidr), db_zone)
         else:
             existing = config.existing_vpc
             assert existing is not None  # the schema's vpc-source rule guarantees one
@@ -73,6 +85,8 @@ class ClusterNetwork(Construct):
             self.private_subnet_id: str = existing.private_subnet_id
             if control_plane:
                 self.control_plane_subnet_ids = list(existing.control_plane_subnet_ids)
+            if accounting:
+                self.database_subnet_ids = list(existing.database_subnet_ids)
             if existing.route_table_ids:
                 self._s3_gateway_endpoint(existing.route_table_ids)
 
@@ -81,7 +95,11 @@ class ClusterNetwork(Construct):
         self.studio_fsx_security_group = self._studio_fsx_security_group()
         self.studio_fsx_security_group_id: str = self.studio_fsx_security_group.attr_group_id
         if config.interface_endpoints:
-            self._interface_endpoints(BASE_ENDPOINTS + (EKS_ENDPOINTS if eks else ()))
+            self._interface_endpoints(
+                BASE_ENDPOINTS
+                + (EKS_ENDPOINTS if eks else ())
+                + (ACCOUNTING_ENDPOINTS if accounting else ())
+            )
 
     # --- VPC -----------------------------------------------------------------------------------
 
@@ -131,6 +149,14 @@ class ClusterNetwork(Construct):
         self._s3_gateway_endpoint([rt.ref for rt in route_tables])
         if cfg.flow_logs:
             self._flow_logs(vpc)
+
+    def _database_subnet(self, cidr: str, zone: str) -> None:
+        """A DB subnet group spans two zones; the nodes stay in one, so this small subnet in the
+        second zone is the database's alone. Its route table has no route out: Aurora answers
+        the nodes and needs nothing outside the VPC."""
+        subnet = self._subnet("Database", cidr, zone)
+        self._route_table("Database", subnet)
+        self.database_subnet_ids = [subnet.ref]
 
     def _subnet(self, kind: str, cidr: str, zone: str | None = None) -> ec2.CfnSubnet:
         zone = zone or self.availability_zone_id

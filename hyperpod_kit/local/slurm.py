@@ -13,6 +13,14 @@ and killed by pid, never by name, which leaves other sessions' daemons alone.
 
 The node is named after this host, because the job script works out its rendezvous host from the
 Slurm node list and torchrun must be able to resolve it.
+
+With ``accounting=True`` the cluster also keeps Slurm accounting the way a HyperPod cluster with
+an accounting database does: a MariaDB of its own (data folder, socket and a free TCP port under
+the root, a `slurm` user with a password that may create its schema, as the database user of the
+secret must) and Debian's slurmdbd in front of it, associations and limits enforced, fair share
+by `priority/multifactor`, GPUs accounted as `gres/gpu` (AccountingStorageTRES) so that a GPU
+limit can be set. That is Slurm 22.05 and MariaDB 10.11, not HyperPod's Slurm 24.11+ against
+Aurora: what it shows is Slurm's behaviour and our scripts', not HyperPod's slurmdbd set-up.
 """
 
 from __future__ import annotations
@@ -42,6 +50,12 @@ BASE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 DAEMONS = ("munged", "slurmctld", "slurmd")
 CLIENTS = ("sbatch", "scontrol", "sinfo", "squeue", "scancel", "srun")  # srun: inside jobs
 INSTALL_HINT = "Debian/Ubuntu: apt-get install slurmctld slurmd slurm-client munge"
+# Accounting: the database daemons and the clients that read accounting.
+ACCOUNTING_DAEMONS = ("slurmdbd", "mariadbd", "mariadb-install-db", "mariadb")
+ACCOUNTING_CLIENTS = ("sacctmgr", "sacct", "sshare", "sreport")
+ACCOUNTING_HINT = "Debian/Ubuntu: apt-get install slurmdbd mariadb-server mariadb-client"
+DB_USER = "slurm"
+DB_NAME = "slurm_acct_db"
 START_TIMEOUT_S = 60.0
 COMMAND_TIMEOUT_S = 30.0
 POLL_S = 0.2
@@ -75,12 +89,19 @@ def node_name() -> str:
     return socket.gethostname().split(".")[0]
 
 
-def unavailable_reason() -> str | None:
+def unavailable_reason(*, accounting: bool = False) -> str | None:
     """Why a local Slurm cannot run here (binaries, privileges, name resolution); None when it
     can be tried. Starting the daemons can still fail: `LocalSlurm.start` says why then."""
     missing = [name for name in (*DAEMONS, *CLIENTS) if _which(name) is None]
     if missing:
         return f"Slurm is not installed: {', '.join(missing)} not found ({INSTALL_HINT})"
+    if accounting:
+        missing = [n for n in (*ACCOUNTING_DAEMONS, *ACCOUNTING_CLIENTS) if _which(n) is None]
+        if missing:
+            return (
+                f"Slurm accounting is not installed: {', '.join(missing)} not found "
+                f"({ACCOUNTING_HINT})"
+            )
     if os.geteuid() != 0:
         return "the local Slurm runs slurmd as root (it starts jobs for their user); run as root"
     name = node_name()
@@ -214,8 +235,30 @@ def slurm_conf(
     controller_port: int,
     slurmd_port: int,
     munge_socket: Path,
+    slurmdbd_port: int | None = None,
 ) -> str:
-    """slurm.conf for one node on 127.0.0.1, every path under `root`."""
+    """slurm.conf for one node on 127.0.0.1, every path under `root`; with `slurmdbd_port`,
+    accounting through that slurmdbd, associations and limits enforced, fair share."""
+    if slurmdbd_port is None:
+        accounting = """\
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none"""
+    else:
+        accounting = f"""\
+# Accounting as on a HyperPod cluster with an accounting database: every job recorded by
+# slurmdbd, a job needs an association (--account), limits (GrpTRES) enforced, GPUs accounted.
+JobAcctGatherType=jobacct_gather/linux
+JobAcctGatherFrequency=5
+AccountingStorageType=accounting_storage/slurmdbd
+AccountingStorageHost=127.0.0.1
+AccountingStoragePort={slurmdbd_port}
+# The munge socket clients and slurmctld reach slurmdbd through (AuthInfo is slurmctld's only).
+AccountingStoragePass={munge_socket}
+AccountingStorageEnforce=associations,limits
+AccountingStorageTRES=gres/gpu
+GresTypes=gpu
+PriorityType=priority/multifactor
+PriorityWeightFairshare=10000"""
     return f"""\
 # Written by hyperpod_kit.local.slurm: a one-node cluster on loopback, private to one session.
 ClusterName=hyperpod-local
@@ -241,8 +284,7 @@ PlugStackConfig={root}/plugstack.conf
 # No cgroups: processes are tracked through /proc, tasks are not bound.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
-JobAcctGatherType=jobacct_gather/none
-AccountingStorageType=accounting_storage/none
+{accounting}
 JobCompType=jobcomp/none
 MpiDefault=none
 SchedulerType=sched/backfill
@@ -261,6 +303,30 @@ PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP
 """
 
 
+def slurmdbd_conf(
+    *, root: Path, node: str, port: int, munge_socket: Path, db_port: int, password: str
+) -> str:
+    """slurmdbd.conf for this cluster's slurmdbd, its MariaDB on 127.0.0.1:`db_port`."""
+    return f"""\
+# Written by hyperpod_kit.local.slurm: this session's slurmdbd, in front of its own MariaDB.
+AuthType=auth/munge
+AuthInfo=socket={munge_socket}
+DbdHost={node}
+DbdAddr=127.0.0.1
+DbdPort={port}
+SlurmUser=root
+PidFile={root}/run/slurmdbd.pid
+LogFile={root}/log/slurmdbd.log
+DebugLevel=info
+StorageType=accounting_storage/mysql
+StorageHost=127.0.0.1
+StoragePort={db_port}
+StorageUser={DB_USER}
+StoragePass={password}
+StorageLoc={DB_NAME}
+"""
+
+
 class LocalSlurm:
     """munged + slurmctld + one slurmd, on loopback, as root, stopped by pid.
 
@@ -270,15 +336,25 @@ class LocalSlurm:
 
     `start` raises `SlurmUnavailableError` (with the reason and the daemons' logs) when Slurm is not
     installed or its daemons do not come up; `stop` kills everything this instance started, and
-    every job process on its node, even after a failure.
+    every job process on its node, even after a failure. With `accounting`, a MariaDB and a
+    slurmdbd of its own as well (module docstring).
     """
 
     def __init__(
-        self, *, partition: str = "compute", base_dir: Path | None = None, keep: bool = False
+        self,
+        *,
+        partition: str = "compute",
+        base_dir: Path | None = None,
+        keep: bool = False,
+        accounting: bool = False,
     ) -> None:
         if not _PARTITION.match(partition):
             raise ValueError(f"partition {partition!r} is not a plain Slurm name")
         self.partition = partition
+        self.accounting = accounting
+        self.cluster_name = "hyperpod-local"  # slurm.conf's ClusterName
+        self._db_port = 0
+        self._db_password = ""
         self.node = node_name()
         self.keep = keep
         self._base_dir = base_dir
@@ -303,6 +379,10 @@ class LocalSlurm:
         return self.root / "log"
 
     @property
+    def db_socket(self) -> Path:
+        return self.root / "run" / "mariadb.socket"
+
+    @property
     def daemons(self) -> dict[str, int]:
         """The pids of this instance's running daemons, by name."""
         return {name: p.pid for name, p in self._procs.items() if p.poll() is None}
@@ -319,10 +399,13 @@ class LocalSlurm:
         """Write the configuration, start the daemons, and wait until the node is idle."""
         if self._state != "new":
             raise RuntimeError(f"this LocalSlurm is {self._state}; make a new one")
-        reason = unavailable_reason()
+        reason = unavailable_reason(accounting=self.accounting)
         if reason is not None:
             raise SlurmUnavailableError(reason)
-        self._bins = {name: _which(name) or name for name in (*DAEMONS, *CLIENTS)}
+        names: tuple[str, ...] = (*DAEMONS, *CLIENTS)
+        if self.accounting:
+            names += (*ACCOUNTING_DAEMONS, *ACCOUNTING_CLIENTS)
+        self._bins = {name: _which(name) or name for name in names}
         self.root = Path(tempfile.mkdtemp(prefix="hyperpod-slurm-", dir=self._base_dir))
         self._state = "started"
         atexit.register(self.stop)
@@ -330,6 +413,9 @@ class LocalSlurm:
         try:
             self._write_files()
             self._start_munged(deadline)
+            if self.accounting:
+                self._start_database(deadline)
+                self._start_slurmdbd(deadline)
             self._start_slurmctld(deadline)
             self._start_slurmd()
             self.wait_node(lambda n: n.get("State") == "IDLE", "idle", deadline - time.monotonic())
@@ -351,7 +437,7 @@ class LocalSlurm:
         atexit.unregister(self.stop)
         try:
             self._kill_marked(NODE)  # job processes, their steps and slurmd, at once
-            for name in ("slurmd", "slurmctld", "munged"):
+            for name in ("slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"):
                 self._terminate(name)
             self._kill_marked(None)  # whatever of ours is left (slurmctld's slurmscriptd)
         finally:
@@ -370,10 +456,13 @@ class LocalSlurm:
         key.write_bytes(secrets.token_bytes(1024))
         key.chmod(0o400)
         (self.root / "plugstack.conf").write_text("")
-        controller_port = free_port()
-        slurmd_port = free_port()
-        while slurmd_port == controller_port:
-            slurmd_port = free_port()
+        ports: list[int] = []
+        while len(ports) < (4 if self.accounting else 2):
+            port = free_port()
+            if port not in ports:
+                ports.append(port)
+        controller_port, slurmd_port = ports[:2]
+        slurmdbd_port = ports[2] if self.accounting else None
         self.conf.write_text(
             slurm_conf(
                 root=self.root,
@@ -383,8 +472,25 @@ class LocalSlurm:
                 controller_port=controller_port,
                 slurmd_port=slurmd_port,
                 munge_socket=self.munge_socket,
+                slurmdbd_port=slurmdbd_port,
             )
         )
+        if self.accounting:
+            assert slurmdbd_port is not None
+            self._db_port = ports[3]
+            self._db_password = secrets.token_hex(16)
+            dbd_conf = self.root / "slurmdbd.conf"  # beside slurm.conf: where slurmdbd looks
+            dbd_conf.write_text(
+                slurmdbd_conf(
+                    root=self.root,
+                    node=self.node,
+                    port=slurmdbd_port,
+                    munge_socket=self.munge_socket,
+                    db_port=self._db_port,
+                    password=self._db_password,
+                )
+            )
+            dbd_conf.chmod(0o600)  # slurmdbd refuses a config others can read
 
     def _spawn(self, name: str, argv: list[str], role: str) -> None:
         console = (self.logs / f"{name}.console").open("ab")
@@ -424,6 +530,58 @@ class LocalSlurm:
             return ping.returncode == 0 and "is UP" in ping.stdout
 
         self._until(up, "slurmctld to answer", deadline, "slurmctld")
+
+    def _start_database(self, deadline: float) -> None:
+        """A MariaDB of this cluster's: a data folder under the root, its socket and a TCP port
+        on loopback, and the `slurm` user slurmdbd logs in as, allowed to create its schema."""
+        data = self.root / "mysql"
+        self._run(
+            [
+                "mariadb-install-db", "--no-defaults", f"--datadir={data}", "--user=root",
+                "--auth-root-authentication-method=normal", "--skip-test-db",
+                "--skip-name-resolve",
+            ],
+            env=self._env(CONTROLLER),
+            timeout=120,
+        )  # fmt: skip
+        self._spawn(
+            "mariadbd",
+            [
+                self._bins["mariadbd"], "--no-defaults", f"--datadir={data}",
+                f"--socket={self.db_socket}", f"--port={self._db_port}",
+                "--bind-address=127.0.0.1", f"--pid-file={self.root / 'run' / 'mariadbd.pid'}",
+                f"--log-error={self.logs / 'mariadb.log'}", "--user=root", "--skip-name-resolve",
+                # Slurm's recommended lock wait; a small buffer pool (slurmdbd logs that it
+                # recommends more, which a test's few jobs do not need).
+                "--innodb-buffer-pool-size=128M", "--innodb-lock-wait-timeout=900",
+            ],
+            CONTROLLER,
+        )  # fmt: skip
+
+        def up() -> bool:
+            return self._sql("SELECT 1", check=False).returncode == 0
+
+        self._until(up, "MariaDB to answer", deadline, "mariadbd")
+        self._sql(
+            f"CREATE USER '{DB_USER}'@'127.0.0.1' IDENTIFIED BY '{self._db_password}'; "
+            f"GRANT ALL PRIVILEGES ON `{DB_NAME}`.* TO '{DB_USER}'@'127.0.0.1';"
+        )
+
+    def _sql(self, statement: str, *, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return self._run(
+            ["mariadb", "--no-defaults", f"--socket={self.db_socket}", "-uroot", "-e", statement],
+            check=check,
+        )
+
+    def _start_slurmdbd(self, deadline: float) -> None:
+        """slurmdbd (it creates its tables on first start), then this cluster in its database."""
+        self._spawn("slurmdbd", [self._bins["slurmdbd"], "-D"], CONTROLLER)
+
+        def up() -> bool:
+            return self._run(["sacctmgr", "-nP", "show", "cluster"], check=False).returncode == 0
+
+        self._until(up, "slurmdbd to answer", deadline, "slurmdbd")
+        self._run(["sacctmgr", "-i", "add", "cluster", self.cluster_name])
 
     def _start_slurmd(self) -> None:
         self._spawn(
@@ -536,6 +694,10 @@ class LocalSlurm:
 
     def scontrol(self, *args: str) -> str:
         return self._run(["scontrol", *args]).stdout
+
+    def client(self, command: str, *args: str, check: bool = True) -> str:
+        """One of the cluster's clients (sacctmgr, sacct, sshare, sreport ...) on its config."""
+        return self._run([command, *args], check=check).stdout
 
     def sinfo(self, *args: str) -> str:
         return self._run(["sinfo", *args]).stdout
@@ -685,13 +847,16 @@ class LocalSlurm:
             return "(the local Slurm was never started)"
         parts: list[str] = []
         if self.conf.is_file():
-            for argv in (["sinfo"], ["squeue"], ["scontrol", "show", "node", self.node]):
-                try:
-                    out = self._run(argv, check=False, timeout=10)
-                    text = (out.stdout + out.stderr).strip()
-                except (OSError, subprocess.SubprocessError) as e:
-                    text = str(e)
-                parts.append(f"--- {' '.join(argv)}\n{text}")
+            commands = [["sinfo"], ["squeue"], ["scontrol", "show", "node", self.node]]
+        if self.accounting:
+            commands.append(["sacctmgr", "-nP", "show", "assoc"])
+        for argv in commands:
+            try:
+                out = self._run(argv, check=False, timeout=10)
+                text = (out.stdout + out.stderr).strip()
+            except (OSError, subprocess.SubprocessError) as e:
+                text = str(e)
+            parts.append(f"--- {' '.join(argv)}\n{text}")
         for path in sorted(self.logs.glob("*")) if self.logs.is_dir() else []:
             tail = path.read_text(errors="replace").splitlines()[-lines:]
             parts.append(f"--- {path}\n" + "\n".join(tail))

@@ -13,6 +13,7 @@ import json
 import re
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -178,9 +179,10 @@ class TrainingJob:
     def checkpoints(self) -> Path:
         return self.fsx / "checkpoints"
 
-    def submit(self, slurm: LocalSlurm) -> str:
+    def submit(self, slurm: LocalSlurm, *, args: Sequence[str] = ()) -> str:
+        """sbatch the job (`args`: more sbatch options, such as --account)."""
         env = {**JOB_ENV, "HYPERPOD_RDZV_PORT": str(free_port())}
-        return slurm.sbatch(self.script, workdir=self.folder, env=env)
+        return slurm.sbatch(self.script, workdir=self.folder, env=env, args=args)
 
     def wait_for_checkpoint(
         self, slurm: LocalSlurm, job_id: str, step: int, timeout: float = JOB_TIMEOUT_S

@@ -10,8 +10,11 @@ from typing import Any
 from hyperpod_kit.config.aws import AwsFacade
 from hyperpod_kit.naming import ENVIRONMENT_TAG, parameter_name
 
-AREAS = ("network", "storage", "eks", "trainer", "cluster", "eks-addons", "studio", "monitoring")
-PUBLISHED = ("network", "storage", "eks", "cluster", "studio", "monitoring")
+AREAS = (
+    "network", "storage", "accounting", "eks", "trainer", "cluster", "eks-addons", "studio",
+    "monitoring",
+)  # fmt: skip
+PUBLISHED = ("network", "storage", "accounting", "eks", "cluster", "studio", "monitoring")
 
 
 @dataclass(frozen=True)

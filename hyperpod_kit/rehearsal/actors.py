@@ -18,7 +18,11 @@ The actors, from the assembly (never from a list per example):
      deploy with the event they exist for (see `DRIVERS`); CDK's own functions are skipped;
   6. HyperPod's Karpenter autoscaling, where a cluster enables it: after the deploy it adds and
      deletes nodes as the cluster's `ClusterRole`, and asks KMS for grants on the groups' volume
-     keys (the calls the HyperPod autoscaling guide's policy allows).
+     keys (the calls the HyperPod autoscaling guide's policy allows);
+  7. HyperPod's slurmdbd set-up, where a Slurm cluster names an accounting database: while the
+     cluster is created, the controller reads the database's secret (`SecretArn`) as the
+     controller group's role (which principal reads it is not documented: the node's role is the
+     one hyperpod-kit grants, so that is the one checked).
 
 One fake AWS (`fakes.py` for the CLI, `botofake.py` for boto3) is shared by all actors, in deploy
 order: at each moment it holds the SSM parameters and S3 objects the deploy has made by then
@@ -297,6 +301,7 @@ class _Stage:
         for cluster in dict.fromkeys(g.cluster for g in groups):
             moment = Moment(f"first provisioning, while {cluster} is created", cluster)
             self.world.at(self.assembly, moment)
+            self._slurmdbd(cluster, groups, moment)
             for group in (g for g in groups if g.cluster == cluster):
                 node = self._provision(group, moment, "first provisioning")
                 if node is not None:
@@ -332,6 +337,34 @@ class _Stage:
         self.recording += _boto_calls(state / "boto.jsonl", actor, role, moment)
         for path in (aws, state / "boto.jsonl"):
             path.unlink(missing_ok=True)
+
+    # 7. HyperPod's slurmdbd set-up -----------------------------------------------------------
+
+    def _slurmdbd(self, cluster: ResourceRef, groups: list[_Group], moment: Moment) -> None:
+        """HyperPod configures slurmdbd on the controller from the accounting database's
+        secret, when the cluster names one."""
+        res = self.assembly.resource(cluster)
+        slurm = (res.get("Properties", {}).get("Orchestrator") or {}).get("Slurm") or {}
+        database = slurm.get("AccountingDatabase")
+        if not database:
+            return
+        secret = str(self.assembly.resolve(cluster.stack, database.get("SecretArn")))
+        actor = f"HyperPod slurmdbd set-up ({cluster.logical_id})"
+        controller = next(
+            (g for g in groups if g.cluster == cluster and g.node_type == "Controller"), None
+        )
+        if controller is None:
+            self._fail(actor, None, moment, 1, "AccountingDatabase is set and no group is the "
+                       "Slurm controller")  # fmt: skip
+            return
+        self.recording.append(
+            Call(
+                actor, controller.role, moment, "secretsmanager", "GetSecretValue",
+                {"SecretId": secret},
+                "HyperPod writes slurmdbd's database login on the controller from "
+                "AccountingDatabase.SecretArn (the node's role is assumed to read it)",
+            )
+        )  # fmt: skip
 
     # 6. HyperPod's autoscaling --------------------------------------------------------------
 

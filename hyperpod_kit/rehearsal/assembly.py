@@ -276,9 +276,13 @@ _ARN = {
     "AWS::FSx::FileSystem": "arn:{p}:fsx:{r}:{a}:file-system/{id}",
     "AWS::Events::Rule": "arn:{p}:events:{r}:{a}:rule/{name}",
     "AWS::StepFunctions::StateMachine": "arn:{p}:states:{r}:{a}:stateMachine:{name}",
+    "AWS::SecretsManager::Secret": "arn:{p}:secretsmanager:{r}:{a}:secret:{name}-{id}",
 }
 # Types whose Ref is their ARN.
-_REF_IS_ARN = {"AWS::SNS::Topic", "AWS::IAM::ManagedPolicy", "AWS::StepFunctions::StateMachine"}
+_REF_IS_ARN = {
+    "AWS::SNS::Topic", "AWS::IAM::ManagedPolicy", "AWS::StepFunctions::StateMachine",
+    "AWS::SecretsManager::Secret",
+}  # fmt: skip
 # Made-up ids in the shape AWS gives them.
 _ID_SHAPE = {
     "AWS::FSx::FileSystem": "fs-{h17}",
@@ -289,6 +293,8 @@ _ID_SHAPE = {
     "AWS::EC2::Subnet": "subnet-{h17}",
     "AWS::EC2::SecurityGroup": "sg-{h17}",
 }
+# A secret's ARN ends in a dash and six characters Secrets Manager picks.
+_SUFFIX_TYPES = {"AWS::SecretsManager::Secret"}
 
 
 class _Resolver:
@@ -321,9 +327,10 @@ class _Resolver:
         kind = res.get("Type", "")
         name = self._name(logical)
         shape = _ARN.get(kind, "arn:{p}:unknown:{r}:{a}:" + kind.replace("::", "-") + "/{name}")
+        made_up = self._made_up(logical)
         return str(shape).format(
             p=PARTITION, r=self.stack.region, a=self.stack.account, name=name,
-            id=self._made_up(logical), bare=name.lstrip("/"),
+            id=made_up[-6:] if kind in _SUFFIX_TYPES else made_up, bare=name.lstrip("/"),
         )  # fmt: skip
 
     def ref(self, logical: str) -> str:

@@ -17,9 +17,10 @@ units that are active), ``visudo_fail``, ``aws_fail`` (failures before success),
 (same, for apt-get and apt-mark), ``aws_put_fail`` (only SSM writes fail), ``packages`` (the
 packages dpkg knows as installed, one name a line; ``apt-mark hold`` keeps its holds in
 ``holds``), ``logrotate_fail`` (``logrotate -d`` refuses), ``ssm/<name>`` and
-``s3/<bucket>/<key>`` (what AWS holds); CloudWatch Logs events land in
-``logs/<group>/<stream>.jsonl``. ``runuser -u USER -- COMMAND...`` runs COMMAND as the sandbox's
-own user (the user must be in the sandbox's /etc/passwd).
+``s3/<bucket>/<key>`` (what AWS holds), ``slurmdbd_down`` (every sacctmgr call fails); CloudWatch
+Logs events land in ``logs/<group>/<stream>.jsonl``, Slurm's accounts and associations in
+``slurmdb.json``. ``runuser -u USER -- COMMAND...`` runs COMMAND as the sandbox's own user (the
+user must be in the sandbox's /etc/passwd).
 
 What AWS holds may live elsewhere, shared by several sandboxes (the rehearsal's world):
 ``$FAKE_AWS`` (default ``$FAKE_STATE``) holds what the actors wrote (``ssm/``, ``s3/``, ``logs/``)
@@ -38,13 +39,14 @@ import os
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
 
 # Commands that must never run during provisioning (nothing is fetched from GitHub; nothing runs
 # through sudo, the scripts already are root): the fake records the call and fails.
 FORBIDDEN = ("curl", "wget", "git", "sudo", "pip", "pip3")
 FAKES = (
     "useradd", "groupadd", "usermod", "userdel", "chown", "systemd-tmpfiles", "apt-get", "apt",
-    "dpkg", "visudo", "aws", "apt-mark", "dpkg-query", "logrotate", *FORBIDDEN,
+    "dpkg", "visudo", "aws", "apt-mark", "dpkg-query", "logrotate", "sacctmgr", *FORBIDDEN,
 )  # fmt: skip
 FAST_FAKES = (
     "getent", "stat", "mountpoint", "mount", "hostname", "systemctl", "sleep", "scontrol",
@@ -424,6 +426,173 @@ def visudo(args: list[str]) -> int:
 
 
 # Options of the aws CLI that take a value (global ones and those the scripts use).
+# --- sacctmgr: Slurm's accounts and associations, as the teams' script uses them ----------------
+
+SLURMDB = "slurmdb.json"  # in $FAKE_STATE: what slurmdbd holds
+
+
+def _slurmdb() -> dict[str, Any]:
+    path = STATE / SLURMDB
+    if path.exists():
+        data: dict[str, Any] = json.loads(path.read_text())
+        return data
+    # A controller's database as HyperPod leaves it: the cluster (the scontrol fake's ClusterName)
+    # and Slurm's root account and user, GPUs accounted.
+    return {
+        "clusters": ["cluster"],
+        "accounts": {"root": {"organization": "root", "description": "default root account"}},
+        "assocs": [
+            {"cluster": "cluster", "account": "root", "user": "", "fairshare": "1",
+             "grptres": "", "grpsubmit": "", "maxsubmit": ""},
+            {"cluster": "cluster", "account": "root", "user": "root", "fairshare": "1",
+             "grptres": "", "grpsubmit": "", "maxsubmit": ""},
+        ],
+        "defaults": {"root": "root"},
+        "tres": ["cpu|", "mem|", "energy|", "node|", "billing|", "gres|gpu"],
+    }  # fmt: skip
+
+
+def _words(args: list[str]) -> tuple[list[str], dict[str, str], dict[str, str]]:
+    """sacctmgr's words: the verbs and entity, `where` key=value pairs, `set` key=value pairs
+    (keys lower case; before `set` without `where`, pairs count as where/with)."""
+    head: list[str] = []
+    where: dict[str, str] = {}
+    sets: dict[str, str] = {}
+    target = where
+    for word in args:
+        if word in ("where", "with"):
+            target = where
+        elif word == "set":
+            target = sets
+        elif "=" in word:
+            key, _, value = word.partition("=")
+            target[key.lower()] = value
+        else:
+            head.append(word)
+    return head, where, sets
+
+
+def _tres(current: str, change: str) -> str:
+    """GrpTRES after `GrpTRES=change` (an item set to -1 is removed)."""
+    items = dict(i.split("=", 1) for i in current.split(",") if i)
+    for item in filter(None, change.split(",")):
+        name, _, value = item.partition("=")
+        if value == "-1":
+            items.pop(name, None)
+        else:
+            items[name] = value
+    return ",".join(f"{k}={v}" for k, v in sorted(items.items()))
+
+
+_ASSOC_FIELDS = {"fairshare": "fairshare", "grptres": "grptres", "grpsubmitjobs": "grpsubmit",
+                 "maxsubmitjobs": "maxsubmit"}  # fmt: skip
+
+
+def _assoc(cluster: str, account: str, user: str, **values: str) -> dict[str, str]:
+    row = {"cluster": cluster, "account": account, "user": user, "fairshare": "1",
+           "grptres": "", "grpsubmit": "", "maxsubmit": ""}  # fmt: skip
+    return row | values
+
+
+def _show(db: dict[str, Any], entity: str, where: dict[str, str]) -> int:
+    fields = [f.lower() for f in where.pop("format", "").split(",") if f]
+    if entity == "cluster":
+        rows = [{"cluster": c} for c in db["clusters"]]
+    elif entity == "account":
+        rows = [{"account": n, **a} for n, a in sorted(db["accounts"].items())]
+    elif entity == "assoc":
+        rows = [a for a in db["assocs"] if a["cluster"] == where.get("cluster", a["cluster"])]
+    elif entity == "user":
+        rows = [{"user": u, "defaultaccount": a} for u, a in sorted(db["defaults"].items())]
+    elif entity == "tres":
+        rows = [dict(zip(("type", "name"), t.split("|"), strict=True)) for t in db["tres"]]
+    else:
+        return fail(f"sacctmgr: show {entity}: not faked", 99)
+    aliases = {"org": "organization", "descr": "description"}
+    for row in rows:
+        print("|".join(str(row.get(aliases.get(f, f), "")) for f in fields))
+    return 0
+
+
+def _add(db: dict[str, Any], entity: str, where: dict[str, str], cluster: str) -> int:
+    name = where["name"]
+    account = name if entity == "account" else where["account"]
+    user = "" if entity == "account" else name
+    if entity == "user" and account not in db["accounts"]:
+        return fail(f" The account {account} doesn't exist", 1)
+    if any((a["account"], a["user"], a["cluster"]) == (account, user, cluster)
+           for a in db["assocs"]):  # fmt: skip
+        return fail(" Nothing new added.", 1)
+    if entity == "account":
+        db["accounts"].setdefault(
+            name,
+            {"organization": where.get("organization", name),
+             "description": where.get("description", name)},
+        )  # fmt: skip
+        row = _assoc(cluster, name, "", fairshare=where.get("fairshare", "1"),
+                     grptres=_tres("", where.get("grptres", "")))  # fmt: skip
+    else:
+        row = _assoc(cluster, account, user)
+        db["defaults"].setdefault(name, account)
+    db["assocs"].append(row)
+    return 0
+
+
+def _modify(
+    db: dict[str, Any], entity: str, where: dict[str, str], sets: dict[str, str], cluster: str
+) -> int:
+    if entity == "account":
+        match = [a for a in db["assocs"] if a["account"] == where.get("name")
+                 and not a["user"] and a["cluster"] == cluster]  # fmt: skip
+    else:
+        match = [a for a in db["assocs"] if a["user"] == where.get("name")
+                 and a["account"] == where.get("account", a["account"])
+                 and a["cluster"] == cluster]  # fmt: skip
+    if not match:
+        return fail(" Nothing modified", 1)
+    for key, value in sets.items():
+        if key == "defaultaccount":
+            if not any(a["account"] == value for a in match):
+                return fail(f" User does not have an association with account {value}", 1)
+            db["defaults"][where["name"]] = value
+            continue
+        column = _ASSOC_FIELDS.get(key)
+        if column is None:
+            return fail(f"sacctmgr: modify {key}: not faked", 99)
+        for assoc in match:
+            if column == "grptres":
+                assoc["grptres"] = _tres(assoc["grptres"], value)
+            else:
+                assoc[column] = "" if value == "-1" else value
+    return 0
+
+
+def sacctmgr(args: list[str]) -> int:
+    """The subset of sacctmgr the teams' script uses, on a database in ``$FAKE_STATE``
+    (knob ``slurmdbd_down``: every call fails as when slurmdbd does not answer)."""
+    if knob("slurmdbd_down") is not None:
+        return fail("sacctmgr: error: Sending PersistInit msg: Connection refused", 1)
+    db = _slurmdb()
+    opts = [a for a in args if a.startswith("-")]
+    head, where, sets = _words([a for a in args if not a.startswith("-")])
+    verb, entity = [*head, "", ""][:2]
+    entity = {"association": "assoc", "associations": "assoc"}.get(entity, entity)
+    if verb in ("show", "list"):
+        return _show(db, entity, where)
+    if "-i" not in opts and "--immediate" not in opts:
+        return fail("sacctmgr: the scripts always change with -i (no prompt)", 99)
+    cluster = where.get("cluster", db["clusters"][0])
+    if verb == "add" and entity in ("account", "user"):
+        rc = _add(db, entity, where, cluster)
+    elif verb == "modify" and entity in ("account", "user"):
+        rc = _modify(db, entity, where, sets, cluster)
+    else:
+        return fail(f"sacctmgr: {verb} {entity}: not faked", 99)
+    if rc == 0:
+        (STATE / SLURMDB).write_text(json.dumps(db, indent=1, sort_keys=True))
+    return rc
+
+
 AWS_VALUED = {
     "--region", "--name", "--query", "--output", "--type", "--value", "--log-group-name",
     "--log-stream-name", "--log-events", "--profile", "--endpoint-url", "--names",
@@ -541,7 +710,7 @@ def main(argv: list[str]) -> int:
     handlers = {
         "useradd": useradd, "groupadd": groupadd, "usermod": usermod, "chown": chown,
         "apt-get": apt_get, "visudo": visudo, "aws": aws, "apt-mark": apt_mark,
-        "dpkg-query": dpkg_query, "logrotate": logrotate,
+        "dpkg-query": dpkg_query, "logrotate": logrotate, "sacctmgr": sacctmgr,
     }  # fmt: skip
     handler = handlers.get(name)
     return handler(args) if handler else 0

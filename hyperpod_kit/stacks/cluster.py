@@ -12,6 +12,7 @@ from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.hyperpod_cluster import (
+    AccountingHandles,
     EksOrchestrator,
     FileSystemHandles,
     HyperPodCluster,
@@ -36,6 +37,7 @@ class ClusterStack(Stack):
         data_bucket: s3.IBucket,
         trainer_image: PullableImage | None = None,
         eks: EksOrchestrator | None = None,
+        accounting: AccountingHandles | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -50,6 +52,7 @@ class ClusterStack(Stack):
             lifecycle=self.lifecycle,
             trainer_image=trainer_image,
             eks=eks,
+            accounting=accounting,
         )
         # No node provisions before its scripts and the users file are in S3: the pointer
         # parameter is written only after both uploads completed.

@@ -6,6 +6,8 @@ damaged or tampered file can never hand the shell anything but plain names and n
 
     node.py group-of RESOURCE_CONFIG IP...   this node's instance group (matched by IP address)
     node.py users USERS_JSON                 "G gid name" and "U name uid gid admin" lines
+    node.py teams USERS_JSON                 "T team fairshare gpu_limit" (-1: none) and
+                                             "M team user" lines; exit 4 when it has no teams
     node.py field NAME < JSON                one field of a JSON object (an s3:// URI or a word)
 """
 
@@ -19,6 +21,8 @@ GROUP = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 USER = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[A-Za-z0-9/._-]+$")
 WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+TEAM = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+NO_TEAMS = 4  # the users file has no "teams" key: the environment keeps no Slurm accounts
 
 
 class NodeInputError(Exception):
@@ -44,10 +48,10 @@ def group_of(resource_config: str, ips: list[str]) -> str:
     raise LookupError(f"no instance in {resource_config} has an address of this node {sorted(ips)}")
 
 
-def _int(user: dict[str, object], key: str, low: int, high: int) -> int:
+def _int(user: dict[str, object], key: str, low: int, high: int, kind: str = "user") -> int:
     value = user.get(key)
     if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise NodeInputError(f"user {user.get('name')!r}: {key} {value!r} is not in {low}-{high}")
+        raise NodeInputError(f"{kind} {user.get('name')!r}: {key} {value!r} is not in {low}-{high}")
     return value
 
 
@@ -91,6 +95,50 @@ def users(path: str) -> list[str]:
     return lines
 
 
+class NoTeamsError(Exception):
+    pass
+
+
+def teams(path: str) -> list[str]:
+    """The users file's teams as lines for the shell (docs/accounting.md): each team's account
+    with its fair share and GPU limit (-1: none), then its members. Members are users of the
+    same file, each in one team; `root` is Slurm's own account."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    if not isinstance(data, dict) or "teams" not in data:
+        raise NoTeamsError(f"{path} has no teams")
+    found = data["teams"]
+    if not isinstance(found, list):
+        raise NodeInputError(f"{path}: teams is not a list")
+    people = {u.get("name") for u in data.get("users") or [] if isinstance(u, dict)}
+    lines: list[str] = []
+    names: set[str] = set()
+    member_of: dict[str, str] = {}
+    for team in found:
+        if not isinstance(team, dict):
+            raise NodeInputError(f"{path}: a team is not an object")
+        name = team.get("name")
+        if not isinstance(name, str) or not TEAM.match(name) or name == "root":
+            raise NodeInputError(f"{path}: team name {name!r} is not a Slurm account name")
+        if name in names:
+            raise NodeInputError(f"{path}: team {name!r} is listed twice")
+        names.add(name)
+        share = _int(team, "fairshare", 1, 1000000, "team")
+        gpus = -1 if team.get("gpu_limit") is None else _int(team, "gpu_limit", 0, 1000000, "team")
+        lines.append(f"T {name} {share} {gpus}")
+        members = team.get("members")
+        if not isinstance(members, list):
+            raise NodeInputError(f"{path}: team {name!r}: members is not a list")
+        for member in members:
+            if not isinstance(member, str) or member not in people:
+                raise NodeInputError(f"{path}: team {name!r}: {member!r} is not a user of it")
+            if member in member_of:
+                raise NodeInputError(f"{path}: {member!r} is in {member_of[member]!r} and {name!r}")
+            member_of[member] = name
+            lines.append(f"M {name} {member}")
+    return lines
+
+
 def field(name: str) -> str:
     data = json.load(sys.stdin)
     value = data.get(name) if isinstance(data, dict) else None
@@ -105,6 +153,8 @@ def main(argv: list[str]) -> int:
             print(group_of(argv[1], argv[2:]))
         elif len(argv) == 2 and argv[0] == "users":
             print("\n".join(users(argv[1])))
+        elif len(argv) == 2 and argv[0] == "teams":
+            print("\n".join(teams(argv[1])))
         elif len(argv) == 2 and argv[0] == "field":
             print(field(argv[1]))
         else:
@@ -113,6 +163,9 @@ def main(argv: list[str]) -> int:
     except LookupError as e:
         print(f"node.py: {e}", file=sys.stderr)
         return 3
+    except NoTeamsError as e:
+        print(f"node.py: {e}", file=sys.stderr)
+        return NO_TEAMS
     except (OSError, ValueError, NodeInputError) as e:  # json.JSONDecodeError is a ValueError
         print(f"node.py: {e}", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
 #!/bin/bash
 # Slurm nodes: the environment's users, now and later.
-#  1. installs the user sync (bin/hyperpod-kit-user-sync) and its systemd timer;
+#  1. installs the user sync (bin/hyperpod-kit-user-sync), its systemd timer and, on Slurm, the
+#     teams' accounts script the sync runs on the controller (bin/hyperpod-kit-slurm-accounts);
 #  2. waits a little for FSx at /fsx (HyperPod mounts it from InstanceStorageConfigs);
 #  3. runs the sync once: the users file the pointer parameter names today (users, homes,
 #     sudoers, status); the file travels beside the scripts, so people change without the
@@ -17,6 +18,11 @@ put_file "$HPK_BUNDLE/bin/hyperpod-kit-user-sync" "$ROOT$HPK_HOME/bin/hyperpod-k
 # The users' SSH keys (cluster.node_setup.ssh_keys): the sync runs it as each user.
 if [[ -f $HPK_BUNDLE/bin/hyperpod-kit-ssh-key ]]; then
   put_file "$HPK_BUNDLE/bin/hyperpod-kit-ssh-key" "$ROOT$HPK_HOME/bin/hyperpod-kit-ssh-key" 755
+fi
+# Slurm: the teams' accounts, which the sync applies on the controller (docs/accounting.md).
+if [[ -f $HPK_BUNDLE/bin/hyperpod-kit-slurm-accounts ]]; then
+  put_file "$HPK_BUNDLE/bin/hyperpod-kit-slurm-accounts" \
+    "$ROOT$HPK_HOME/bin/hyperpod-kit-slurm-accounts" 755
 fi
 for unit in hyperpod-kit-user-sync.service hyperpod-kit-user-sync.timer; do
   put_file "$HPK_BUNDLE/systemd/$unit" "$ROOT/etc/systemd/system/$unit" 644

@@ -87,7 +87,8 @@ class Node(SandboxNode):
         self.write("/etc/passwd", "".join(BASE_PASSWD.splitlines(keepends=True)[:2]))
         self.write("/etc/group", "".join(BASE_GROUP.splitlines(keepends=True)[:2]))
         if bundle.users is not None:  # what the stack uploads beside the scripts, and points at
-            publish_users(self, json.loads(bundle.users)["users"])
+            document = json.loads(bundle.users)
+            publish_users(self, document["users"], teams=document.get("teams"))
 
     def mutations(self) -> list[list[str]]:
         found = [c for c in self.calls() if c[0] in MUTATING]
@@ -307,11 +308,16 @@ def test_provisioning_goes_on_when_the_users_file_cannot_be_fetched(sandbox: Any
 # --- the timer: later changes to users -----------------------------------------------------------
 
 
-def publish_users(node: Node, users: list[dict[str, Any]]) -> None:
+def publish_users(
+    node: Node, users: list[dict[str, Any]], *, teams: list[dict[str, Any]] | None = None
+) -> None:
     key = "sagemaker-111122223333-us-west-2-hyperpod-dev/lifecycle/abc/users.json"
     target = node.state / "s3" / key
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(json.dumps({"version": 1, "users": users}))
+    document: dict[str, Any] = {"version": 1, "users": users}
+    if teams is not None:
+        document["teams"] = teams
+    target.write_text(json.dumps(document))
     pointer = node.state / "ssm/hyperpod-kit/hyperpod-dev/lifecycle"
     pointer.parent.mkdir(parents=True, exist_ok=True)
     pointer.write_text(json.dumps({"users_uri": f"s3://{key}", "hash": "abc"}))
@@ -344,6 +350,131 @@ def test_timer_sync_adds_locks_and_unlocks(sandbox: Any) -> None:
     assert ["usermod", "--expiredate", "", "alice"] in node.calls("usermod")
     assert node.path("/etc/sudoers.d/90-hyperpod-kit-alice").exists()
     assert node.path("/var/lib/hyperpod-kit/users/locked").read_text() == ""
+
+
+# --- the teams' Slurm accounts (docs/accounting.md) ----------------------------------------------
+
+TEAMS = [
+    {"name": "pretraining", "members": ["alice", "bob"], "fairshare": 3, "gpu_limit": 16},
+    {"name": "research", "members": ["carol"], "fairshare": 1},
+]
+
+
+def slurmdb(node: Node) -> dict[str, Any]:
+    """What the sacctmgr fake holds: accounts, associations (cluster `cluster`), defaults."""
+    data: dict[str, Any] = json.loads((node.state / "slurmdb.json").read_text())
+    return data
+
+
+def assocs(node: Node) -> dict[tuple[str, str], dict[str, str]]:
+    return {(a["account"], a["user"]): a for a in slurmdb(node)["assocs"]}
+
+
+def sacctmgr_changes(node: Node) -> list[list[str]]:
+    return [c for c in node.calls("sacctmgr") if "-i" in c]
+
+
+def test_controller_makes_the_teams_accounts_twice_the_same(sandbox: Any) -> None:
+    """The first provisioning makes each team's account (ours, its fair share and GPU limit)
+    and each member's association, their default account; the second changes nothing."""
+    node = sandbox(config({"teams": TEAMS}))
+    ok(node.run())
+    first = slurmdb(node)
+    found = assocs(node)
+    assert found[("pretraining", "")]["fairshare"] == "3"
+    assert found[("pretraining", "")]["grptres"] == "gres/gpu=16"
+    assert found[("research", "")]["grptres"] == ""
+    assert {k for k in found if k[1] not in ("", "root")} == {
+        ("pretraining", "alice"), ("pretraining", "bob"), ("research", "carol"),
+    }  # fmt: skip
+    assert first["accounts"]["pretraining"]["organization"] == "hyperpod-kit"
+    assert first["defaults"] | {} == {"root": "root", "alice": "pretraining", "bob": "pretraining",
+                                     "carol": "research"}  # fmt: skip
+    assert "slurm accounts in sync on cluster cluster: 2 team(s), 3 member(s), 5 change(s)" in (
+        node.log()
+    )
+    snapshot = node.snapshot()
+    ok(node.run())
+    assert slurmdb(node) == first
+    assert sacctmgr_changes(node) == [], "the second run changed Slurm's accounts again"
+    assert node.snapshot() == snapshot
+    assert "3 member(s), 0 change(s)" in node.log()
+
+
+def test_teams_are_the_controllers_only(sandbox: Any) -> None:
+    node = sandbox(config({"teams": TEAMS}), group="compute")
+    ok(node.run())
+    assert node.calls("sacctmgr") == []
+    assert node.path("/opt/hyperpod-kit/bin/hyperpod-kit-slurm-accounts").is_file()
+
+
+def test_without_teams_the_controller_asks_slurm_nothing(sandbox: Any) -> None:
+    node = sandbox(config())
+    ok(node.run())
+    assert node.calls("sacctmgr") == []
+
+
+def test_accounting_not_answering_yet_does_not_fail_the_controller(sandbox: Any) -> None:
+    """slurmdbd down at provisioning: the controller comes up; the timer's sync makes the
+    accounts once it answers."""
+    node = sandbox(config({"teams": TEAMS}))
+    node.knob("slurmdbd_down", "")
+    first = ok(node.run())
+    assert "Slurm's accounting does not answer yet" in first.stdout
+    assert not (node.state / "slurmdb.json").exists()
+    node.knob("slurmdbd_down", None)
+    ok(node.run(str(node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync"))))
+    assert ("research", "carol") in assocs(node)
+
+
+def test_sync_blocks_who_left_and_never_deletes(sandbox: Any) -> None:
+    """carol moves to pretraining, research leaves the file, the GPU limit goes: carol's old
+    association and the research account are blocked (history kept), her default follows her,
+    pretraining's limit is cleared; twice the same."""
+    node = sandbox(config({"teams": TEAMS}))
+    ok(node.run())
+    sync = str(node.path("/opt/hyperpod-kit/bin/hyperpod-kit-user-sync"))
+    moved = [{"name": "pretraining", "members": ["alice", "bob", "carol"], "fairshare": 2,
+              "gpu_limit": None}]  # fmt: skip
+    publish_users(node, USERS, teams=moved)
+    ok(node.run(sync))
+    found = assocs(node)
+    assert found[("research", "carol")]["maxsubmit"] == "0"
+    assert found[("research", "")]["grpsubmit"] == "0"
+    assert found[("pretraining", "")]["fairshare"] == "2"
+    assert found[("pretraining", "")]["grptres"] == ""
+    assert slurmdb(node)["defaults"]["carol"] == "pretraining"
+    after = slurmdb(node)
+    ok(node.run(sync))
+    assert slurmdb(node) == after and sacctmgr_changes(node) == []
+    publish_users(node, USERS, teams=TEAMS)  # research is back: unblocked
+    ok(node.run(sync))
+    found = assocs(node)
+    assert found[("research", "carol")]["maxsubmit"] == ""
+    assert found[("research", "")]["grpsubmit"] == ""
+    assert found[("pretraining", "carol")]["maxsubmit"] == "0"
+    assert slurmdb(node)["defaults"]["carol"] == "research"
+
+
+def test_an_account_that_is_not_ours_is_left_alone(sandbox: Any) -> None:
+    node = sandbox(config({"teams": TEAMS}))
+    db = {
+        "clusters": ["cluster"],
+        "accounts": {"root": {"organization": "root", "description": "root"},
+                     "research": {"organization": "physics", "description": "by hand"}},
+        "assocs": [{"cluster": "cluster", "account": "research", "user": "", "fairshare": "7",
+                    "grptres": "", "grpsubmit": "", "maxsubmit": ""}],
+        "defaults": {},
+        "tres": ["cpu|", "gres|gpu"],
+    }  # fmt: skip
+    (node.state / "slurmdb.json").write_text(json.dumps(db))
+    result = ok(node.run())  # a warning, not a failed controller
+    assert "account research exists and is not hyperpod-kit's (organization physics)" in (
+        result.stdout
+    )
+    found = assocs(node)
+    assert found[("research", "")]["fairshare"] == "7" and ("research", "carol") not in found
+    assert ("pretraining", "alice") in found
 
 
 def test_timer_sync_keeps_going_when_aws_is_down(sandbox: Any) -> None:

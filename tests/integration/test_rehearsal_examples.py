@@ -137,3 +137,34 @@ def test_the_autoscaler_without_its_node_grant_is_denied(tmp_path: Path) -> None
     assert len(denied) == 2 and all(p.kind == "denied" for p in denied), report.render()
     assert {m for p in denied for m in ("BatchAddClusterNodes", "BatchDeleteClusterNodes")
             if m in p.message} == {"BatchAddClusterNodes", "BatchDeleteClusterNodes"}  # fmt: skip
+
+
+def test_slurmdbd_without_the_secret_grant_is_denied(tmp_path: Path) -> None:
+    """HyperPod configures slurmdbd on the controller from the accounting database's secret
+    (slurm-platform): the read is the controller's role's, while the cluster is created; with
+    the grant taken away, the rehearsal names it. The teams' accounts script calls no AWS."""
+    loaded = load_environment(REPO / "environments/slurm-platform.yaml")
+    out = tmp_path / "cdk.out"
+    build_assembly(loaded, out)
+    report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "played")
+    assert report.ok, report.render()
+    slurmdbd = [c for c in report.calls if c.actor.startswith("HyperPod slurmdbd set-up")]
+    assert [(c.service, c.operation) for c in slurmdbd] == [("secretsmanager", "GetSecretValue")]
+    (call,) = slurmdbd
+    assert call.moment.label.startswith("first provisioning")
+    assert call.role.logical_id.startswith("HyperPodExecutionRole")
+    assert str(call.params["SecretId"]).startswith("arn:aws:secretsmanager:us-west-2:")
+
+    def without_secret_grant(template: dict[str, Any]) -> None:
+        for res in template["Resources"].values():
+            if res["Type"] == "AWS::IAM::Policy":
+                document = res["Properties"]["PolicyDocument"]
+                document["Statement"] = [
+                    s for s in document["Statement"] if "secretsmanager" not in json.dumps(s)
+                ]
+
+    copy = _edited(out, tmp_path / "edited", f"{loaded.config.name}-cluster", without_secret_grant)
+    report = rehearse_assembly(copy, loaded.config, workdir=tmp_path / "played-again")
+    denied = [p for p in report.problems if p.actor.startswith("HyperPod slurmdbd set-up")]
+    assert len(denied) == 1 and denied[0].kind == "denied", report.render()
+    assert "secretsmanager:GetSecretValue" in denied[0].message

@@ -30,6 +30,7 @@ import pytest
 import yaml
 
 from hyperpod_kit.config import load_environment
+from hyperpod_kit.naming import accounting_cluster_identifier
 from tests.conftest import REPO, merge
 
 pytestmark = pytest.mark.synth
@@ -146,9 +147,11 @@ def _log_groups(template: Template, key_arn: str | None, name: str) -> Iterator[
         if key != key_arn:
             want = "CloudWatch Logs' default encryption" if key_arn is None else key_arn
             yield f"{lid}: log group key {key!r}, expected {want}"
-        # The key policy in docs/security.md may narrow Logs to log-group:<name>-*.
+        # The key policy in docs/security.md may narrow Logs to log-group:<name>-* (and, with
+        # Slurm accounting, to the log groups RDS names after the database: the doc says so).
         group_name = props.get("LogGroupName")
-        if group_name is not None and not str(group_name).startswith(f"{name}-"):
+        rds = f"/aws/rds/cluster/{accounting_cluster_identifier(name)}/"
+        if group_name is not None and not str(group_name).startswith((f"{name}-", rds)):
             yield f"{lid}: log group name {group_name!r} does not start with '{name}-'"
 
 

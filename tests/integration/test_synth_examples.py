@@ -291,6 +291,8 @@ def expected_areas(config: EnvironmentConfig) -> list[str]:
     """The stacks an environment has: network, storage and cluster always; the rest by choice."""
     areas = ["network", "storage", "cluster"]
     areas += ["trainer"] if config.trainer.build_image else []
+    accounting = config.orchestrator == "slurm" and config.cluster.slurm.accounting.enabled
+    areas += ["accounting"] if accounting else []
     areas += ["eks", "eks-addons"] if config.orchestrator == "eks" else []
     areas += ["studio"] if config.studio.enabled else []
     areas += ["monitoring"] if config.monitoring.enabled else []

@@ -260,3 +260,14 @@ def test_checkpoint_bytes_is_the_trainers_one_function() -> None:
     tiny = PRESETS["tiny"]  # 119,104 parameters in 21 tensors
     assert tiny.num_params() == 119_104 and tiny.num_param_tensors() == 21
     assert checkpoint_bytes(tiny) == 12 * 119_104 + 4 * 21
+
+
+def test_the_accounting_database_is_named_without_a_price() -> None:
+    """No cited price quotes Aurora Serverless v2: the line says what it bills for and is left
+    out of the total, never guessed."""
+    result = of(REPO / "environments" / "slurm-platform.yaml")
+    (database,) = [c for c in result.costs if c.kind == "accounting"]
+    assert database.item == "Slurm accounting database: Aurora Serverless v2, 0.5-2 ACUs"
+    assert database.missing == "no price data for Aurora Serverless v2 in us-west-2"
+    assert database.hourly_usd is None and "at least 0.5 ACU every hour" in database.how
+    assert not [c for c in of(DEFAULT).costs if c.kind == "accounting"]

@@ -281,3 +281,42 @@ def test_plan_shows_lock_changes_first() -> None:
         "lock: + c = x (file)",
     ]
     assert lock_changes(None, new) == []  # a baseline older than locks
+
+
+ENGINE = "cluster.slurm.accounting.engine_version"
+ACCOUNTING: dict[str, Any] = {
+    "network": {
+        "database_availability_zone_id": "usw2-az1",
+        "vpc": {"database_subnet_cidr": "10.0.1.0/28"},
+    },
+    "cluster": {"node_provisioning": "continuous", "slurm": {"accounting": {"enabled": True}}},
+}
+
+
+def test_the_accounting_engine_is_pinned_and_a_moved_default_refused(
+    write_env: WriteEnv, tmp_path: Path
+) -> None:
+    """The accounting database's Aurora version floats with hyperpod-kit's table: the lock pins
+    it; a moved default is refused like any other, and the file's own version wins."""
+    env = write_env(ACCOUNTING)
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    assert _lock(env)["pins"][ENGINE] == {
+        "value": "8.0.mysql_aurora.3.10.6",
+        "source": "default",
+        "what": "Aurora MySQL version of the Slurm accounting database",
+    }
+    _edit_lock(env, ENGINE, value="8.0.mysql_aurora.3.04.6")  # an older hyperpod-kit's default
+    with pytest.raises(LockError, match=ENGINE):
+        lock_environment(load_environment(env))
+    written = write_env(
+        {**ACCOUNTING, "cluster": {**ACCOUNTING["cluster"], "slurm": {"accounting": {
+            "enabled": True, "engine_version": "8.0.mysql_aurora.3.04.6"}}}}
+    )  # fmt: skip
+    _, resolution = lock_environment(load_environment(written))
+    assert (resolution.pins[ENGINE].value, resolution.pins[ENGINE].source) == (
+        "8.0.mysql_aurora.3.04.6",
+        "file",
+    )
+    plain = write_env(name="plain.yaml")
+    _, resolution = lock_environment(load_environment(plain))
+    assert ENGINE not in resolution.pins

@@ -219,3 +219,84 @@ def test_a_lock_bump_is_said_first(tmp_path: Path) -> None:
     assert result.to_json()["lock"] == [lines[0]]
     markdown = result.render_markdown().splitlines()
     assert markdown[2] == f"- version lock: ~ {key}: latest at deploy (latest) -> 1.3.0 (deployed)"
+
+
+# --- Slurm accounting (docs/accounting.md) ------------------------------------------------------
+
+DATABASE = {
+    "Endpoint": "db.example",
+    "Port": 3306,
+    "Name": "slurm_acct_db",
+    "SecretArn": "arn:aws:secretsmanager:us-west-2:111122223333:secret:db-AbCdEf",
+}
+
+
+def _accounting(**changes: Any) -> Callable[[dict[str, Any]], None]:
+    def change(env: dict[str, Any]) -> None:
+        props = _props(env, "cluster", "HyperPodCluster")
+        props["NodeProvisioningMode"] = "Continuous"
+        slurm = props["Orchestrator"]["Slurm"]
+        slurm.pop("SlurmConfigStrategy", None)
+        slurm["AccountingDatabase"] = {**DATABASE, **changes}
+
+    return change
+
+
+def _continuous(env: dict[str, Any]) -> None:
+    props = _props(env, "cluster", "HyperPodCluster")
+    props["NodeProvisioningMode"] = "Continuous"
+    props["Orchestrator"]["Slurm"].pop("SlurmConfigStrategy", None)
+
+
+def test_dropping_the_accounting_database_is_refused(tmp_path: Path) -> None:
+    def without(env: dict[str, Any]) -> None:
+        del _props(env, "cluster", "HyperPodCluster")["Orchestrator"]["Slurm"]["AccountingDatabase"]
+
+    result = _run_both(tmp_path, _accounting(), without)
+    cluster = _by_id(result)["HyperPodCluster"]
+    assert cluster.refused and result.exit_code() == EXIT_REFUSED
+    (effect,) = cluster.effects
+    assert effect.render().startswith(
+        "Orchestrator.Slurm.AccountingDatabase removed: a cluster cannot go back from an external "
+        "accounting database"
+    )
+
+
+def test_attaching_an_accounting_database_is_said_and_safe(tmp_path: Path) -> None:
+    result = _run_both(tmp_path, _continuous, _accounting())
+    cluster = _by_id(result)["HyperPodCluster"]
+    assert not cluster.dangerous and result.exit_code() == EXIT_OK
+    (effect,) = cluster.effects
+    assert effect.kind == "safe" and "is not moved into it" in effect.why
+
+
+def test_another_schema_leaves_the_history_behind(tmp_path: Path) -> None:
+    result = _run_both(tmp_path, _accounting(), _accounting(Name="slurm_acct_db_2"))
+    (effect,) = _by_id(result)["HyperPodCluster"].effects
+    assert effect.kind == "safe"
+    assert effect.where == "Orchestrator.Slurm.AccountingDatabase"
+    assert "the job history and usage of the old one stay there" in effect.why
+
+
+def test_the_accounting_database_replaced_is_stateful_and_refused_by_its_name(
+    tmp_path: Path,
+) -> None:
+    """An Aurora cluster with a fixed identifier cannot be replaced by CloudFormation (its name
+    is taken): plan says so before the deploy fails."""
+
+    def database(encrypted: bool) -> Callable[[dict[str, Any]], None]:
+        def change(env: dict[str, Any]) -> None:
+            env["stacks"]["accounting"] = {"Resources": {"DatabaseCluster": {
+                "Type": "AWS::RDS::DBCluster", "DeletionPolicy": "Retain",
+                "Properties": {"DBClusterIdentifier": "dev-slurm-accounting",
+                               "Engine": "aurora-mysql", "StorageEncrypted": encrypted},
+            }}}  # fmt: skip
+
+        return change
+
+    result = _run_both(tmp_path, database(False), database(True))
+    db = _by_id(result)["DatabaseCluster"]
+    assert db.stateful and db.refused and result.exit_code() == EXIT_REFUSED
+    assert "DBClusterIdentifier stays dev-slurm-accounting while the resource is replaced" in (
+        db.render()
+    )

@@ -183,6 +183,28 @@ def eks_network(az: str = "usw2-az1", cidr: str | None = "10.0.1.0/24") -> dict[
 # --- the 2026 platform's helpers ----------------------------------------------------------------
 
 CONTINUOUS = {"cluster": {"node_provisioning": "continuous"}}
+DB_NETWORK = {
+    "network": {"database_availability_zone_id": "usw2-az1",
+                "vpc": {"database_subnet_cidr": "10.0.1.0/28"}},
+}  # fmt: skip
+ACCOUNTING = merge(
+    merge(CONTINUOUS, {"cluster": {"slurm": {"accounting": {"enabled": True}}}}), DB_NETWORK
+)
+TEAM_PEOPLE = {"users": [{"name": "alice", "uid": 10001}, {"name": "bob", "uid": 10002}]}
+
+
+def accounting(**kw: Any) -> dict[str, Any]:
+    return merge(ACCOUNTING, {"cluster": {"slurm": {"accounting": kw}}})
+
+
+def teams(*items: dict[str, Any], with_accounting: bool = True) -> dict[str, Any]:
+    return merge(ACCOUNTING if with_accounting else {}, {**TEAM_PEOPLE, "teams": list(items)})
+
+
+def team(name: str, *members: str, **kw: Any) -> dict[str, Any]:
+    return {"name": name, "members": list(members), **kw}
+
+
 PLAN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p5-reserved"
 TAINT = {"key": "example.com/dedicated", "value": "train", "effect": "NoSchedule"}
 
@@ -972,6 +994,39 @@ GOOD: list[Any] = [
         groups(CONTROLLER, LOGIN, COMPUTE, flex("burst", ["ml.g5.8xlarge", "ml.g5.16xlarge"])),
         id="types-flexible-alike",
     ),
+    # slurm-accounting
+    pytest.param("slurm-accounting", {}, id="accounting-off"),
+    pytest.param("slurm-accounting", ACCOUNTING, id="accounting-continuous"),
+    pytest.param(
+        "slurm-accounting",
+        accounting(engine_version="8.0.mysql_aurora.3.04.6", min_capacity=1, max_capacity=4.5),
+        id="accounting-version-and-capacity",
+    ),
+    pytest.param("slurm-accounting", accounting(removal_policy="snapshot"), id="accounting-snap"),
+    # accounting-subnets
+    pytest.param("accounting-subnets", {}, id="db-subnets-unused"),
+    pytest.param("accounting-subnets", ACCOUNTING, id="db-subnet-second-zone"),
+    pytest.param(
+        "accounting-subnets",
+        merge(
+            merge(ACCOUNTING, existing_vpc()),
+            {
+                "network": {
+                    "database_availability_zone_id": None,
+                    "existing_vpc": {"database_subnet_ids": ["subnet-0123456789abcdef1"]},
+                }
+            },
+        ),
+        id="db-subnets-existing-vpc",
+    ),
+    # teams
+    pytest.param("teams", {}, id="no-teams"),
+    pytest.param(
+        "teams",
+        teams(team("pretraining", "alice", fairshare=3, gpu_limit=16), team("research", "bob")),
+        id="teams-everyone-in-one",
+    ),
+    pytest.param("teams", teams(team("ml_ops-2", "alice", "bob")), id="teams-name-chars"),
     # node-provisioning
     pytest.param("node-provisioning", CONTINUOUS, id="continuous-slurm-no-strategy"),
     pytest.param(
@@ -3415,6 +3470,269 @@ BAD: list[Any] = [
             )
         ],
         id="types-job-group-differ",
+    ),
+    # slurm-accounting
+    pytest.param(
+        "slurm-accounting",
+        merge(ACCOUNTING, {"cluster": {"node_provisioning": "on_create"}}),
+        [
+            err(
+                "cluster.slurm.accounting.enabled",
+                "HyperPod takes an accounting database only on clusters with continuous "
+                "provisioning",
+                "set cluster.node_provisioning: continuous",
+            )
+        ],
+        id="accounting-without-continuous",
+    ),
+    pytest.param(
+        "slurm-accounting",
+        merge(eks_network(), {"cluster": {"slurm": {"accounting": {"enabled": True}}}}),
+        [
+            err(
+                "cluster.slurm.accounting.enabled",
+                "a Slurm accounting database is for Slurm clusters",
+                "remove cluster.slurm.accounting, or use orchestrator: slurm",
+            )
+        ],
+        id="accounting-on-eks",
+    ),
+    pytest.param(
+        "slurm-accounting",
+        accounting(engine_version="8.0.mysql_aurora.3.01.0", min_capacity=0.75, max_capacity=1),
+        [
+            err(
+                "cluster.slurm.accounting.engine_version",
+                "8.0.mysql_aurora.3.01.0 is not an Aurora MySQL 3 version CloudFormation takes",
+                "use 8.0.mysql_aurora.3.10.6, or leave engine_version out",
+            ),
+            err(
+                "cluster.slurm.accounting.min_capacity",
+                "0.75 ACUs is not a multiple of 0.5",
+                "use 0.5 or 1",
+            ),
+        ],
+        id="accounting-deprecated-version-quarter-acu",
+    ),
+    pytest.param(
+        "slurm-accounting",
+        accounting(min_capacity=4, max_capacity=2),
+        [
+            err(
+                "cluster.slurm.accounting.min_capacity",
+                "4 ACUs is more than max_capacity (2)",
+                "use at most 2",
+            )
+        ],
+        id="accounting-min-above-max",
+    ),
+    pytest.param(
+        "slurm-accounting",
+        accounting(rotation=True, removal_policy="destroy"),
+        [
+            warn(
+                "cluster.slurm.accounting.rotation",
+                "whether HyperPod's slurmdbd reads the password again after Secrets Manager "
+                "rotates it is not verified",
+                "keep rotation off unless you have checked it on a cluster (then suppress "
+                "slurm-accounting)",
+            ),
+            warn(
+                "cluster.slurm.accounting.removal_policy",
+                "`cdk destroy` deletes the accounting database without a final snapshot",
+                "use retain (the default) or snapshot",
+            ),
+        ],
+        id="accounting-rotation-destroy",
+    ),
+    pytest.param(
+        "slurm-accounting",
+        {"cluster": {"slurm": {"accounting": {"enabled": False, "rotation": True}}}},
+        [
+            warn(
+                "cluster.slurm.accounting",
+                "accounting settings are written (rotation) while accounting is off",
+                "set enabled: true, or remove them",
+            )
+        ],
+        id="accounting-settings-while-off",
+    ),
+    pytest.param(
+        "slurm-accounting",
+        merge(ACCOUNTING, {"name": "ml--dev"}),
+        [
+            err(
+                "name",
+                "the accounting database is named ml--dev-slurm-accounting, and RDS refuses an "
+                "identifier with two hyphens in a row",
+                "use single hyphens in the environment's name",
+            )
+        ],
+        id="accounting-double-hyphen-name",
+    ),
+    pytest.param(
+        "slurm-accounting",
+        merge(
+            ACCOUNTING,
+            groups(dict(CONTROLLER, image_release_version="1.2.3"), LOGIN, COMPUTE),
+        ),
+        [
+            info(
+                "cluster.instance_groups[0].image_release_version",
+                "an external accounting database needs a HyperPod AMI released after "
+                "2026-08-30 (HyperPod's guide); the controller pins 1.2.3",
+                "check the release's date in HyperPod's AMI release notes",
+            )
+        ],
+        id="accounting-pinned-controller-ami",
+    ),
+    # accounting-subnets
+    pytest.param(
+        "accounting-subnets",
+        merge(CONTINUOUS, {"cluster": {"slurm": {"accounting": {"enabled": True}}}}),
+        [
+            err(
+                "network.database_availability_zone_id",
+                "the accounting database's subnet group needs a second availability zone",
+                "add database_availability_zone_id: another AZ ID of the region",
+            ),
+            err(
+                "network.vpc.database_subnet_cidr",
+                "the accounting database needs a small private subnet in the second zone",
+                "add database_subnet_cidr: 10.0.1.0/28",
+            ),
+        ],
+        id="db-subnet-missing",
+    ),
+    pytest.param(
+        "accounting-subnets",
+        merge(
+            ACCOUNTING,
+            {
+                "network": {
+                    "database_availability_zone_id": "usw2-az2",
+                    "vpc": {"database_subnet_cidr": "10.0.0.0/28"},
+                }
+            },
+        ),
+        [
+            err(
+                "network.database_availability_zone_id",
+                "usw2-az2 is the environment's own zone; a DB subnet group needs subnets in two "
+                "zones",
+                "use another AZ ID of the region",
+            ),
+            err(
+                "network.vpc.database_subnet_cidr",
+                "10.0.0.0/28 overlaps public_subnet_cidr 10.0.0.0/24",
+                "use a free block such as 10.0.1.0/28",
+            ),
+        ],
+        id="db-subnet-same-zone-overlapping",
+    ),
+    pytest.param(
+        "accounting-subnets",
+        merge(ACCOUNTING, {"network": {"vpc": {"database_subnet_cidr": "10.1.0.0/28"}}}),
+        [
+            err(
+                "network.vpc.database_subnet_cidr",
+                "10.1.0.0/28 is not inside the VPC CIDR 10.0.0.0/16",
+                "use a free block such as 10.0.1.0/28",
+            )
+        ],
+        id="db-subnet-outside-vpc",
+    ),
+    pytest.param(
+        "accounting-subnets",
+        merge(
+            merge(ACCOUNTING, existing_vpc()), {"network": {"database_availability_zone_id": None}}
+        ),
+        [
+            err(
+                "network.existing_vpc.database_subnet_ids",
+                "the accounting database's subnet group needs a private subnet in a second zone",
+                "add database_subnet_ids: [subnet-...] in another availability zone",
+            )
+        ],
+        id="db-subnets-existing-vpc-missing",
+    ),
+    pytest.param(
+        "accounting-subnets",
+        DB_NETWORK,
+        [
+            warn(
+                "network",
+                "database subnet settings are used only with a Slurm accounting database",
+                "remove them",
+            )
+        ],
+        id="db-subnet-without-accounting",
+    ),
+    # teams
+    pytest.param(
+        "teams",
+        merge(eks_network(), teams(team("research", "alice"), with_accounting=False)),
+        [
+            err(
+                "teams",
+                "teams are Slurm accounts: the EKS orchestrator has none",
+                "remove teams (on EKS, HyperPod's task governance shares the cluster)",
+            )
+        ],
+        id="teams-on-eks",
+    ),
+    pytest.param(
+        "teams",
+        teams(team("root", "alice"), team("research", "bob", "carol", "bob"), team("research")),
+        [
+            err(
+                "teams[0].name",
+                "root is Slurm's own account, the parent of every team",
+                "name the team after the people in it",
+            ),
+            err(
+                "teams[1].members[1]",
+                "'carol' is not one of the environment's users",
+                "add them to users (with their uid), or remove them from the team",
+            ),
+            err("teams[1].members[2]", "'bob' is listed twice", "list each member once"),
+            err(
+                "teams[2].name",
+                "team 'research' is also teams[1]",
+                "give each team its own name, or merge the two",
+            ),
+        ],
+        id="teams-root-unknown-twice",
+    ),
+    pytest.param(
+        "teams",
+        teams(team("pretraining", "alice"), team("research", "alice")),
+        [
+            err(
+                "teams[1].members[0]",
+                "'alice' is also in team 'pretraining': a person is in one team",
+                "keep them in one team",
+            ),
+            warn(
+                "users",
+                "bob is in no team: no Slurm association is made for them",
+                "add them to a team",
+            ),
+        ],
+        id="teams-person-in-two",
+    ),
+    pytest.param(
+        "teams",
+        teams(team("research", "alice", "bob"), with_accounting=False),
+        [
+            warn(
+                "teams",
+                "without cluster.slurm.accounting the teams' accounts live in HyperPod's "
+                "database on the controller",
+                "turn on cluster.slurm.accounting (continuous provisioning), or suppress teams",
+            )
+        ],
+        id="teams-without-accounting-database",
     ),
     pytest.param(
         "node-provisioning",

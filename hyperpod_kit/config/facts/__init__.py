@@ -21,7 +21,9 @@ written reasons for policy-lint findings).
 for each request field the file feeds, with botocore's version. Written by hand, each with its
 date and sources: `threads_per_core.json` (per instance family), `eks_versions.json` (EKS's
 support calendar), `ami_accounts.json` (the accounts an Ubuntu AMI already has), `limits.json`
-(quotas and service rules that no model carries).
+(quotas and service rules that no model carries), `accounting.json` (the Slurm accounting
+database: HyperPod's rules for it, the Aurora MySQL versions CloudFormation knows, the default
+version and Serverless v2's capacity range).
 """
 
 from __future__ import annotations
@@ -229,3 +231,8 @@ def limit(name: str) -> int:
 
 def limits_checked() -> str:
     return str(_load("limits.json")["checked"])
+
+
+def accounting_facts() -> dict[str, Any]:
+    """`accounting.json`: the accounting database's rules, versions and capacity range."""
+    return _load("accounting.json")

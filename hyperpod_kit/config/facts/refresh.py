@@ -237,6 +237,9 @@ API_FIELDS: tuple[dict[str, str], ...] = (
     {"key": "cluster.node_recovery", "api": "sagemaker:CreateCluster:NodeRecovery"},
     {"key": "cluster.slurm.config_strategy", "when": "slurm",
      "api": "sagemaker:CreateCluster:Orchestrator.Slurm.SlurmConfigStrategy"},
+    {"key": "cluster.slurm.accounting.database_name", "when": "slurm-accounting",
+     "api": "sagemaker:CreateCluster:Orchestrator.Slurm.AccountingDatabase.Name",
+     "hint": "letters, digits, $ and _, like slurm_acct_db"},
     {"key": "storage.lustre.existing.dns_name", "when": "slurm",
      "api": "sagemaker:CreateCluster:InstanceGroups[].InstanceStorageConfigs[].FsxLustreConfig"
      ".DnsName"},

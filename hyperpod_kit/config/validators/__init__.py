@@ -68,6 +68,7 @@ def run_validators(
 
 # Import the areas so that their validators register.
 from hyperpod_kit.config.validators import (  # noqa: E402
+    accounting,
     api,
     cluster,
     general,
@@ -83,6 +84,7 @@ from hyperpod_kit.config.validators import (  # noqa: E402
 __all__ = [
     "REGISTRY",
     "Validator",
+    "accounting",
     "api",
     "cluster",
     "general",

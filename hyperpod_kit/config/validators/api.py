@@ -42,6 +42,7 @@ WHEN: dict[str, Callable[[EnvironmentConfig], bool]] = {
     "eks-new": lambda c: c.orchestrator == "eks" and c.cluster.eks.existing_cluster_name is None,
     "studio": lambda c: c.studio.enabled,
     "file-system-new": lambda c: c.storage.lustre.existing is None,
+    "slurm-accounting": lambda c: c.orchestrator == "slurm" and c.cluster.slurm.accounting.enabled,
 }
 
 # A generated bucket name is at most 63 characters; its length is what DataRepositoryPath counts.

@@ -56,13 +56,10 @@ def check_az_in_region(config: EnvironmentConfig) -> Iterator[Finding]:
     """The availability zone IDs belong to the region: `usw2-az2` is in us-west-2, `usw2-az9`
     is nowhere."""
     ids: list[tuple[str, str]] = [("availability_zone_id", config.availability_zone_id)]
-    if config.network.control_plane_availability_zone_id is not None:
-        ids.append(
-            (
-                "network.control_plane_availability_zone_id",
-                config.network.control_plane_availability_zone_id,
-            )
-        )
+    for key in ("control_plane_availability_zone_id", "database_availability_zone_id"):
+        second = getattr(config.network, key)
+        if second is not None:
+            ids.append((f"network.{key}", second))
     known = regions().get(config.region)
     prefix = az_id_prefix(config.region)
     for path, az in ids:
