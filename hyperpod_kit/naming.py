@@ -127,3 +127,49 @@ ROLLBACK_ALARMS = ("lifecycle-script-failures", "node-check-failures", "node-hea
 
 def rollback_alarm_names(config: EnvironmentConfig) -> list[str]:
     return [alarm_name(config.name, a) for a in ROLLBACK_ALARMS]
+
+
+# Task governance (EKS): the names HyperPod gives a team's objects and the labels a job carries
+# to reach them. The values are facts of HyperPod's (facts/task_governance.json, with sources);
+# the add-on stack names the teams, the job renderer labels the job, and `validate` measures both.
+def _governance_names() -> dict[str, str]:
+    from hyperpod_kit.config.facts import task_governance_facts  # config imports this module
+
+    names: dict[str, str] = task_governance_facts()["names"]
+    return names
+
+
+def team_namespace(team: str) -> str:
+    """The namespace HyperPod creates for a team's compute quota: ``hyperpod-ns-<team>``."""
+    return f"{_governance_names()['namespace_prefix']}{team}"
+
+
+def team_local_queue(team: str) -> str:
+    """The team's Kueue LocalQueue, in its namespace: ``hyperpod-ns-<team>-localqueue``."""
+    return f"{team_namespace(team)}{_governance_names()['local_queue_suffix']}"
+
+
+def priority_class_label_value(name: str) -> str:
+    """The Kueue WorkloadPriorityClass HyperPod makes of a cluster policy's priority class, as a
+    job names it: ``<name>-priority``."""
+    return f"{name}{_governance_names()['priority_class_suffix']}"
+
+
+def queue_label() -> str:
+    """The label that puts a job in a Kueue LocalQueue: ``kueue.x-k8s.io/queue-name``."""
+    return _governance_names()["queue_label"]
+
+
+def priority_label() -> str:
+    """The label that gives a job a Kueue priority class: ``kueue.x-k8s.io/priority-class``."""
+    return _governance_names()["priority_label"]
+
+
+def compute_quota_name(cluster_name: str, team: str) -> str:
+    """The compute allocation of a team (`AWS::SageMaker::ComputeQuota` Name, create-only)."""
+    return f"{cluster_name}-{team}"
+
+
+def scheduler_config_name(cluster_name: str) -> str:
+    """The cluster policy (`AWS::SageMaker::ClusterSchedulerConfig` Name, create-only)."""
+    return f"{cluster_name}-policy"

@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from hyperpod_kit.config import LoadedEnvironment
-from hyperpod_kit.config.pins import ADDONS, Pin
+from hyperpod_kit.config.pins import Pin, installed_addons
 from hyperpod_kit.lock import (
     LockError,
     deployed_pins,
@@ -91,9 +91,7 @@ def _from_deployed(loaded: LoadedEnvironment) -> dict[str, Pin] | None:
         return None
     eks = eks_cluster_name(config) if config.orchestrator == "eks" else None
     try:
-        cluster, addons = aws.deployed_versions(
-            config.cluster_name, eks, [addon for addon, _ in ADDONS.values()]
-        )
+        cluster, addons = aws.deployed_versions(config.cluster_name, eks, installed_addons(config))
     except AwsUnavailableError as e:
         print(
             f"{loaded.file}: {e}. Hint: check the credentials' account and region.", file=sys.stderr

@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hyperpod_kit.config.facts import InstanceType, accounting_facts, instance_type
+from hyperpod_kit.config.facts import (
+    InstanceType,
+    accounting_facts,
+    instance_type,
+    task_governance_facts,
+)
 from hyperpod_kit.config.schema import (
     DEFAULT_DEEP_HEALTH_CHECKS,
     DeepHealthCheck,
@@ -16,6 +21,7 @@ from hyperpod_kit.config.schema import (
     InstanceGroupConfig,
     JobConfig,
     LustreConfig,
+    TeamConfig,
 )
 
 FSX_MOUNT = "/fsx"
@@ -72,6 +78,52 @@ def accounting_engine_version(config: EnvironmentConfig) -> str:
 def slurm_teams(config: EnvironmentConfig) -> bool:
     """Whether the controller keeps Slurm accounts and associations for the file's teams."""
     return config.orchestrator == "slurm" and bool(config.teams)
+
+
+def task_governance(config: EnvironmentConfig) -> bool:
+    """Whether the environment runs HyperPod task governance (EKS): the add-on, the cluster
+    policy and a compute allocation per team."""
+    return config.orchestrator == "eks" and config.cluster.eks.task_governance.enabled
+
+
+def governed_teams(config: EnvironmentConfig) -> list[TeamConfig]:
+    """The teams that get a compute allocation (and so a namespace and queue): every team of a
+    governed cluster, none elsewhere."""
+    return list(config.teams) if task_governance(config) else []
+
+
+def task_governance_addon_version(config: EnvironmentConfig) -> str:
+    """The task governance add-on's version: as written, else hyperpod-kit's default
+    (facts/task_governance.json, pinned in the lock)."""
+    written = config.cluster.eks.addons.task_governance
+    return written or str(task_governance_facts()["default_addon_version"])
+
+
+def team_of(config: EnvironmentConfig, user: str | None) -> TeamConfig | None:
+    """The team a person is a member of (validate keeps a person in one team)."""
+    if user is None:
+        return None
+    return next((t for t in config.teams if user in t.members), None)
+
+
+def job_team(config: EnvironmentConfig) -> TeamConfig | None:
+    """The governed team the training job runs for: `trainer.job.team`, else the team of
+    `trainer.job.user`; None without task governance or when neither names one."""
+    teams = governed_teams(config)
+    job = config.trainer.job
+    if job.team is not None:
+        return next((t for t in teams if t.name == job.team), None)
+    found = team_of(config, job.user)
+    return found if found is not None and found in teams else None
+
+
+def job_priority_class(config: EnvironmentConfig) -> str | None:
+    """The job's priority class (of the cluster policy): `trainer.job.priority`, else its team's;
+    None without a governed team."""
+    team = job_team(config)
+    if team is None:
+        return None
+    return config.trainer.job.priority or team.priority
 
 
 def slurm_config_strategy(config: EnvironmentConfig) -> str | None:

@@ -8,7 +8,8 @@ records pins is `hyperpod_kit/lock.py`'s.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -20,6 +21,8 @@ from hyperpod_kit.config.derived import (
     device_plugins,
     slurm_accounting,
     slurm_config_strategy,
+    task_governance,
+    task_governance_addon_version,
 )
 from hyperpod_kit.config.facts import HERE as FACTS
 from hyperpod_kit.config.facts import helm_chart_pins, instance_type
@@ -37,7 +40,23 @@ ADDONS = {
     "pod_identity_agent": ("eks-pod-identity-agent", True),
     "cert_manager": ("cert-manager", False),
     "training_operator": ("amazon-sagemaker-hyperpod-training-operator", False),
+    "task_governance": ("amazon-sagemaker-hyperpod-taskgovernance", False),
 }
+# Add-ons installed only when a feature asks for them, and the version a deploy takes: as
+# written, else a default of hyperpod-kit's dated tables (so "default", never "latest").
+OPTIONAL_ADDONS: dict[str, tuple[Callable[[EnvironmentConfig], bool], Callable[..., str]]] = {
+    "task_governance": (task_governance, task_governance_addon_version),
+}
+
+
+def installed_addons(config: EnvironmentConfig) -> list[str]:
+    """The EKS add-ons whose deployed versions `lock --from-deployed` asks for: every one the
+    stacks may install, less those of a feature the environment leaves off."""
+    return [
+        addon
+        for key, (addon, _) in ADDONS.items()
+        if key not in OPTIONAL_ADDONS or OPTIONAL_ADDONS[key][0](config)
+    ]
 
 
 @dataclass(frozen=True)
@@ -114,9 +133,14 @@ def _eks_pins(config: EnvironmentConfig) -> Iterator[Pin]:
         if new_only and not new:
             continue
         value = getattr(eks.addons, key)
+        if key in OPTIONAL_ADDONS:
+            installed, version = OPTIONAL_ADDONS[key]
+            if not installed(config):
+                continue
+            value = version(config)
         if _written(eks.addons, key):
             source: Source = "file"
-        elif getattr(defaults, key) is not None:
+        elif getattr(defaults, key) is not None or key in OPTIONAL_ADDONS:
             source = "default"
         else:
             source = "latest"
@@ -182,6 +206,8 @@ def _holds(config: EnvironmentConfig, pins: dict[str, Pin], cond: dict[str, Any]
         value = pin.value if pin is not None else None
         if "in" in cond:
             return value in cond["in"]
+        if "matches" in cond:
+            return value is not None and re.fullmatch(cond["matches"], value) is not None
         return (value is not None) == bool(cond.get("set", True))
     if cond.get("worker_type_without_efa"):
         role = "compute" if config.orchestrator == "slurm" else "worker"

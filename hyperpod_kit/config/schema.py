@@ -296,6 +296,12 @@ class StorageConfig(Section):
     lustre: LustreConfig = Field(default_factory=LustreConfig)
 
 
+INSTANCE_TYPE = r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"
+DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# A priority class of task governance's cluster policy (the API's pattern: an RFC 1123 label).
+PRIORITY_CLASS_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+
+
 # --- people ------------------------------------------------------------------------------------
 
 USER_NAME = r"^[a-z][a-z0-9-]{0,31}$"
@@ -327,13 +333,44 @@ class UserConfig(Section):
 TEAM_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 
 
+class TeamQuotaConfig(Section):
+    """Compute a team is guaranteed on one instance type (EKS task governance: an item of its
+    compute allocation's `ComputeQuotaResources`): whole instances, or accelerators of them."""
+
+    instance_type: str = Field(
+        pattern=INSTANCE_TYPE,
+        description="An instance type of one of the cluster's worker groups.",
+        json_schema_extra=hint("a worker group's type, like ml.p5.48xlarge"),
+    )
+    instances: int | None = Field(
+        default=None,
+        ge=0,
+        description="Instances of the type guaranteed to the team (`Count`). Exclusive with "
+        "accelerators.",
+    )
+    accelerators: int | None = Field(
+        default=None,
+        ge=0,
+        description="Accelerators (GPUs, Trainium chips) of the type guaranteed to the team "
+        "(`Accelerators`; HyperPod gives the matching share of vCPUs and memory). Exclusive with "
+        "instances.",
+    )
+
+
+TeamSharing = Literal["lend_and_borrow", "lend", "dont_lend"]
+
+
 class TeamConfig(Section):
-    """A team: one Slurm account, with the fair share and GPU limit of the team and an
-    association for each member (Slurm only; docs/accounting.md)."""
+    """A team. On Slurm: one Slurm account, with the fair share and GPU limit of the team and an
+    association for each member (docs/accounting.md). On EKS, with task governance: a compute
+    allocation of HyperPod's, which gives the team its namespace and queue
+    (docs/governance.md)."""
 
     name: str = Field(
         pattern=TEAM_NAME,
-        description="The team's Slurm account (jobs run with --account=<name>).",
+        description="The team's Slurm account (jobs run with --account=<name>); on EKS the "
+        "team of a compute allocation, whose namespace is hyperpod-ns-<name> (no underscores "
+        "there).",
         json_schema_extra=hint(
             "1-32 lowercase letters, digits, hyphens and underscores, starting with a letter"
         ),
@@ -341,7 +378,7 @@ class TeamConfig(Section):
     members: list[Annotated[str, Field(pattern=USER_NAME)]] = Field(
         default_factory=list,
         description="Names of `users` in the team; a person is in at most one team, which is "
-        "their default account.",
+        "their default account (on EKS, the team of the jobs they run).",
         json_schema_extra=hint("names from the top-level users list, like [alice, bob]"),
     )
     fairshare: int = Field(
@@ -349,14 +386,49 @@ class TeamConfig(Section):
         ge=1,
         le=1000000,
         description="The team's shares under Slurm's root account (Fairshare): its part of the "
-        "cluster is fairshare / the sum of every team's.",
+        "cluster is fairshare / the sum of every team's. On EKS the team's fair-share weight "
+        "(FairShareWeight, at most 100): its part of idle compute when "
+        "cluster.eks.task_governance.fair_share is on.",
     )
     gpu_limit: int | None = Field(
         default=None,
         ge=0,
-        description="GPUs the team's running jobs may hold at once (GrpTRES=gres/gpu=N on its "
-        "account). Left out: no limit. Enforced only where the cluster enforces limits "
-        "(AccountingStorageEnforce=limits).",
+        description="Slurm: GPUs the team's running jobs may hold at once (GrpTRES=gres/gpu=N on "
+        "its account). Left out: no limit. Enforced only where the cluster enforces limits "
+        "(AccountingStorageEnforce=limits). On EKS a team's share is its quota.",
+    )
+    quota: list[TeamQuotaConfig] = Field(
+        default_factory=list,
+        description="EKS task governance: the compute guaranteed to the team, per instance type "
+        "of the worker groups (at most 15). Empty: the team runs only on idle compute it "
+        "borrows.",
+    )
+    priority: str | None = Field(
+        default=None,
+        pattern=PRIORITY_CLASS_NAME,
+        description="EKS task governance: the priority class (of "
+        "cluster.eks.task_governance.priority_classes) the team's jobs get unless the job names "
+        "one (trainer.job.priority).",
+    )
+    sharing: TeamSharing = Field(
+        default="lend_and_borrow",
+        description="EKS task governance: lend_and_borrow (idle compute of the team's quota "
+        "goes to others, and the team borrows theirs), lend (lends only) or dont_lend "
+        "(`ResourceSharingConfig.Strategy`). Jobs on borrowed compute can be preempted when its "
+        "team reclaims it.",
+    )
+    borrow_limit_percent: int | None = Field(
+        default=None,
+        ge=1,
+        le=500,
+        description="EKS task governance, with lend_and_borrow: how much idle compute the team "
+        "may borrow, 1-500 percent of its quota (`BorrowLimit`; CloudFormation's reference). "
+        "Left out: HyperPod's default (50).",
+    )
+    preempt_own_tasks: bool = Field(
+        default=True,
+        description="EKS task governance: the team's higher-priority jobs preempt its own "
+        "lower-priority ones (`PreemptTeamTasks: LowerPriority`); false: Never.",
     )
 
 
@@ -371,7 +443,6 @@ DeepHealthCheckName = Literal[
     "InstanceStress", "InstanceConnectivity", "MultiNodeTrainingValidation"
 ]
 DEFAULT_DEEP_HEALTH_CHECKS: tuple[DeepHealthCheck, ...] = ("InstanceStress", "InstanceConnectivity")
-INSTANCE_TYPE = r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"
 # A key's ARN (CloudWatch Logs takes no alias): a key id is a UUID, or mrk-<32 hex> for a
 # multi-Region key.
 KMS_KEY_ARN = (
@@ -746,6 +817,14 @@ class EksAddonsConfig(Section):
         pattern=ADDON_VERSION,
         description="amazon-sagemaker-hyperpod-training-operator (runs HyperPodPyTorchJob).",
     )
+    task_governance: str | None = Field(
+        default=None,
+        pattern=ADDON_VERSION,
+        description="amazon-sagemaker-hyperpod-taskgovernance (HyperPod's Kueue), with "
+        "cluster.eks.task_governance. Left out: hyperpod-kit's default (a dated table), pinned "
+        "in the environment's lock.",
+        json_schema_extra=hint("like v1.6.0-eksbuild.1"),
+    )
 
 
 ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
@@ -776,6 +855,40 @@ class DevicePluginsConfig(Section):
         description="Folder of the aws-efa-k8s-device-plugin chart at the pinned version, for "
         "a cluster whose kubectl handler cannot reach https://aws.github.io/eks-charts/. Left "
         "out: installed from there at deploy.",
+    )
+
+
+class PriorityClassConfig(Section):
+    """A priority class of the cluster policy (`SchedulerConfig.PriorityClasses`): jobs that name
+    it are queued and preempt by its weight."""
+
+    name: str = Field(
+        pattern=PRIORITY_CLASS_NAME,
+        max_length=40,
+        description="The class's name; a job names it in its kueue.x-k8s.io/priority-class "
+        "label as <name>-priority.",
+        json_schema_extra=hint("lowercase letters, digits and hyphens, like training"),
+    )
+    weight: int = Field(
+        ge=0, le=100, description="0-100: a higher weight is queued first and preempts lower."
+    )
+
+
+class TaskGovernanceConfig(Section):
+    """HyperPod task governance (EKS): the `amazon-sagemaker-hyperpod-taskgovernance` add-on
+    (Kueue), a cluster policy with priority classes and fair share, and a compute allocation per
+    team of the top-level `teams` (docs/governance.md)."""
+
+    enabled: bool = False
+    priority_classes: list[PriorityClassConfig] = Field(
+        default_factory=list,
+        description="The cluster policy's priority classes (at most 10). Empty: tasks are "
+        "queued first-come first-served.",
+    )
+    fair_share: bool = Field(
+        default=True,
+        description="Teams borrow idle compute by their fair-share weight (teams[].fairshare); "
+        "false: first come, first served (`SchedulerConfig.FairShare`).",
     )
 
 
@@ -819,6 +932,7 @@ class EksConfig(Section):
     )
     device_plugins: DevicePluginsConfig = Field(default_factory=DevicePluginsConfig)
     addons: EksAddonsConfig = Field(default_factory=EksAddonsConfig)
+    task_governance: TaskGovernanceConfig = Field(default_factory=TaskGovernanceConfig)
 
 
 class AutoscalingConfig(Section):
@@ -1168,9 +1282,6 @@ class ElasticConfig(Section):
     faulty_scale_down_timeout_seconds: int = Field(default=600, ge=0)
 
 
-DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
-
-
 class JobConfig(Section):
     """The training job that the job templates (sbatch, HyperPodPyTorchJob) launch."""
 
@@ -1229,13 +1340,26 @@ class JobConfig(Section):
         pattern=DNS_LABEL,
         max_length=63,
         description="Kubernetes namespace of the job (EKS); the EKS stack creates it with the "
-        "FSx volume claim.",
+        "FSx volume claim. A job of a team under task governance runs in the team's namespace "
+        "(hyperpod-ns-<team>) instead.",
     )
     user: str | None = Field(
         default=None,
         pattern=USER_NAME,
         description="EKS: run the job's pods as this user of `users` (runAsUser/runAsGroup/"
         "fsGroup), so checkpoints belong to them.",
+    )
+    team: str | None = Field(
+        default=None,
+        pattern=TEAM_NAME,
+        description="EKS task governance: the team (of `teams`) whose namespace and queue the "
+        "job runs in. Left out: the team of `user`, if any.",
+    )
+    priority: str | None = Field(
+        default=None,
+        pattern=PRIORITY_CLASS_NAME,
+        description="EKS task governance: the job's priority class (of "
+        "cluster.eks.task_governance.priority_classes). Left out: its team's `priority`.",
     )
     template: str | None = Field(
         default=None,
@@ -1339,9 +1463,11 @@ class EnvironmentConfig(Section):
     )
     teams: list[TeamConfig] = Field(
         default_factory=list,
-        description="Slurm only: the environment's teams, each a Slurm account with its fair "
-        "share and GPU limit, its members' associations created on the controller "
-        "(docs/accounting.md).",
+        description="The environment's teams. Slurm: each a Slurm account with its fair share "
+        "and GPU limit, its members' associations created on the controller "
+        "(docs/accounting.md). EKS, with cluster.eks.task_governance: each a compute allocation "
+        "with its quota, fair-share weight and default priority, its namespace and queue made by "
+        "HyperPod (docs/governance.md).",
     )
     network: NetworkConfig = Field(default_factory=NetworkConfig)
     storage: StorageConfig = Field(default_factory=StorageConfig)

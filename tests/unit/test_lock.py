@@ -320,3 +320,57 @@ def test_the_accounting_engine_is_pinned_and_a_moved_default_refused(
     plain = write_env(name="plain.yaml")
     _, resolution = lock_environment(load_environment(plain))
     assert ENGINE not in resolution.pins
+
+
+GOVERNANCE_ADDON = "cluster.eks.addons.task_governance"
+
+
+def test_the_task_governance_addon_is_pinned_only_where_it_is_installed(
+    write_env: WriteEnv, tmp_path: Path
+) -> None:
+    """With task governance, its add-on's version comes from hyperpod-kit's dated table
+    (facts/task_governance.json) and is pinned as a default: a moved default is refused, the
+    file's version wins; without it, nothing is pinned and `--from-deployed` does not ask."""
+    from hyperpod_kit.config.facts import task_governance_facts
+    from hyperpod_kit.config.pins import installed_addons
+
+    eks = {
+        "orchestrator": "eks",
+        "network": {
+            "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
+            "control_plane_availability_zone_id": "usw2-az1",
+        },
+        "cluster": {
+            "instance_groups": [
+                {"name": "w", "role": "worker", "instance_type": "ml.g5.12xlarge",
+                 "instance_count": 2}
+            ],
+        },
+    }  # fmt: skip
+    on = {**eks, "cluster": {**eks["cluster"], "eks": {"task_governance": {"enabled": True}}}}
+    env = write_env(on)
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    assert _lock(env)["pins"][GOVERNANCE_ADDON] == {
+        "value": task_governance_facts()["default_addon_version"],
+        "source": "default",
+        "what": "EKS add-on amazon-sagemaker-hyperpod-taskgovernance",
+    }
+    assert "amazon-sagemaker-hyperpod-taskgovernance" in installed_addons(
+        load_environment(env).config
+    )
+    _edit_lock(env, GOVERNANCE_ADDON, value="v1.5.0-eksbuild.1")  # an older toolkit's default
+    with pytest.raises(LockError, match="task_governance"):
+        lock_environment(load_environment(env))
+    pinned = {
+        "task_governance": {"enabled": True},
+        "addons": {"task_governance": "v1.5.0-eksbuild.1"},
+    }
+    written = write_env({**on, "cluster": {**on["cluster"], "eks": pinned}}, name="written.yaml")
+    _, resolution = lock_environment(load_environment(written))
+    pin = resolution.pins[GOVERNANCE_ADDON]
+    assert (pin.value, pin.source) == ("v1.5.0-eksbuild.1", "file")
+    off = write_env(eks, name="off.yaml")
+    config = load_environment(off).config
+    _, resolution = lock_environment(load_environment(off))
+    assert GOVERNANCE_ADDON not in resolution.pins
+    assert "amazon-sagemaker-hyperpod-taskgovernance" not in installed_addons(config)

@@ -205,6 +205,32 @@ def team(name: str, *members: str, **kw: Any) -> dict[str, Any]:
     return {"name": name, "members": list(members), **kw}
 
 
+# --- task governance (EKS) ----------------------------------------------------------------------
+
+TG = "cluster.eks.task_governance"
+G5 = "ml.g5.12xlarge"  # WORKERS: 4 of them, 4 GPUs each
+CLASSES = [{"name": "training", "weight": 70}, {"name": "inference", "weight": 90}]
+
+
+def quota(itype: str = G5, **kw: Any) -> dict[str, Any]:
+    return {"instance_type": itype, **kw}
+
+
+def governed(*items: dict[str, Any], **tg: Any) -> dict[str, Any]:
+    """EKS with task governance on (two priority classes), alice and bob, and these teams."""
+    settings = {"enabled": True, "priority_classes": CLASSES, **tg}
+    return merge(
+        eks_network(),
+        {**TEAM_PEOPLE, "teams": list(items), "cluster": {"eks": {"task_governance": settings}}},
+    )
+
+
+TWO_TEAMS = governed(
+    team("pretraining", "alice", quota=[quota(instances=2)], priority="training"),
+    team("research", "bob", quota=[quota(accelerators=8)], borrow_limit_percent=100),
+)
+
+
 PLAN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p5-reserved"
 TAINT = {"key": "example.com/dedicated", "value": "train", "effect": "NoSchedule"}
 
@@ -1027,6 +1053,37 @@ GOOD: list[Any] = [
         id="teams-everyone-in-one",
     ),
     pytest.param("teams", teams(team("ml_ops-2", "alice", "bob")), id="teams-name-chars"),
+    pytest.param("teams", TWO_TEAMS, id="teams-eks-task-governance"),
+    # task-governance
+    pytest.param("task-governance", {}, id="governance-off"),
+    pytest.param("task-governance", TWO_TEAMS, id="governance-two-teams"),
+    pytest.param("task-governance", governed(), id="governance-no-teams-info"),
+    pytest.param(
+        "task-governance",
+        merge(governed(team("a1")), eks(existing_cluster_name="ml-platform")),
+        id="governance-existing-cluster-info",
+    ),
+    # team-quotas
+    pytest.param("team-quotas", {}, id="quotas-off"),
+    pytest.param("team-quotas", TWO_TEAMS, id="quotas-within-the-groups"),
+    pytest.param(
+        "team-quotas",
+        governed(team("borrowers"), team("owners", quota=[quota(instances=4)], sharing="lend")),
+        id="quotas-borrow-only-team",
+    ),
+    # job-team
+    pytest.param("job-team", {}, id="job-team-off"),
+    pytest.param("job-team", merge(TWO_TEAMS, job(team="pretraining")), id="job-team-named"),
+    pytest.param(
+        "job-team",
+        merge(TWO_TEAMS, job(user="bob", priority="inference")),
+        id="job-team-of-its-user",
+    ),
+    pytest.param(
+        "job-team",
+        merge(TWO_TEAMS, job(team="pretraining", nodes=4)),
+        id="job-team-borrows-info",
+    ),
     # node-provisioning
     pytest.param("node-provisioning", CONTINUOUS, id="continuous-slurm-no-strategy"),
     pytest.param(
@@ -1088,6 +1145,11 @@ GOOD: list[Any] = [
         "version-compatibility",
         merge(eks_network(), eks(addons={"training_operator": "v1.2.2-eksbuild.1"})),
         id="compat-operator-other-version",
+    ),
+    pytest.param(
+        "version-compatibility",
+        merge(governed(), eks(addons={"task_governance": "v1.5.0-eksbuild.1"})),
+        id="compat-task-governance-v1-5",
     ),
     # volume-keys
     pytest.param(
@@ -3675,11 +3737,306 @@ BAD: list[Any] = [
         [
             err(
                 "teams",
-                "teams are Slurm accounts: the EKS orchestrator has none",
-                "remove teams (on EKS, HyperPod's task governance shares the cluster)",
+                "on EKS, teams are task governance's compute allocations, and it is off",
+                "turn on cluster.eks.task_governance (docs/governance.md), or remove teams",
             )
         ],
-        id="teams-on-eks",
+        id="teams-on-eks-without-governance",
+    ),
+    pytest.param(
+        "teams",
+        teams(team("research", "alice", "bob", quota=[quota(instances=1)], priority="training")),
+        [
+            warn(
+                "teams[0].quota",
+                "quota, priority are for EKS task governance: a Slurm account has none",
+                "remove them (fairshare and gpu_limit are the Slurm account's)",
+            )
+        ],
+        id="teams-eks-keys-on-slurm",
+    ),
+    pytest.param(
+        "teams",
+        governed(team("a1", "alice"), team("b1", "alice")),
+        [
+            err(
+                "teams[1].members[0]",
+                "'alice' is also in team 'a1': a person is in one team, the team their jobs run",
+                "keep them in one team",
+            )
+        ],
+        id="teams-eks-person-in-two",
+    ),
+    # task-governance
+    pytest.param(
+        "task-governance",
+        merge(
+            eks_network(),
+            eks(
+                task_governance={"fair_share": False},
+                addons={"task_governance": "v1.6.0-eksbuild.1"},
+            ),
+        ),
+        [
+            warn(
+                TG,
+                "task governance settings are written (fair_share, the add-on's version "
+                "(cluster.eks.addons.task_governance)) while task governance is off",
+                "set cluster.eks.task_governance.enabled: true, or remove them",
+            )
+        ],
+        id="governance-settings-while-off",
+    ),
+    pytest.param(
+        "task-governance",
+        eks(task_governance={"enabled": True}),
+        [
+            err(
+                f"{TG}.enabled",
+                "task governance is HyperPod's for EKS clusters",
+                "remove cluster.eks.task_governance, or use orchestrator: eks",
+            )
+        ],
+        id="governance-on-slurm",
+    ),
+    pytest.param(
+        "task-governance",
+        merge(governed(team("a1")), eks(kubernetes_version="1.29")),
+        [
+            err(
+                "cluster.eks.kubernetes_version",
+                "task governance needs Kubernetes 1.30 or newer; the cluster runs 1.29",
+                'use kubernetes_version: "1.30" or newer',
+            )
+        ],
+        id="governance-kubernetes-too-old",
+    ),
+    pytest.param(
+        "task-governance",
+        governed(
+            team("ml_ops", priority="urgent"),
+            priority_classes=[
+                {"name": "training", "weight": 70},
+                {"name": "training", "weight": 1},
+            ],
+        ),
+        [
+            err(
+                f"{TG}.priority_classes[1].name",
+                "priority class 'training' is also priority_classes[0]",
+                "name each class once",
+            ),
+            err(
+                "teams[0].priority",
+                "'urgent' is not a priority class of cluster.eks.task_governance.priority_classes",
+                "use one of training, training",
+            ),
+            err(
+                "teams[0].name",
+                "'ml_ops' cannot name the team's namespace 'hyperpod-ns-ml_ops'",
+                "rename the team with hyphens instead of underscores",
+            ),
+        ],
+        id="governance-classes-and-names",
+    ),
+    pytest.param(
+        "task-governance",
+        merge(governed(team("ab"), team("research")), {"cluster": {"name": "c" * 60}}),
+        [
+            err(
+                "cluster.name",
+                f"the cluster policy is named '{'c' * 60}-policy', 67 characters",
+                "use a shorter cluster name",
+            ),
+            err(
+                "teams[1].name",
+                "the team's compute allocation is named",
+                "use a shorter team or cluster name",
+            ),
+        ],
+        id="governance-names-too-long",
+    ),
+    # team-quotas
+    pytest.param(
+        "team-quotas",
+        governed(
+            team(
+                "a1",
+                quota=[
+                    quota("ml.p5.48xlarge", instances=1),
+                    quota(instances=5),
+                    quota(instances=1),
+                ],
+                gpu_limit=8,
+            ),
+            team("b1", quota=[quota(accelerators=17)]),
+            team("c1", quota=[quota(instances=1, accelerators=4)]),
+        ),
+        [
+            warn(
+                "teams[0].gpu_limit",
+                "gpu_limit is a Slurm account's GrpTRES: on EKS it is ignored",
+                "give the team a quota (accelerators of a worker type), and remove gpu_limit",
+            ),
+            err(
+                "teams[0].quota[0].instance_type",
+                "ml.p5.48xlarge is not the type of a worker group (the cluster has ml.g5.12xlarge)",
+                "use one of ml.g5.12xlarge",
+            ),
+            err(
+                "teams[0].quota[1].instances",
+                "5 ml.g5.12xlarge instances: the worker groups hold 4",
+                "use at most 4",
+            ),
+            err(
+                "teams[0].quota[2].instance_type",
+                "ml.g5.12xlarge is also quota[1] of team 'a1'",
+                "give each type once",
+            ),
+            err(
+                "teams[1].quota[0].accelerators",
+                "17 accelerators of ml.g5.12xlarge: the worker groups hold 16 (4 x 4)",
+                "use at most 16",
+            ),
+            err(
+                "teams[2].quota[0]",
+                "a quota item gives instances or accelerators, one of the two",
+                "keep instances (whole nodes) or accelerators (GPUs of them)",
+            ),
+        ],
+        id="quotas-each-rule",
+    ),
+    pytest.param(
+        "team-quotas",
+        merge(
+            governed(team("cpu", quota=[quota("ml.m5.xlarge", accelerators=1)])),
+            {
+                "cluster": {
+                    "instance_groups": [
+                        WORKERS,
+                        dict(WORKERS, name="cpu", instance_type="ml.m5.xlarge"),
+                    ]
+                }
+            },
+        ),
+        [
+            err(
+                "teams[0].quota[0].accelerators",
+                "ml.m5.xlarge has no accelerators",
+                "give the quota in instances",
+            )
+        ],
+        id="quotas-accelerators-of-a-cpu-type",
+    ),
+    pytest.param(
+        "team-quotas",
+        governed(
+            team("a1", quota=[quota(instances=3)]),
+            team("b1", quota=[quota(accelerators=8)], sharing="dont_lend", borrow_limit_percent=50),
+            team("c1", sharing="lend"),
+        ),
+        [
+            warn(
+                "teams[1].borrow_limit_percent",
+                "a borrow limit with sharing: dont_lend is ignored (the team does not borrow)",
+                "set sharing: lend_and_borrow, or remove borrow_limit_percent",
+            ),
+            warn(
+                "teams[2].sharing",
+                "team 'c1' has no quota and does not borrow: its jobs are never admitted",
+                "give it a quota, or set sharing: lend_and_borrow",
+            ),
+            warn(
+                "teams",
+                "the teams are guaranteed 5 ml.g5.12xlarge instances together; the worker groups "
+                "hold 4",
+                "lower a team's quota, or add instances to the groups",
+            ),
+        ],
+        id="quotas-sharing-and-total",
+    ),
+    # job-team
+    pytest.param(
+        "job-team",
+        merge(eks_network(), job(team="research", priority="training")),
+        [
+            warn(
+                "trainer.job.team",
+                "trainer.job.team and priority are for EKS task governance: ignored here",
+                "turn on cluster.eks.task_governance, or remove them",
+            )
+        ],
+        id="job-team-without-governance",
+    ),
+    pytest.param(
+        "job-team",
+        merge(TWO_TEAMS, job(team="ops")),
+        [
+            err(
+                "trainer.job.team",
+                "'ops' is not one of the environment's teams",
+                "use one of pretraining, research",
+            )
+        ],
+        id="job-team-unknown",
+    ),
+    pytest.param(
+        "job-team",
+        merge(TWO_TEAMS, job(team="research", user="alice", priority="urgent")),
+        [
+            err(
+                "trainer.job.priority",
+                "'urgent' is not a priority class",
+                "use one of training, inference",
+            ),
+            warn(
+                "trainer.job.team",
+                "the job runs as 'alice', a member of team 'pretraining', in team 'research'",
+                "set team: pretraining, or run it as a member of research",
+            ),
+        ],
+        id="job-team-other-than-its-users-and-unknown-priority",
+    ),
+    pytest.param(
+        "job-team",
+        TWO_TEAMS,
+        [
+            warn(
+                "trainer.job",
+                "the job belongs to no team: it runs in 'training' outside task governance",
+                "set trainer.job.team, or trainer.job.user to a team's member",
+            )
+        ],
+        id="job-of-no-team",
+    ),
+    pytest.param(
+        "job-team",
+        merge(
+            governed(team("a1", quota=[quota(instances=1)], sharing="lend")),
+            job(team="a1", nodes=2),
+        ),
+        [
+            err(
+                "trainer.job.nodes",
+                "the job asks for 2 ml.g5.12xlarge nodes; team 'a1' is guaranteed 1 and does not "
+                "borrow: Kueue never admits the job",
+                "use at most 1 nodes, or raise the team's quota",
+            )
+        ],
+        id="job-team-never-admitted",
+    ),
+    pytest.param(
+        "api-constraints",
+        governed(team("a1", fairshare=150)),
+        [
+            err(
+                "teams[0].fairshare",
+                "150 is outside 0-100, what sagemaker CreateComputeQuota "
+                "ComputeQuotaTarget.FairShareWeight takes",
+                "use a value from 0 to 100",
+            )
+        ],
+        id="api-team-fair-share-weight",
     ),
     pytest.param(
         "teams",
@@ -3999,6 +4356,19 @@ BAD: list[Any] = [
             )
         ],
         id="compat-operator-without-pod-identity",
+    ),
+    pytest.param(
+        "version-compatibility",
+        merge(governed(), eks(addons={"task_governance": "v1.3.2-eksbuild.1"})),
+        [
+            warn(
+                "cluster.eks.addons.task_governance",
+                "amazon-sagemaker-hyperpod-taskgovernance v1.3.x keeps Kueue's CRDs under v1alpha1",
+                "upgrade the add-on with HyperPod's console (it migrates the CRDs) before you pin "
+                "v1.5 or later here",
+            )
+        ],
+        id="compat-task-governance-v1-3",
     ),
     pytest.param(
         "version-compatibility",

@@ -23,7 +23,8 @@ date and sources: `threads_per_core.json` (per instance family), `eks_versions.j
 support calendar), `ami_accounts.json` (the accounts an Ubuntu AMI already has), `limits.json`
 (quotas and service rules that no model carries), `accounting.json` (the Slurm accounting
 database: HyperPod's rules for it, the Aurora MySQL versions CloudFormation knows, the default
-version and Serverless v2's capacity range).
+version and Serverless v2's capacity range), `task_governance.json` (HyperPod task governance on
+EKS: its add-on and default version, the names of a team's namespace, queue and priority labels).
 """
 
 from __future__ import annotations
@@ -236,3 +237,9 @@ def limits_checked() -> str:
 def accounting_facts() -> dict[str, Any]:
     """`accounting.json`: the accounting database's rules, versions and capacity range."""
     return _load("accounting.json")
+
+
+def task_governance_facts() -> dict[str, Any]:
+    """`task_governance.json`: HyperPod task governance's add-on, default version, the names it
+    gives a team's namespace, queues and priority classes, and its rules."""
+    return _load("task_governance.json")

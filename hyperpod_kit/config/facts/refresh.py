@@ -379,6 +379,32 @@ API_FIELDS: tuple[dict[str, str], ...] = (
      "cfn": "AWS::EKS::AccessEntry:AccessPolicies",
      "unique": "CDK merges the grants of one role into one access entry, whose AccessPolicies "
      "CloudFormation wants unique (cfn-lint E3037)"},
+    # sagemaker CreateClusterSchedulerConfig and CreateComputeQuota (task governance, the EKS
+    # add-ons stack): names are `task-governance`'s (a team is a namespace), quotas `team-quotas`'
+    {"key": "cluster.eks.task_governance.priority_classes", "when": "eks-governance",
+     "api": "sagemaker:CreateClusterSchedulerConfig:SchedulerConfig.PriorityClasses"},
+    {"key": "cluster.eks.task_governance.priority_classes[].name", "when": "eks-governance",
+     "api": "sagemaker:CreateClusterSchedulerConfig:SchedulerConfig.PriorityClasses[].Name",
+     "owner": "task-governance"},
+    {"key": "cluster.eks.task_governance.priority_classes[].weight", "when": "eks-governance",
+     "api": "sagemaker:CreateClusterSchedulerConfig:SchedulerConfig.PriorityClasses[].Weight"},
+    {"key": "teams[].name", "when": "eks-governance",
+     "api": "sagemaker:CreateComputeQuota:ComputeQuotaTarget.TeamName",
+     "owner": "task-governance"},
+    {"key": "teams[].fairshare", "when": "eks-governance",
+     "api": "sagemaker:CreateComputeQuota:ComputeQuotaTarget.FairShareWeight"},
+    {"key": "teams[].quota", "when": "eks-governance",
+     "api": "sagemaker:CreateComputeQuota:ComputeQuotaConfig.ComputeQuotaResources"},
+    {"key": "teams[].quota[].instance_type", "when": "eks-governance",
+     "api": "sagemaker:CreateComputeQuota:ComputeQuotaConfig.ComputeQuotaResources[]"
+     ".InstanceType", "owner": "team-quotas"},
+    {"key": "teams[].quota[].instances", "when": "eks-governance",
+     "api": "sagemaker:CreateComputeQuota:ComputeQuotaConfig.ComputeQuotaResources[].Count"},
+    {"key": "teams[].quota[].accelerators", "when": "eks-governance",
+     "api": "sagemaker:CreateComputeQuota:ComputeQuotaConfig.ComputeQuotaResources[]"
+     ".Accelerators"},
+    {"key": "teams[].borrow_limit_percent", "when": "eks-governance",
+     "api": "sagemaker:CreateComputeQuota:ComputeQuotaConfig.ResourceSharingConfig.BorrowLimit"},
     {"key": "network.existing_vpc.route_table_ids", "api": "ec2:CreateVpcEndpoint:RouteTableIds",
      "cfn": "AWS::EC2::VPCEndpoint:RouteTableIds"},
 )  # fmt: skip

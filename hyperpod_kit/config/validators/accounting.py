@@ -15,7 +15,7 @@ from ipaddress import IPv4Network
 from hyperpod_kit.config.derived import continuous_provisioning
 from hyperpod_kit.config.facts import accounting_facts
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.schema import EnvironmentConfig, NewVpcConfig
+from hyperpod_kit.config.schema import EnvironmentConfig, NewVpcConfig, TeamConfig
 from hyperpod_kit.config.validators import validator
 
 AT = "cluster.slurm.accounting"
@@ -230,29 +230,80 @@ def free_block(vpc: NewVpcConfig, prefix: int) -> str:
     return f"a free /{prefix} of the VPC"
 
 
+# What a team says only to EKS task governance (docs/governance.md).
+EKS_TEAM_KEYS = ("quota", "priority", "sharing", "borrow_limit_percent", "preempt_own_tasks")
+
+
 @validator("teams", area="people")
 def check_teams(config: EnvironmentConfig) -> Iterator[Finding]:
-    """Teams are Slurm accounts: named once, `root` being Slurm's own; their members are people
-    of `users`, each in at most one team (their default account, and the one place their GPU
-    hours add up). A person in no team gets no association; teams without the environment's
-    accounting database live in HyperPod's database on the controller."""
+    """Teams are Slurm accounts, or on EKS the teams of task governance's compute allocations:
+    named once (`root` being Slurm's own); their members are people of `users`, each in at most
+    one team (their default account, the one place their GPU hours add up; on EKS the team of
+    their jobs). On Slurm a person in no team gets no association, and teams without the
+    environment's accounting database live in HyperPod's database on the controller."""
     teams = config.teams
     if not teams:
         return
-    if config.orchestrator != "slurm":
+    slurm = config.orchestrator == "slurm"
+    if not slurm and not config.cluster.eks.task_governance.enabled:
         yield Finding(
             Level.ERROR,
             "teams",
-            "teams are Slurm accounts: the EKS orchestrator has none",
-            "remove teams (on EKS, HyperPod's task governance shares the cluster)",
+            "on EKS, teams are task governance's compute allocations, and it is off",
+            "turn on cluster.eks.task_governance (docs/governance.md), or remove teams",
         )
         return
+    if slurm:
+        yield from _eks_keys_on_slurm(teams)
+    member_of: dict[str, int] = {}
+    yield from _names_and_members(config, member_of, slurm=slurm)
+    if not slurm:
+        return
+    lonely = [u.name for u in config.users if u.name not in member_of]
+    if lonely:
+        yield Finding(
+            Level.WARNING,
+            "users",
+            f"{', '.join(lonely)} {'is' if len(lonely) == 1 else 'are'} in no team: no Slurm "
+            "association is made for them, and where the cluster enforces associations they "
+            "cannot submit jobs",
+            "add them to a team",
+        )
+    if not config.cluster.slurm.accounting.enabled:
+        yield Finding(
+            Level.WARNING,
+            "teams",
+            "without cluster.slurm.accounting the teams' accounts live in HyperPod's database on "
+            "the controller: the controller recreates them after a replacement, but the job "
+            "history and usage fair share is computed from are lost with it",
+            "turn on cluster.slurm.accounting (continuous provisioning), or suppress teams",
+        )
+
+
+def _eks_keys_on_slurm(teams: list[TeamConfig]) -> Iterator[Finding]:
+    for i, team in enumerate(teams):
+        written = [k for k in EKS_TEAM_KEYS if k in team.model_fields_set]
+        if written:
+            yield Finding(
+                Level.WARNING,
+                f"teams[{i}].{written[0]}",
+                f"{', '.join(written)} {'is' if len(written) == 1 else 'are'} for EKS task "
+                "governance: a Slurm account has none, so it is ignored",
+                "remove them (fairshare and gpu_limit are the Slurm account's)",
+            )
+
+
+def _names_and_members(
+    config: EnvironmentConfig, member_of: dict[str, int], *, slurm: bool
+) -> Iterator[Finding]:
+    """Each team named once (not `root` on Slurm), each member a person of `users` in one team
+    (`member_of` gathers person -> team index)."""
+    teams = config.teams
     users = {u.name for u in config.users}
     seen: dict[str, int] = {}
-    member_of: dict[str, int] = {}
     for i, team in enumerate(teams):
         at = f"teams[{i}]"
-        if team.name == "root":
+        if slurm and team.name == "root":
             yield Finding(
                 Level.ERROR,
                 f"{at}.name",
@@ -287,25 +338,6 @@ def check_teams(config: EnvironmentConfig) -> Iterator[Finding]:
                     Level.ERROR,
                     where,
                     f"{member!r} is also in team {teams[other].name!r}: a person is in one team, "
-                    "their default Slurm account",
+                    + ("their default Slurm account" if slurm else "the team their jobs run for"),
                     "keep them in one team",
                 )
-    lonely = [u.name for u in config.users if u.name not in member_of]
-    if lonely:
-        yield Finding(
-            Level.WARNING,
-            "users",
-            f"{', '.join(lonely)} {'is' if len(lonely) == 1 else 'are'} in no team: no Slurm "
-            "association is made for them, and where the cluster enforces associations they "
-            "cannot submit jobs",
-            "add them to a team",
-        )
-    if not config.cluster.slurm.accounting.enabled:
-        yield Finding(
-            Level.WARNING,
-            "teams",
-            "without cluster.slurm.accounting the teams' accounts live in HyperPod's database on "
-            "the controller: the controller recreates them after a replacement, but the job "
-            "history and usage fair share is computed from are lost with it",
-            "turn on cluster.slurm.accounting (continuous provisioning), or suppress teams",
-        )

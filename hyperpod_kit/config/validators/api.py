@@ -43,6 +43,7 @@ WHEN: dict[str, Callable[[EnvironmentConfig], bool]] = {
     "studio": lambda c: c.studio.enabled,
     "file-system-new": lambda c: c.storage.lustre.existing is None,
     "slurm-accounting": lambda c: c.orchestrator == "slurm" and c.cluster.slurm.accounting.enabled,
+    "eks-governance": lambda c: c.orchestrator == "eks" and c.cluster.eks.task_governance.enabled,
 }
 
 # A generated bucket name is at most 63 characters; its length is what DataRepositoryPath counts.
