@@ -16,7 +16,7 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
-from hyperpod_kit.config.derived import slurm_accounting
+from hyperpod_kit.config.derived import slurm_accounting, task_governance
 from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
@@ -153,8 +153,9 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
         # After the HyperPod cluster: these run on its nodes.
         eks_addons = EksAddonsStack(
             scope, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
-            after=[cluster],
-            **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"),
+            cluster_arn=cluster.cluster.cluster_arn, after=[cluster],
+            **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"
+                         + (", task governance" if task_governance(config) else "")),
         )  # fmt: skip
     studio = None
     if config.studio.enabled:

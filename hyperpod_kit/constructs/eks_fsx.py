@@ -15,7 +15,7 @@ from aws_cdk import RemovalPolicy
 from aws_cdk import aws_eks_v2 as eks
 from aws_cdk import aws_iam as iam
 from cdk_nag import NagPackSuppression, NagSuppressions
-from constructs import Construct
+from constructs import Construct, IConstruct
 
 from hyperpod_kit.constructs.eks import EksCluster, pod_identity_role
 from hyperpod_kit.constructs.lustre import LustreFileSystem
@@ -30,7 +30,8 @@ class LustreClaim(Construct):
     """The FSx CSI driver and the claim ``fsx-claim`` in ``namespace`` (created if missing).
 
     Handles: ``addon`` (the CSI driver), ``role`` (its Pod Identity role), ``volume_name`` (the
-    PersistentVolume), ``claim_name``, ``namespace``, ``manifest`` (PV and claim, for ordering).
+    PersistentVolume), ``claim_name``, ``namespace``, ``manifest`` (PV and claim, for ordering),
+    ``team_claims`` (namespace -> the manifest of the claim ``claim_in`` made there).
     """
 
     def __init__(
@@ -112,6 +113,52 @@ class LustreClaim(Construct):
         self.manifest.node.add_dependency(ns)
         self.manifest.node.add_dependency(self.addon)
         eks_cluster.kubectl_ready(self.manifest)
+        self._eks_cluster = eks_cluster
+        self._lustre = lustre
+        self._size = size
+        self._environment = environment
+        self.team_claims: dict[str, eks.KubernetesManifest] = {}
+
+    def claim_in(self, namespace: str, *, after: IConstruct) -> eks.KubernetesManifest:
+        """The same claim ``fsx-claim`` in a namespace someone else makes (a task governance
+        team's ``hyperpod-ns-<team>``, which HyperPod creates with the team's compute allocation):
+        applied after ``after`` (that allocation). The namespace is applied too, with ``kubectl
+        apply`` (it exists by then, or HyperPod has not made it yet), and never deleted: HyperPod
+        owns it. Returns the claim's manifest (its PersistentVolume and claim)."""
+        eks_cluster = self._eks_cluster
+        volume = f"{self._environment}-fsx-{namespace}"
+        ns = eks.KubernetesManifest(
+            self,
+            f"Namespace-{namespace}",
+            cluster=eks_cluster.cluster,
+            manifest=[namespace_manifest(namespace)],
+            overwrite=True,
+            prune=False,
+            removal_policy=RemovalPolicy.RETAIN,
+        )
+        ns.node.add_dependency(after)
+        eks_cluster.kubectl_ready(ns)
+        manifest = eks.KubernetesManifest(
+            self,
+            f"Volume-{namespace}",
+            cluster=eks_cluster.cluster,
+            manifest=[
+                persistent_volume(
+                    volume,
+                    claim=(namespace, FSX_CLAIM),
+                    size=self._size,
+                    file_system_id=self._lustre.file_system_id,
+                    dns_name=self._lustre.dns_name,
+                    mount_name=self._lustre.mount_name,
+                ),
+                claim(FSX_CLAIM, namespace=namespace, volume=volume, size=self._size),
+            ],
+        )
+        manifest.node.add_dependency(ns)
+        manifest.node.add_dependency(self.addon)
+        eks_cluster.kubectl_ready(manifest)
+        self.team_claims[namespace] = manifest
+        return manifest
 
 
 def namespace_manifest(name: str) -> dict[str, Any]:

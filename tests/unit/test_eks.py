@@ -27,6 +27,7 @@ WORKERS = {
     "instance_type": "ml.g5.8xlarge",
     "instance_count": 2,
 }
+STAND_IN_CLUSTER_ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abcdef012345"
 ADMINS = ["arn:aws:iam::111122223333:role/PlatformAdmin", "arn:aws:iam::111122223333:role/Ops"]
 
 
@@ -177,6 +178,7 @@ def build_eks_app(overrides: dict[str, Any], outdir: Path) -> EksApp:
         config=config,
         eks=eks.eks,
         lustre=storage.lustre,
+        cluster_arn=STAND_IN_CLUSTER_ARN,  # the real one is the cluster stack's (app.py)
         after=[cluster],
         env=env,
     )

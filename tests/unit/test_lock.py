@@ -336,9 +336,11 @@ def test_the_task_governance_addon_is_pinned_only_where_it_is_installed(
 
     eks = {
         "orchestrator": "eks",
+        "region": "us-east-1",  # where the gate's cfn-lint knows task governance's types
+        "availability_zone_id": "use1-az6",
         "network": {
             "vpc": {"control_plane_subnet_cidr": "10.0.1.0/24"},
-            "control_plane_availability_zone_id": "usw2-az1",
+            "control_plane_availability_zone_id": "use1-az4",
         },
         "cluster": {
             "instance_groups": [

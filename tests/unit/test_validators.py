@@ -217,10 +217,11 @@ def quota(itype: str = G5, **kw: Any) -> dict[str, Any]:
 
 
 def governed(*items: dict[str, Any], **tg: Any) -> dict[str, Any]:
-    """EKS with task governance on (two priority classes), alice and bob, and these teams."""
+    """EKS in us-east-1 (where the gate's cfn-lint knows task governance's types) with task
+    governance on (two priority classes), alice and bob, and these teams."""
     settings = {"enabled": True, "priority_classes": CLASSES, **tg}
     return merge(
-        eks_network(),
+        merge(eks_network("use1-az4"), region("us-east-1", "use1-az6")),
         {**TEAM_PEOPLE, "teams": list(items), "cluster": {"eks": {"task_governance": settings}}},
     )
 
@@ -3798,6 +3799,20 @@ BAD: list[Any] = [
             )
         ],
         id="governance-on-slurm",
+    ),
+    pytest.param(
+        "task-governance",
+        merge(governed(team("a1")), region("us-west-2", "usw2-az2")),
+        [
+            err(
+                "region",
+                "cfn-lint 1.58.0 (the synth gate) knows no AWS::SageMaker::ClusterSchedulerConfig "
+                "in us-west-2: the template would be refused (E3006)",
+                "use a region where it has both types (ap-south-1, eu-central-1, me-south-1, "
+                "us-east-1), or turn task governance off until a cfn-lint that has them is pinned",
+            )
+        ],
+        id="governance-region-the-gate-lacks",
     ),
     pytest.param(
         "task-governance",
