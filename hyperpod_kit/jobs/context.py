@@ -17,13 +17,20 @@ from hyperpod_kit.config.derived import (
     group_facts,
     job_group,
     job_partition,
+    job_priority_class,
+    job_team,
     processes_per_node,
     ships_job_events,
     trainer_settings,
 )
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.jobs.image import JobImage
-from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.naming import (
+    parameter_name,
+    priority_class_label_value,
+    team_local_queue,
+    team_namespace,
+)
 from hyperpod_kit.templating import ShellCode
 
 RDZV_PORT = 29500
@@ -54,6 +61,10 @@ class JobValues:
     max_retries: int
     checkpoint_dir: str
     namespace: str
+    # EKS task governance: the job's team queue (kueue.x-k8s.io/queue-name) and priority class
+    # (kueue.x-k8s.io/priority-class, `<class>-priority`); None outside task governance.
+    queue: str | None = None
+    priority_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -156,6 +167,9 @@ def job_context(
     facts = group_facts(group)
     partition = job_partition(config) if config.orchestrator == "slurm" else None
     k8s = group.kubernetes if group is not None else None
+    # Under task governance the job runs in its team's namespace and queue (None on Slurm).
+    team = job_team(config) if local is None else None
+    priority = job_priority_class(config) if team is not None else None
 
     def on_this_machine(value: str) -> str:
         if local is not None and (value == FSX_MOUNT or value.startswith(FSX_MOUNT + "/")):
@@ -181,7 +195,11 @@ def job_context(
             auto_resume=job.auto_resume,
             max_retries=job.max_retries,
             checkpoint_dir=on_this_machine(job.checkpoint_dir),
-            namespace=_word(job.namespace, "namespace"),
+            namespace=_word(team_namespace(team.name) if team else job.namespace, "namespace"),
+            queue=_word(team_local_queue(team.name), "queue") if team else None,
+            priority_class=_word(priority_class_label_value(priority), "priority class")
+            if priority
+            else None,
         ),
         placement=PlacementValues(
             labels=tuple(sorted(k8s.labels.items())) if k8s is not None else (),

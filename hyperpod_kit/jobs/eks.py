@@ -3,6 +3,7 @@
 Elastic policy, run policy and auto-resume annotations from `trainer.job`; GPU and EFA requests
 from the instance-type table; the FSx claim the EKS stack creates in the job's namespace; the
 same shutdown window as the sbatch script (SIGTERM, then `stop_grace_seconds` for the final save).
+Under task governance, the team's namespace and the Kueue queue and priority labels.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import yaml
 from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.jobs.context import JobContext
-from hyperpod_kit.naming import FSX_CLAIM, HEALTH_LABEL
+from hyperpod_kit.naming import FSX_CLAIM, HEALTH_LABEL, priority_label, queue_label
 from hyperpod_kit.templating import json_value
 
 API_VERSION = "sagemaker.amazonaws.com/v1"
@@ -105,9 +106,30 @@ def pytorch_job(config: EnvironmentConfig, context: JobContext) -> dict[str, Any
             policy["replicaIncrementStep"] = elastic.replica_increment_step or 1
         spec["elasticPolicy"] = policy
     metadata: dict[str, Any] = {"name": job.name, "namespace": job.namespace}
+    labels = governance_labels(context)
+    if labels:
+        # Kueue reads the job's labels; the pods carry them too, as HyperPod's own job template
+        # (sagemaker-hyperpod-cli, hyperpod-pytorch-job-template v1_1) puts them on both: a
+        # governed namespace admits no pod without its queue label (task governance's
+        # ValidatingAdmissionPolicy).
+        metadata["labels"] = dict(labels)
+        template = spec["replicaSpecs"][0]["template"]
+        spec["replicaSpecs"][0]["template"] = {"metadata": {"labels": dict(labels)}, **template}
     if job.auto_resume:
         metadata["annotations"] = {AUTO_RESUME: "true", MAX_RETRIES: str(job.max_retries)}
     return {"apiVersion": API_VERSION, "kind": KIND, "metadata": metadata, "spec": spec}
+
+
+def governance_labels(context: JobContext) -> dict[str, str]:
+    """The job's task governance labels: its team's queue and its priority class (HyperPod's
+    names: hyperpod_kit/naming.py, facts/task_governance.json); none outside task governance."""
+    job = context.job
+    labels: dict[str, str] = {}
+    if job.queue is not None:
+        labels[queue_label()] = job.queue
+    if job.priority_class is not None:
+        labels[priority_label()] = job.priority_class
+    return labels
 
 
 def _place(pod_spec: dict[str, Any], context: JobContext) -> None:

@@ -656,3 +656,84 @@ def test_eks_job_on_a_flexible_group_accepts_each_of_its_types() -> None:
     assert pod["tolerations"] == [{"key": "gpu", "operator": "Exists", "effect": "NoExecute"}]
     container = pod["containers"][0]
     assert container["resources"]["limits"]["vpc.amazonaws.com/efa"] == "32"  # both have 32
+
+
+# --- task governance on EKS: the team's namespace, queue and priority ---------------------------
+
+PLATFORM = REPO / "environments" / "eks-platform.yaml"
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+
+
+def _platform(**job: Any) -> EnvironmentConfig:
+    """eks-platform.yaml (task governance, teams pretraining and research) with `job` changes."""
+    data = yaml.safe_load(PLATFORM.read_text())
+    data["users"] = [{"name": "alice", "uid": 10001}, {"name": "bob", "uid": 10002}]
+    data["teams"][0]["members"] = ["alice"]
+    data["teams"][1]["members"] = ["bob"]
+    data["trainer"]["job"].pop("team")
+    data["trainer"]["job"].update(job)
+    return EnvironmentConfig.model_validate(data)
+
+
+def test_a_teams_job_runs_in_its_namespace_and_queue_with_its_priority() -> None:
+    """HyperPod's names (facts/task_governance.json): namespace hyperpod-ns-<team>, queue
+    hyperpod-ns-<team>-localqueue, priority class <class>-priority; on the job, which Kueue
+    reads, and on its pods, which a governed namespace admits only with their queue label."""
+    config = load_environment(PLATFORM).config
+    manifest = _manifest(config)
+    assert check_pytorch_job(manifest) == []
+    labels = {
+        QUEUE_LABEL: "hyperpod-ns-pretraining-localqueue",
+        PRIORITY_LABEL: "training-priority",
+    }
+    assert manifest["metadata"]["namespace"] == "hyperpod-ns-pretraining"
+    assert manifest["metadata"]["labels"] == labels
+    template = manifest["spec"]["replicaSpecs"][0]["template"]
+    assert template["metadata"] == {"labels": labels}
+    env = {e["name"]: e["value"] for e in template["spec"]["containers"][0]["env"]}
+    assert env["HYPERPOD_TRAINER_JOB_ID"] == "hyperpod-ns-pretraining/pretrain"
+    # The claim the stack makes in the team's namespace.
+    (volume,) = [v for v in template["spec"]["volumes"] if v["name"] == "fsx"]
+    assert volume["persistentVolumeClaim"] == {"claimName": "fsx-claim"}
+
+
+def test_the_job_takes_its_users_team_and_its_own_priority() -> None:
+    manifest = _manifest(_platform(user="bob", priority="inference"))
+    assert check_pytorch_job(manifest) == []
+    assert manifest["metadata"]["namespace"] == "hyperpod-ns-research"
+    assert manifest["metadata"]["labels"] == {
+        QUEUE_LABEL: "hyperpod-ns-research-localqueue",
+        PRIORITY_LABEL: "inference-priority",
+    }
+
+
+def test_a_team_without_a_priority_gives_only_the_queue() -> None:
+    data = yaml.safe_load(PLATFORM.read_text())
+    del data["teams"][0]["priority"]
+    manifest = _manifest(EnvironmentConfig.model_validate(data))
+    assert manifest["metadata"]["labels"] == {QUEUE_LABEL: "hyperpod-ns-pretraining-localqueue"}
+
+
+def test_a_job_of_no_team_stays_outside_task_governance() -> None:
+    """No team (validate warns): its own namespace, no Kueue label, no pod template metadata."""
+    manifest = _manifest(_platform())
+    assert check_pytorch_job(manifest) == []
+    assert manifest["metadata"]["namespace"] == "ml-training"
+    assert "labels" not in manifest["metadata"]
+    assert "metadata" not in manifest["spec"]["replicaSpecs"][0]["template"]
+
+
+def test_without_task_governance_team_settings_change_nothing() -> None:
+    data = yaml.safe_load(EKS.read_text())
+    data["trainer"]["job"].update({"team": "research", "priority": "training"})
+    manifest = _manifest(EnvironmentConfig.model_validate(data))
+    assert "labels" not in manifest["metadata"]
+    assert manifest["metadata"]["namespace"] == _eks().trainer.job.namespace
+
+
+def test_the_governance_labels_pass_the_schema_check_and_a_bad_one_does_not() -> None:
+    manifest = _manifest(load_environment(PLATFORM).config)
+    manifest["metadata"]["labels"][QUEUE_LABEL] = 7  # not a string
+    problems = check_pytorch_job(manifest)
+    assert problems and problems[0].startswith("metadata.labels.kueue.x-k8s.io/queue-name:")
