@@ -16,8 +16,10 @@ from typing import Any, Literal
 import yaml
 
 from hyperpod_kit.config.derived import (
+    AMP_ADDON,
     accounting_engine_version,
     device_plugins,
+    prometheus_enabled,
     slurm_accounting,
     slurm_config_strategy,
 )
@@ -37,7 +39,10 @@ ADDONS = {
     "pod_identity_agent": ("eks-pod-identity-agent", True),
     "cert_manager": ("cert-manager", False),
     "training_operator": ("amazon-sagemaker-hyperpod-training-operator", False),
+    "observability": (AMP_ADDON, False),
 }
+# Add-ons installed only when a feature of the file is on (key -> whether it is).
+OPTIONAL_ADDONS = {"observability": prometheus_enabled}
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,16 @@ def resolved_pins(config: EnvironmentConfig) -> dict[str, Pin]:
         )
     if config.orchestrator == "eks":
         pins += list(_eks_pins(config))
+    grafana = config.monitoring.prometheus.grafana
+    if prometheus_enabled(config) and grafana.enabled:
+        pins.append(
+            Pin(
+                "monitoring.prometheus.grafana.version",
+                grafana.version,
+                "file" if "version" in grafana.model_fields_set else "default",
+                "Grafana version of the Amazon Managed Grafana workspace",
+            )
+        )
     return {p.key: p for p in pins}
 
 
@@ -112,6 +127,8 @@ def _eks_pins(config: EnvironmentConfig) -> Iterator[Pin]:
     defaults = type(eks.addons)()
     for key, (addon, new_only) in ADDONS.items():
         if new_only and not new:
+            continue
+        if key in OPTIONAL_ADDONS and not OPTIONAL_ADDONS[key](config):
             continue
         value = getattr(eks.addons, key)
         if _written(eks.addons, key):

@@ -1,8 +1,9 @@
 """The EKS add-on stack: what runs on the cluster once HyperPod's nodes have joined it.
 
-cert-manager and the HyperPod training operator (HyperPodPyTorchJob), the FSx CSI driver, and
-the job namespace with its FSx claim. Deploys after the cluster stack (``after``), which also
-puts it after the EKS and storage stacks it takes handles from.
+cert-manager and the HyperPod training operator (HyperPodPyTorchJob), the FSx CSI driver, the
+job namespace with its FSx claim, and (monitoring.prometheus) HyperPod's observability add-on.
+Deploys after the cluster stack (``after``), which also puts it after the EKS and storage stacks
+it takes handles from.
 """
 
 from __future__ import annotations
@@ -16,8 +17,10 @@ from constructs import Construct
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.eks import EksCluster
 from hyperpod_kit.constructs.eks_fsx import LustreClaim
+from hyperpod_kit.constructs.eks_observability import GrafanaHandles, HyperPodObservability
 from hyperpod_kit.constructs.eks_operator import HyperPodTrainingOperator
 from hyperpod_kit.constructs.lustre import LustreFileSystem
+from hyperpod_kit.constructs.observability import PrometheusHandles
 
 
 class EksAddonsStack(Stack):
@@ -30,6 +33,8 @@ class EksAddonsStack(Stack):
         eks: EksCluster,
         lustre: LustreFileSystem,
         after: Sequence[Stack] = (),
+        prometheus: PrometheusHandles | None = None,
+        grafana: GrafanaHandles | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -47,3 +52,10 @@ class EksAddonsStack(Stack):
             capacity_gib=config.storage.lustre.storage_capacity_gib,
             environment=config.name,
         )
+        # monitoring.prometheus: HyperPod's observability add-on writes to the workspace.
+        self.observability = None
+        if prometheus is not None:
+            self.observability = HyperPodObservability(
+                self, "Observability", eks_cluster=eks, workspace=prometheus,
+                version=config.cluster.eks.addons.observability, grafana=grafana,
+            )  # fmt: skip
