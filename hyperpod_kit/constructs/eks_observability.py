@@ -26,10 +26,13 @@ from hyperpod_kit.constructs.observability import PrometheusHandles
 
 COLLECTOR_SERVICE_ACCOUNT = "hyperpod-observability-operator-otel-collector"
 LOG_GROUP_PREFIX = "/aws/sagemaker/Clusters"
+# The write half of the add-on's documented CloudWatch Logs grant. Its logs:DescribeLogGroups
+# takes no resource (granted on a group prefix it grants nothing, and the policy lint says so),
+# and the query actions (GetLogEvents, FilterLogEvents, StartQuery...) are for reading, which
+# the collector does not do.
 LOG_ACTIONS = (
     "logs:CreateLogGroup",
     "logs:CreateLogStream",
-    "logs:DescribeLogGroups",
     "logs:DescribeLogStreams",
     "logs:PutLogEvents",
 )

@@ -386,7 +386,9 @@ class _Resolver:
             return self._made_up(logical)
         if attribute == "PrometheusEndpoint" and kind == "AWS::APS::Workspace":
             workspace = self._made_up(logical)
-            return f"https://aps-workspaces.{self.stack.region}.{URL_SUFFIX}/workspaces/{workspace}/"
+            return (
+                f"https://aps-workspaces.{self.stack.region}.{URL_SUFFIX}/workspaces/{workspace}/"
+            )
         if attribute == "Endpoint" and kind == "AWS::Grafana::Workspace":
             return f"{self._made_up(logical)}.grafana-workspace.{self.stack.region}.{URL_SUFFIX}"
         if attribute == "LustreMountName":
