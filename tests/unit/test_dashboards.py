@@ -46,7 +46,7 @@ def _metrics_and_labels(expr: str) -> tuple[set[str], set[str]]:
     bare = _GROUPING.sub(" ", _DURATION.sub(" ", _SELECTOR.sub(" ", expr)))
     bare = re.sub(r'"[^"]*"', " ", bare)
     # label_values(metric, label): the second argument is a label
-    for metric, label in re.findall(r"label_values\(\s*([\w:]+)[^,]*,\s*(\w+)\s*\)", expr):
+    for _metric, label in re.findall(r"label_values\(\s*([\w:]+)[^,]*,\s*(\w+)\s*\)", expr):
         labels.add(label)
         bare = bare.replace(label, " ")
     metrics = {w for w in _WORD.findall(bare) if w not in PROMQL_WORDS}

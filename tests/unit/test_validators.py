@@ -1152,7 +1152,7 @@ GOOD: list[Any] = [
             prometheus(exporters={"dcgm": True, "efa": True}, packages=str(METRICS_PACKAGES)),
         ),
         id="exporters-gpu-efa-with-packages",
-    ),  # fmt: skip
+    ),
     pytest.param(
         "prometheus-exporters",
         merge(OFFLINE, prometheus(packages=str(METRICS_PACKAGES))),
@@ -4225,7 +4225,7 @@ BAD: list[Any] = [
             AGENT_INFO,
         ],
         id="exporters-dcgm-offline",
-    ),  # fmt: skip
+    ),
     pytest.param(
         "prometheus-exporters",
         merge(CPU_ONLY, prometheus(exporters={"efa": True}, packages=str(METRICS_PACKAGES))),
@@ -4260,7 +4260,8 @@ BAD: list[Any] = [
             err(
                 "monitoring.prometheus.packages",
                 "has no executable file `slurm-exporter`",
-                "put the `slurm-exporter` binary (built for the nodes, linux/amd64) there, mode 755",
+                "put the `slurm-exporter` binary (built for the nodes, linux/amd64) there, "
+                "mode 755",
             ),
             AGENT_INFO,
         ],
@@ -4306,7 +4307,7 @@ BAD: list[Any] = [
             AGENT_INFO,
         ],
         id="exporters-packages-not-a-folder",
-    ),  # fmt: skip
+    ),
     pytest.param(
         "prometheus-exporters",
         prometheus(exporters={"node": False}),
@@ -4317,7 +4318,7 @@ BAD: list[Any] = [
             AGENT_INFO,
         ],
         id="exporters-all-off",
-    ),  # fmt: skip
+    ),
     pytest.param(
         "prometheus-exporters",
         merge(eks_network(), prometheus(scrape_interval_seconds=30)),
