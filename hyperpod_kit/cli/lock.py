@@ -13,7 +13,7 @@ import argparse
 import sys
 
 from hyperpod_kit.config import LoadedEnvironment
-from hyperpod_kit.config.pins import ADDONS, Pin
+from hyperpod_kit.config.pins import Pin, addons_of
 from hyperpod_kit.lock import (
     LockError,
     deployed_pins,
@@ -92,7 +92,7 @@ def _from_deployed(loaded: LoadedEnvironment) -> dict[str, Pin] | None:
     eks = eks_cluster_name(config) if config.orchestrator == "eks" else None
     try:
         cluster, addons = aws.deployed_versions(
-            config.cluster_name, eks, [addon for addon, _ in ADDONS.values()]
+            config.cluster_name, eks, [addon for addon, _ in addons_of(config).values()]
         )
     except AwsUnavailableError as e:
         print(

@@ -45,6 +45,15 @@ ADDONS = {
 OPTIONAL_ADDONS = {"observability": prometheus_enabled}
 
 
+def addons_of(config: EnvironmentConfig) -> dict[str, tuple[str, bool]]:
+    """ADDONS less the optional ones this environment does not install."""
+    return {
+        key: row
+        for key, row in ADDONS.items()
+        if key not in OPTIONAL_ADDONS or OPTIONAL_ADDONS[key](config)
+    }
+
+
 @dataclass(frozen=True)
 class Pin:
     key: str
@@ -125,10 +134,8 @@ def _eks_pins(config: EnvironmentConfig) -> Iterator[Pin]:
             "Kubernetes version of the EKS cluster",
         )
     defaults = type(eks.addons)()
-    for key, (addon, new_only) in ADDONS.items():
+    for key, (addon, new_only) in addons_of(config).items():
         if new_only and not new:
-            continue
-        if key in OPTIONAL_ADDONS and not OPTIONAL_ADDONS[key](config):
             continue
         value = getattr(eks.addons, key)
         if _written(eks.addons, key):
