@@ -16,7 +16,12 @@ import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
-from hyperpod_kit.config.derived import slurm_accounting, task_governance
+from hyperpod_kit.config.derived import (
+    observability_stack,
+    prometheus_enabled,
+    slurm_accounting,
+    task_governance,
+)
 from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
@@ -30,9 +35,11 @@ if TYPE_CHECKING:
     # Imported where an environment uses them: loading their aws-cdk-lib modules through jsii
     # costs about half a second that a Slurm environment without Studio need not pay.
     from hyperpod_kit.constructs.delivery_pipeline import PipelineSource
+    from hyperpod_kit.constructs.observability import PrometheusHandles
     from hyperpod_kit.stacks.accounting import AccountingStack
     from hyperpod_kit.stacks.eks import EksStack
     from hyperpod_kit.stacks.eks_addons import EksAddonsStack
+    from hyperpod_kit.stacks.observability import ObservabilityStack
     from hyperpod_kit.stacks.pipeline import PipelineStack
     from hyperpod_kit.stacks.studio import StudioStack
 
@@ -66,10 +73,12 @@ class EnvironmentStacks:
     eks_addons: EksAddonsStack | None = None
     studio: StudioStack | None = None
     monitoring: MonitoringStack | None = None
+    observability: ObservabilityStack | None = None
 
     def all(self) -> list[cdk.Stack]:
         stacks = [
-            self.network, self.storage, self.accounting, self.eks, self.trainer, self.cluster,
+            self.network, self.storage, self.observability, self.accounting, self.eks,
+            self.trainer, self.cluster,
             self.eks_addons, self.studio, self.monitoring,
         ]  # fmt: skip
         return [s for s in stacks if s is not None]
@@ -117,6 +126,10 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             scope, f"{prefix}-accounting", config=config, network=network.network,
             **stack_args("accounting", "the Slurm accounting database and its secret"),
         )  # fmt: skip
+    # Beside storage, before the cluster: the nodes remote-write from their first boot.
+    observability, prometheus = _observability(
+        scope, config, stack_args("observability", "Prometheus workspace and Grafana")
+    )
     trainer = None
     if config.trainer.build_image:
         # Independent of the others: deploys in parallel with network and storage.
@@ -138,9 +151,12 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
         lustre=storage.lustre, data_bucket=storage.data.bucket,
         trainer_image=trainer.image if trainer else None,
         eks=eks.eks if eks else None,
-        accounting=accounting.database if accounting else None,
+        accounting=accounting.database if accounting else None, prometheus=prometheus,
         **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
     )  # fmt: skip
+    if observability is not None:
+        # The nodes read the workspace's address from its handles while they provision.
+        cluster.add_stack_dependency(observability, "the nodes read the workspace's handles")
     if cluster.lifecycle.reads_storage_handles:
         # The nodes' hooks read the storage stack's handles parameter on first provisioning (on
         # EKS nothing else of storage reaches the cluster's template, so say it; the rehearsal
@@ -153,7 +169,8 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
         # After the HyperPod cluster: these run on its nodes.
         eks_addons = EksAddonsStack(
             scope, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
-            cluster_arn=cluster.cluster.cluster_arn, after=[cluster],
+            cluster_arn=cluster.cluster.cluster_arn, after=[cluster], prometheus=prometheus,
+            grafana=observability.grafana_handles if observability else None,
             **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"
                          + (", task governance" if task_governance(config) else "")),
         )  # fmt: skip
@@ -182,7 +199,7 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
         )  # fmt: skip
     stacks = EnvironmentStacks(
         network=network, storage=storage, trainer=trainer, cluster=cluster, accounting=accounting,
-        eks=eks,
+        eks=eks, observability=observability,
         eks_addons=eks_addons, studio=studio, monitoring=monitoring,
     )  # fmt: skip
     for stack in stacks.all():
@@ -194,6 +211,25 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             )
     cdk.Aspects.of(scope).add(AwsSolutionsChecks(verbose=True))
     return stacks
+
+
+def _observability(
+    scope: cdk.Stage, config: EnvironmentConfig, stack_args: dict[str, Any]
+) -> tuple[ObservabilityStack | None, PrometheusHandles | None]:
+    """The observability stack (a workspace or Grafana to create) and the Prometheus workspace
+    the nodes or HyperPod's add-on write to (created there, or an existing one by ARN)."""
+    if observability_stack(config):
+        from hyperpod_kit.stacks.observability import ObservabilityStack
+
+        stack = ObservabilityStack(scope, stack_args["stack_name"], config=config, **stack_args)
+        return stack, stack.prometheus.handles
+    if prometheus_enabled(config):
+        from hyperpod_kit.constructs.observability import existing_workspace
+
+        arn = config.monitoring.prometheus.workspace_arn
+        assert arn is not None  # no stack without a workspace to create
+        return None, existing_workspace(arn)
+    return None, None
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,19 @@ from dataclasses import dataclass
 from ipaddress import IPv4Network
 from pathlib import Path, PurePosixPath
 
-from hyperpod_kit.config.derived import FSX_MOUNT, IMAGES_DIR
+from hyperpod_kit.config.derived import (
+    FSX_MOUNT,
+    IMAGES_DIR,
+    prometheus_agents,
+    prometheus_endpoint,
+    region_of_arn,
+    remote_write_url,
+    workspace_id_of,
+)
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
 from hyperpod_kit.health_settings import node_health_settings
-from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.naming import OBSERVABILITY_AREA, parameter_name
 from hyperpod_kit.paths import LIFECYCLE_DIR
 from hyperpod_kit.templating import RenderError, environment, render
 
@@ -39,6 +47,17 @@ TEMPLATE_SUFFIX = ".j2"
 GROUP_SCRIPTS_DIR = "groups"
 ENROOT_PACKAGES_DIR = "packages/enroot-pyxis"
 NODE_PACKAGES_DIR = "packages/node-setup"
+METRICS_PACKAGES_DIR = "packages/metrics"
+# NVIDIA's DCGM exporter image, by digest only: the linux/amd64 manifest of
+# 4.5.2-4.8.1-ubuntu22.04, as a public AWS PCS reference architecture's docs/OPERATIONS.md §3.1
+# pins it (docs/observability.md, "Pins"; not pulled or checked against nvcr.io here).
+DCGM_EXPORTER_IMAGE = (
+    "nvcr.io/nvidia/k8s/dcgm-exporter@sha256:"
+    "a7ad6547d4546eaf4dd5d6b4c0b4db4101e63ef7dc3cdff7f42b767d2c60b706"
+)
+# The binaries of monitoring.prometheus.packages the exporters run (built by the user: their
+# sources publish them only on GitHub, which nodes never download from).
+METRICS_BINARIES = ("efa-exporter", "slurm-exporter")
 SYNC_INTERVAL_MINUTES = 5
 # API-driven Slurm configuration fails an update when this file is anywhere under SourceS3Uri.
 FORBIDDEN_NAMES = frozenset({"provisioning_parameters.json"})
@@ -68,6 +87,8 @@ PAM_ONLY = ("steps/pam_slurm_adopt.sh", "bin/hyperpod-kit-pam-adopt")
 LOGROTATE_ONLY = ("steps/logrotate.sh", "logrotate/")
 LOGROTATE_SLURM = "logrotate/hyperpod-kit-slurm"
 HOLD_ONLY = ("steps/hold_lustre_client.sh",)
+# monitoring.prometheus on Slurm: the agent step, its templates and units.
+METRICS_ONLY = ("steps/metrics.sh", "metrics/", "systemd/hyperpod-kit-metrics-")
 CONTAINER_STORAGE_ONLY = (
     "steps/container_storage.sh",
     "bin/hyperpod-kit-container-storage",
@@ -89,6 +110,11 @@ _DEB = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.+_~-]*\.deb$")
 _SSH_HOSTS = re.compile(r"^ip-\* (\d{1,3}\.){0,3}\*$")
 _CONTAINER_STORAGE = re.compile(r"^(none|nvme|ebs)$")
 _UNSAFE_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]")
+_REMOTE_WRITE = re.compile(
+    r"^https://aps-workspaces\.[a-z0-9-]+\.amazonaws\.com/workspaces/ws-[A-Za-z0-9-]+"
+    r"/api/v1/remote_write$"
+)
+_IMAGE_DIGEST = re.compile(r"^[a-z0-9./-]+@sha256:[0-9a-f]{64}$")
 
 
 class LifecycleError(Exception):
@@ -137,6 +163,22 @@ class MonitoringValues:
 
 
 @dataclass(frozen=True)
+class MetricsValues:
+    """monitoring.prometheus as the Slurm nodes' agent step applies it (docs/observability.md)."""
+
+    enabled: bool
+    remote_write_url: str  # an existing workspace's; "" when the node reads it from `parameter`
+    parameter: str  # the observability stack's handles (remote_write_url)
+    scrape_interval_seconds: int
+    node: bool
+    dcgm: bool
+    efa: bool
+    slurm: bool
+    dcgm_image: str
+    packages_dir: str  # folder of the upload with monitoring.prometheus.packages, or ""
+
+
+@dataclass(frozen=True)
 class NodeSetupValues:
     """cluster.node_setup as the nodes apply it (each off where the orchestrator has no use for
     it: keys and pam_slurm_adopt on Slurm, container storage on EKS)."""
@@ -182,6 +224,7 @@ class LifecycleContext:
     lustre_mount_name: str  # node reads dns_name/mount_name from the storage parameter
     node_setup: NodeSetupValues
     internet: bool  # network.internet: false: nodes install only from the upload
+    metrics: MetricsValues
 
     @property
     def user_sync(self) -> bool:
@@ -222,6 +265,7 @@ class LifecycleContext:
             "lustre_mount_name": self.lustre_mount_name,
             "node_setup": self.node_setup,
             "internet": self.internet,
+            "metrics": self.metrics,
         }
 
 
@@ -307,6 +351,47 @@ def _node_setup(config: EnvironmentConfig) -> NodeSetupValues:
     )
 
 
+def _metrics_packages(config: EnvironmentConfig) -> dict[str, Path]:
+    """Upload path -> source of each file of monitoring.prometheus.packages the nodes use: the
+    .deb packages and the exporters' binaries (Slurm with Prometheus only)."""
+    prometheus = config.monitoring.prometheus
+    if not prometheus_agents(config) or prometheus.packages is None:
+        return {}
+    folder = config.resolve_path(prometheus.packages)
+    if not folder.is_dir():
+        raise LifecycleError(f"monitoring.prometheus.packages: {folder} is not a folder")
+    found: dict[str, Path] = {}
+    for path in sorted(p for p in folder.iterdir() if p.is_file() and not p.is_symlink()):
+        if path.suffix == ".deb":
+            found[f"{METRICS_PACKAGES_DIR}/{_checked(_DEB, path.name, 'package file name')}"] = path
+        elif path.name in METRICS_BINARIES:
+            found[f"{METRICS_PACKAGES_DIR}/{path.name}"] = path
+    return found
+
+
+def _metrics(config: EnvironmentConfig) -> MetricsValues:
+    prometheus = config.monitoring.prometheus
+    exporters = prometheus.exporters
+    on = prometheus_agents(config)
+    url = ""
+    if on and prometheus.workspace_arn is not None:
+        arn = prometheus.workspace_arn
+        url = remote_write_url(prometheus_endpoint(region_of_arn(arn), workspace_id_of(arn)))
+        _checked(_REMOTE_WRITE, url, "remote write URL")
+    return MetricsValues(
+        enabled=on,
+        remote_write_url=url,
+        parameter=parameter_name(config.name, OBSERVABILITY_AREA),
+        scrape_interval_seconds=prometheus.scrape_interval_seconds,
+        node=on and exporters.node,
+        dcgm=on and exporters.dcgm,
+        efa=on and exporters.efa,
+        slurm=on and exporters.slurm,
+        dcgm_image=_checked(_IMAGE_DIGEST, DCGM_EXPORTER_IMAGE, "DCGM exporter image"),
+        packages_dir=METRICS_PACKAGES_DIR if _metrics_packages(config) else "",
+    )
+
+
 def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
     """The values every lifecycle template gets, from a config that passed validation."""
     environment = _checked(_ENV, config.name, "environment name")
@@ -380,6 +465,7 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
         ),
         node_setup=_node_setup(config),
         internet=config.network.internet,
+        metrics=_metrics(config),
     )
 
 
@@ -400,6 +486,7 @@ def _wanted(relative: str, context: LifecycleContext) -> bool:
         ((LOGROTATE_SLURM,), slurm),
         (HOLD_ONLY, setup.hold_lustre_client),
         (CONTAINER_STORAGE_ONLY, setup.moves_container_storage),
+        (METRICS_ONLY, context.metrics.enabled),
     )
     return all(wanted or not relative.startswith(prefixes) for prefixes, wanted in only_when)
 
@@ -548,7 +635,8 @@ class LifecycleBundle:
 def build_bundle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR) -> LifecycleBundle:
     """The environment's lifecycle upload: rendered files, group scripts, packages, hash."""
     files = {k: v.encode("utf-8") for k, v in render_lifecycle(config, source=source).items()}
-    for relative, path in {**_enroot_packages(config), **_node_packages(config)}.items():
+    packages = {**_enroot_packages(config), **_node_packages(config), **_metrics_packages(config)}
+    for relative, path in packages.items():
         files[relative] = path.read_bytes()
     _check_names(files)
     return LifecycleBundle(

@@ -16,6 +16,10 @@ def parameter_name(environment: str, area: str) -> str:
 # Studio on Slurm: what the controller's token issuer (lifecycle/studio/slurm_jwt.sh) writes and
 # Studio's lifecycle configuration reads. The cluster stack grants the writes, the Studio stack
 # the reads.
+# The observability stack's handles (the Prometheus workspace's address): the stack writes them,
+# the Slurm nodes' agent step reads them, the cluster stack grants the read.
+OBSERVABILITY_AREA = "observability"
+
 CLIENT_BUNDLE_PREFIX = "hyperpod-kit/slurm-client/"
 """Key prefix, in the data bucket, of the Slurm client bundles the controller publishes."""
 

@@ -280,3 +280,55 @@ def device_plugins(config: EnvironmentConfig) -> DevicePlugins | None:
         unknown_types=tuple(t for t in types if t not in known),
     )
     return plan if plan.nvidia_types or plan.efa_types else None
+
+
+# --- Amazon Managed Service for Prometheus (docs/observability.md) ----------------------------
+
+AMP_ADDON = "amazon-sagemaker-hyperpod-observability"
+
+
+def prometheus_enabled(config: EnvironmentConfig) -> bool:
+    """Whether metrics go to an Amazon Managed Service for Prometheus workspace."""
+    return config.monitoring.prometheus.enabled
+
+
+def prometheus_agents(config: EnvironmentConfig) -> bool:
+    """Whether hyperpod-kit's own agent and exporters run on the nodes (Slurm); on EKS HyperPod's
+    observability add-on collects instead."""
+    return prometheus_enabled(config) and config.orchestrator == "slurm"
+
+
+def creates_prometheus_workspace(config: EnvironmentConfig) -> bool:
+    return prometheus_enabled(config) and config.monitoring.prometheus.workspace_arn is None
+
+
+def observability_stack(config: EnvironmentConfig) -> bool:
+    """Whether the environment has an observability stack: a workspace or Grafana to create."""
+    prometheus = config.monitoring.prometheus
+    return prometheus_enabled(config) and (
+        prometheus.workspace_arn is None or prometheus.grafana.enabled
+    )
+
+
+def workspace_id_of(arn: str) -> str:
+    """``ws-...`` from a workspace ARN."""
+    return arn.rsplit("/", 1)[-1]
+
+
+def region_of_arn(arn: str) -> str:
+    return arn.split(":")[3]
+
+
+def account_of_arn(arn: str) -> str:
+    return arn.split(":")[4]
+
+
+def prometheus_endpoint(region: str, workspace_id: str) -> str:
+    """The workspace's Prometheus endpoint, as `DescribeWorkspace` (and CloudFormation's
+    PrometheusEndpoint) gives it: ends with a slash."""
+    return f"https://aps-workspaces.{region}.amazonaws.com/workspaces/{workspace_id}/"
+
+
+def remote_write_url(endpoint: str) -> str:
+    """The remote-write URL under a Prometheus endpoint."""
+    return endpoint.rstrip("/") + "/api/v1/remote_write"

@@ -17,8 +17,10 @@ from typing import Any, Literal
 import yaml
 
 from hyperpod_kit.config.derived import (
+    AMP_ADDON,
     accounting_engine_version,
     device_plugins,
+    prometheus_enabled,
     slurm_accounting,
     slurm_config_strategy,
     task_governance,
@@ -41,22 +43,33 @@ ADDONS = {
     "cert_manager": ("cert-manager", False),
     "training_operator": ("amazon-sagemaker-hyperpod-training-operator", False),
     "task_governance": ("amazon-sagemaker-hyperpod-taskgovernance", False),
+    "observability": (AMP_ADDON, False),
 }
-# Add-ons installed only when a feature asks for them, and the version a deploy takes: as
-# written, else a default of hyperpod-kit's dated tables (so "default", never "latest").
-OPTIONAL_ADDONS: dict[str, tuple[Callable[[EnvironmentConfig], bool], Callable[..., str]]] = {
+# Add-ons installed only when a feature of the file asks for them: (whether it does, the version a
+# deploy takes when the file writes none: a default of hyperpod-kit's dated tables, or None where
+# no source gives one, and then "latest").
+OPTIONAL_ADDONS: dict[
+    str,
+    tuple[Callable[[EnvironmentConfig], bool], Callable[[EnvironmentConfig], str] | None],
+] = {
     "task_governance": (task_governance, task_governance_addon_version),
+    "observability": (prometheus_enabled, None),
 }
+
+
+def addons_of(config: EnvironmentConfig) -> dict[str, tuple[str, bool]]:
+    """ADDONS less the optional ones this environment does not install."""
+    return {
+        key: row
+        for key, row in ADDONS.items()
+        if key not in OPTIONAL_ADDONS or OPTIONAL_ADDONS[key][0](config)
+    }
 
 
 def installed_addons(config: EnvironmentConfig) -> list[str]:
     """The EKS add-ons whose deployed versions `lock --from-deployed` asks for: every one the
     stacks may install, less those of a feature the environment leaves off."""
-    return [
-        addon
-        for key, (addon, _) in ADDONS.items()
-        if key not in OPTIONAL_ADDONS or OPTIONAL_ADDONS[key][0](config)
-    ]
+    return [addon for addon, _ in addons_of(config).values()]
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,16 @@ def resolved_pins(config: EnvironmentConfig) -> dict[str, Pin]:
         )
     if config.orchestrator == "eks":
         pins += list(_eks_pins(config))
+    grafana = config.monitoring.prometheus.grafana
+    if prometheus_enabled(config) and grafana.enabled:
+        pins.append(
+            Pin(
+                "monitoring.prometheus.grafana.version",
+                grafana.version,
+                "file" if "version" in grafana.model_fields_set else "default",
+                "Grafana version of the Amazon Managed Grafana workspace",
+            )
+        )
     return {p.key: p for p in pins}
 
 
@@ -129,18 +152,16 @@ def _eks_pins(config: EnvironmentConfig) -> Iterator[Pin]:
             "Kubernetes version of the EKS cluster",
         )
     defaults = type(eks.addons)()
-    for key, (addon, new_only) in ADDONS.items():
+    for key, (addon, new_only) in addons_of(config).items():
         if new_only and not new:
             continue
         value = getattr(eks.addons, key)
-        if key in OPTIONAL_ADDONS:
-            installed, version = OPTIONAL_ADDONS[key]
-            if not installed(config):
-                continue
-            value = version(config)
+        default = OPTIONAL_ADDONS[key][1] if key in OPTIONAL_ADDONS else None
         if _written(eks.addons, key):
             source: Source = "file"
-        elif getattr(defaults, key) is not None or key in OPTIONAL_ADDONS:
+        elif default is not None:
+            value, source = default(config), "default"
+        elif getattr(defaults, key) is not None:
             source = "default"
         else:
             source = "latest"

@@ -825,6 +825,11 @@ class EksAddonsConfig(Section):
         "in the environment's lock.",
         json_schema_extra=hint("like v1.6.0-eksbuild.1"),
     )
+    observability: str | None = Field(
+        default=None,
+        pattern=ADDON_VERSION,
+        description="amazon-sagemaker-hyperpod-observability (with monitoring.prometheus).",
+    )
 
 
 ROLE_ARN = r"^arn:aws[a-z-]*:iam::[0-9]{12}:role/[A-Za-z0-9_+=,.@/-]+$"
@@ -1240,6 +1245,111 @@ class AlarmsConfig(Section):
     )
 
 
+AMP_WORKSPACE_ARN = r"^arn:aws[a-z-]*:aps:[a-z0-9-]+:\d{12}:workspace/ws-[a-zA-Z0-9-]{1,64}$"
+GrafanaAuthentication = Literal["iam_identity_center", "saml"]
+
+
+class GrafanaConfig(Section):
+    """An Amazon Managed Grafana workspace that reads the Prometheus workspace (docs/
+    observability.md). Off by default: a workspace costs money for every active user."""
+
+    enabled: bool = False
+    authentication: GrafanaAuthentication = Field(
+        default="iam_identity_center",
+        description="How people sign in: iam_identity_center (IAM Identity Center must be "
+        "enabled in the account or its organization; users and groups are assigned to the "
+        "workspace in its console) or saml (your identity provider's metadata URL).",
+    )
+    saml_metadata_url: str | None = Field(
+        default=None,
+        pattern=r"^https://[^\s]+$",
+        description="saml only: the identity provider's SAML metadata URL.",
+        json_schema_extra=hint("an https:// URL your identity provider publishes"),
+    )
+    saml_role_attribute: str = Field(
+        default="role",
+        pattern=r"^[A-Za-z0-9_:./-]{1,256}$",
+        description="saml only: the assertion attribute that carries a user's roles.",
+    )
+    saml_admin_values: list[Annotated[str, Field(pattern=r"^[^\s]{1,256}$")]] = Field(
+        default_factory=list,
+        description="saml only: values of that attribute that make a user a Grafana admin.",
+    )
+    version: str = Field(
+        default="10.4",
+        pattern=r"^\d{1,2}\.\d{1,2}$",
+        description="Grafana version of the workspace (GrafanaVersion); pinned in the lock: "
+        "left to the service, a new workspace would take whatever it offers that day.",
+        json_schema_extra=hint('a version Amazon Managed Grafana offers, quoted, like "10.4"'),
+    )
+
+
+class ExportersConfig(Section):
+    """Slurm: the exporters each node's Prometheus agent scrapes (EKS: HyperPod's observability
+    add-on runs its own)."""
+
+    node: bool = Field(
+        default=True,
+        description="prometheus-node-exporter from Ubuntu's archive (or the packages folder): "
+        "CPU, memory, disks, file systems (FSx included), network, on every node.",
+    )
+    dcgm: bool = Field(
+        default=False,
+        description="NVIDIA's DCGM exporter (GPU utilization, memory, temperature, power, XID "
+        "and ECC errors) on GPU nodes: NVIDIA's image from nvcr.io by its digest, run by "
+        "Docker. Needs a route to nvcr.io (network.internet).",
+    )
+    efa: bool = Field(
+        default=False,
+        description="An EFA exporter (node_exporter built with the amazonefa collector) on "
+        "EFA nodes: the binary `efa-exporter` from the packages folder (nothing is fetched "
+        "from GitHub at boot).",
+    )
+    slurm: bool = Field(
+        default=False,
+        description="A Slurm exporter on the controller: the binary `slurm-exporter` "
+        "(rivosinc/prometheus-slurm-exporter, built by you) from the packages folder.",
+    )
+
+
+class PrometheusConfig(Section):
+    """Amazon Managed Service for Prometheus beside CloudWatch (docs/observability.md): a new
+    workspace or an existing one, metrics remote-written to it with SigV4, optional Grafana."""
+
+    enabled: bool = False
+    workspace_arn: str | None = Field(
+        default=None,
+        pattern=AMP_WORKSPACE_ARN,
+        description="An existing workspace (same region; same account, or one whose policy "
+        "lets the nodes' role remote-write). Left out: a workspace is created, encrypted with "
+        "kms_key_arn when the file names one, and retained when the stack goes.",
+        json_schema_extra=hint("like arn:aws:aps:us-west-2:111122223333:workspace/ws-0123abcd"),
+    )
+    retention_days: int | None = Field(
+        default=None,
+        ge=1,
+        le=1095,
+        description="A created workspace only: days its metrics are kept (left out: the "
+        "service's default).",
+    )
+    scrape_interval_seconds: int = Field(
+        default=60,
+        ge=10,
+        le=300,
+        description="Slurm: how often each node's agent scrapes its exporters (every sample is "
+        "billed by the workspace).",
+    )
+    exporters: ExportersConfig = Field(default_factory=ExportersConfig)
+    packages: str | None = Field(
+        default=None,
+        description="Folder (relative to the environment file) uploaded with the lifecycle "
+        "scripts: prometheus_*.deb and prometheus-node-exporter_*.deb (with what they depend "
+        "on) for nodes without internet, `efa-exporter` and `slurm-exporter` binaries for "
+        "those exporters.",
+    )
+    grafana: GrafanaConfig = Field(default_factory=GrafanaConfig)
+
+
 class MonitoringConfig(Section):
     """Alerts, alarms, a dashboard and node health checks that ask HyperPod to repair nodes."""
 
@@ -1259,6 +1369,7 @@ class MonitoringConfig(Section):
     subscribers: SubscribersConfig = Field(default_factory=SubscribersConfig)
     node_checks: NodeChecksConfig = Field(default_factory=NodeChecksConfig)
     alarms: AlarmsConfig = Field(default_factory=AlarmsConfig)
+    prometheus: PrometheusConfig = Field(default_factory=PrometheusConfig)
 
     @property
     def emails(self) -> list[str]:

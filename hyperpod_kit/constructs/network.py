@@ -36,6 +36,9 @@ EKS_ENDPOINTS = ("eks", "eks-auth", "ec2")
 # Slurm accounting: HyperPod reads the database's secret for slurmdbd on the controller, and the
 # rotation function (when rotation is on) calls Secrets Manager from the cluster's subnet.
 ACCOUNTING_ENDPOINTS = ("secretsmanager",)
+# Amazon Managed Service for Prometheus: remote write (and queries) go to the workspaces' data
+# plane, `aps-workspaces` (the control plane, `aps`, is not called from the VPC).
+PROMETHEUS_ENDPOINTS = ("aps-workspaces",)
 
 
 class ClusterNetwork(Construct):
@@ -60,11 +63,13 @@ class ClusterNetwork(Construct):
         eks: bool = False,
         eks_control_plane: bool | None = None,
         accounting: bool = False,
+        prometheus: bool = False,
     ) -> None:
         """``eks_control_plane``: create (new VPC) or expose (existing VPC) the control-plane
         subnets; None follows ``eks``. Pass False when the EKS cluster already exists.
         ``accounting``: create (new VPC) or expose (existing VPC) the accounting database's
-        subnets, and add the Secrets Manager endpoint when interface endpoints are on."""
+        subnets, and add the Secrets Manager endpoint when interface endpoints are on.
+        ``prometheus``: add the Prometheus workspaces' endpoint when interface endpoints are on."""
         super().__init__(scope, id)
         self.availability_zone_id = availability_zone_id
         self.control_plane_subnet_ids: list[str] = []
@@ -99,6 +104,7 @@ class ClusterNetwork(Construct):
                 BASE_ENDPOINTS
                 + (EKS_ENDPOINTS if eks else ())
                 + (ACCOUNTING_ENDPOINTS if accounting else ())
+                + (PROMETHEUS_ENDPOINTS if prometheus else ())
             )
 
     # --- VPC -----------------------------------------------------------------------------------

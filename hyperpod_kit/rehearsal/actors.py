@@ -22,7 +22,14 @@ The actors, from the assembly (never from a list per example):
   7. HyperPod's slurmdbd set-up, where a Slurm cluster names an accounting database: while the
      cluster is created, the controller reads the database's secret (`SecretArn`) as the
      controller group's role (which principal reads it is not documented: the node's role is the
-     one hyperpod-kit grants, so that is the one checked).
+     one hyperpod-kit grants, so that is the one checked);
+  8. the metrics writers (monitoring.prometheus): each node's Prometheus agent, from the moment
+     its provisioning installed it (the remote-write URL read from the node's own
+     /etc/hyperpod-kit/prometheus/prometheus.yml), remote-writes as the group's role; HyperPod's
+     observability add-on's collector, while the add-on is created, remote-writes to the
+     workspace of its configuration and writes the cluster's log group as its Pod Identity role.
+     Both are played as the calls they make (`aps:RemoteWrite`), as HyperPod's own download of the
+     upload is: Prometheus itself does not run in a sandbox.
 
 One fake AWS (`fakes.py` for the CLI, `botofake.py` for boto3) is shared by all actors, in deploy
 order: at each moment it holds the SSM parameters and S3 objects the deploy has made by then
@@ -35,6 +42,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -88,6 +96,12 @@ STUDIO_HOME = "/home/sagemaker-user"
 SLURM_COMMANDS = ("sinfo", "squeue", "sbatch", "scancel", "sacct", "sprio", "sshare", "sstat")
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"
 IS_COMPLETE_POLLS = 3
+METRICS_CONFIG = "/etc/hyperpod-kit/prometheus/prometheus.yml"  # lifecycle/steps/metrics.sh
+_REMOTE_WRITE = re.compile(
+    r'url: "(https://aps-workspaces\.([a-z0-9-]+)\.amazonaws\.com/workspaces/(ws-[A-Za-z0-9-]+)'
+    r'/api/v1/remote_write)"'
+)
+OBSERVABILITY_ADDON = "amazon-sagemaker-hyperpod-observability"
 TRAINER_IMAGE_AREA = "trainer-image"  # the trainer stack's parameter with the image's URI
 
 
@@ -307,6 +321,7 @@ class _Stage:
                 if node is not None:
                     self.nodes[group.name] = (group, node)
         self._lambdas_during_deploy()
+        self._observability_addons()
         after = Moment.after_deploy()
         self.world.at(self.assembly, after)
         for group, node in self.nodes.values():
@@ -502,7 +517,75 @@ class _Stage:
         self._collect(actor, group.role, moment, node.state)
         if result.returncode != 0:
             self._fail(actor, group.role, moment, result.returncode, _tail(result))
+        else:
+            self._metrics_agent(group, node, moment)
         return node
+
+    # 8. the metrics writers ------------------------------------------------------------------
+
+    def _workspace_arn(self, region: str, workspace_id: str) -> str:
+        """A workspace's ARN: the file's own (an existing workspace), else this account's."""
+        existing = self.config.monitoring.prometheus.workspace_arn
+        if existing is not None and existing.endswith(f"/{workspace_id}"):
+            return existing
+        return f"arn:aws:aps:{region}:{self.account}:workspace/{workspace_id}"
+
+    def _metrics_agent(self, group: _Group, node: Node, moment: Moment) -> None:
+        """The node's Prometheus agent, installed and started by its provisioning, remote-writes
+        from then on as the group's role."""
+        config = node.path(METRICS_CONFIG)
+        found = _REMOTE_WRITE.search(config.read_text()) if config.is_file() else None
+        if found is None:
+            return
+        url, region, workspace = found.groups()
+        self.recording.append(
+            Call(
+                f"Prometheus agent on {group.name}",
+                group.role,
+                moment,
+                "aps",
+                "RemoteWrite",
+                {"WorkspaceArn": self._workspace_arn(region, workspace)},
+                f"Prometheus remote-writes to {url} with SigV4 as the node's role "
+                f"({METRICS_CONFIG})",
+            )
+        )
+
+    def _observability_addons(self) -> None:
+        """HyperPod's observability add-on: its collector remote-writes to the workspace of the
+        add-on's configuration and writes the HyperPod cluster's log group, as the role of its
+        Pod Identity association, from the add-on's creation on."""
+        clusters = [ref for ref, _ in self.assembly.find("AWS::SageMaker::Cluster")]
+        for ref, res in self.assembly.find("AWS::EKS::Addon"):
+            props = res.get("Properties", {})
+            if self.assembly.resolve(ref.stack, props.get("AddonName")) != OBSERVABILITY_ADDON:
+                continue
+            actor = f"HyperPod observability collector ({ref.logical_id})"
+            moment = Moment(f"while {ref} is created", ref)
+            role = None
+            for association in props.get("PodIdentityAssociations") or []:
+                role = self.assembly.referenced(ref.stack, association.get("RoleArn"))
+            if role is None:
+                self._fail(actor, None, moment, 1, "the add-on has no Pod Identity association")
+                continue
+            values = json.loads(
+                str(self.assembly.resolve(ref.stack, props.get("ConfigurationValues") or "{}"))
+            )
+            arn = str((values.get("ampWorkspace") or {}).get("arn", ""))
+            source = "the add-on's collector remote-writes to ampWorkspace.arn"
+            self.recording.append(
+                Call(actor, role, moment, "aps", "RemoteWrite", {"WorkspaceArn": arn}, source)
+            )
+            for cluster in clusters:
+                name = self.assembly.attribute(cluster.stack, cluster.logical_id, "ClusterName")
+                cid = self.assembly.attribute(cluster.stack, cluster.logical_id, "ClusterId")
+                group = f"/aws/sagemaker/Clusters/{name}/{cid}"
+                params = {"logGroupName": group, "logStreamName": "hyperpod-observability"}
+                why = "the collector's logs (logging.enabled) in the cluster's log group (assumed)"
+                self.recording += [
+                    Call(actor, role, moment, "logs", op, params, why)
+                    for op in ("CreateLogStream", "PutLogEvents")
+                ]
 
     def _node(self, base: Path, group: _Group, bundle: Path) -> Node:
         node = Node(

@@ -277,11 +277,13 @@ _ARN = {
     "AWS::Events::Rule": "arn:{p}:events:{r}:{a}:rule/{name}",
     "AWS::StepFunctions::StateMachine": "arn:{p}:states:{r}:{a}:stateMachine:{name}",
     "AWS::SecretsManager::Secret": "arn:{p}:secretsmanager:{r}:{a}:secret:{name}-{id}",
+    "AWS::APS::Workspace": "arn:{p}:aps:{r}:{a}:workspace/{id}",
+    "AWS::Grafana::Workspace": "arn:{p}:grafana:{r}:{a}:/workspaces/{id}",
 }
 # Types whose Ref is their ARN.
 _REF_IS_ARN = {
     "AWS::SNS::Topic", "AWS::IAM::ManagedPolicy", "AWS::StepFunctions::StateMachine",
-    "AWS::SecretsManager::Secret",
+    "AWS::SecretsManager::Secret", "AWS::APS::Workspace",
 }  # fmt: skip
 # Made-up ids in the shape AWS gives them.
 _ID_SHAPE = {
@@ -292,6 +294,8 @@ _ID_SHAPE = {
     "AWS::EC2::VPC": "vpc-{h17}",
     "AWS::EC2::Subnet": "subnet-{h17}",
     "AWS::EC2::SecurityGroup": "sg-{h17}",
+    "AWS::APS::Workspace": "ws-{uuid}",
+    "AWS::Grafana::Workspace": "g-{h10}",
 }
 # A secret's ARN ends in a dash and six characters Secrets Manager picks.
 _SUFFIX_TYPES = {"AWS::SecretsManager::Secret"}
@@ -313,7 +317,7 @@ class _Resolver:
             name = f"{base}-{digest[:12]}"
             return name.lower() if kind == "AWS::S3::Bucket" else name
         uuid = f"{digest[:8]}-{digest[8:12]}-{digest[12:16]}-{digest[16:20]}-{digest[20:32]}"
-        return shape.format(h17=digest[:17], h12=digest[:12], uuid=uuid)
+        return shape.format(h17=digest[:17], h12=digest[:12], h10=digest[:10], uuid=uuid)
 
     def _name(self, logical: str) -> str:
         res = self.stack.resources.get(logical, {})
@@ -378,6 +382,15 @@ class _Resolver:
             return self._made_up(logical)
         if attribute == "DNSName" and kind == "AWS::FSx::FileSystem":
             return f"{self._made_up(logical)}.fsx.{self.stack.region}.{URL_SUFFIX}"
+        if attribute == "WorkspaceId" and kind == "AWS::APS::Workspace":
+            return self._made_up(logical)
+        if attribute == "PrometheusEndpoint" and kind == "AWS::APS::Workspace":
+            workspace = self._made_up(logical)
+            return (
+                f"https://aps-workspaces.{self.stack.region}.{URL_SUFFIX}/workspaces/{workspace}/"
+            )
+        if attribute == "Endpoint" and kind == "AWS::Grafana::Workspace":
+            return f"{self._made_up(logical)}.grafana-workspace.{self.stack.region}.{URL_SUFFIX}"
         if attribute == "LustreMountName":
             return self._made_up(logical)[3:11]
         if attribute in ("DomainName", "RegionalDomainName") and kind == "AWS::S3::Bucket":

@@ -17,7 +17,9 @@ units that are active), ``visudo_fail``, ``aws_fail`` (failures before success),
 (same, for apt-get and apt-mark), ``aws_put_fail`` (only SSM writes fail), ``packages`` (the
 packages dpkg knows as installed, one name a line; ``apt-mark hold`` keeps its holds in
 ``holds``), ``logrotate_fail`` (``logrotate -d`` refuses), ``ssm/<name>`` and
-``s3/<bucket>/<key>`` (what AWS holds), ``slurmdbd_down`` (every sacctmgr call fails); CloudWatch
+``s3/<bucket>/<key>`` (what AWS holds), ``slurmdbd_down`` (every sacctmgr call fails),
+``prometheus_version`` (what an installed ``prometheus --version`` says), ``promtool_fail``;
+CloudWatch
 Logs events land in ``logs/<group>/<stream>.jsonl``, Slurm's accounts and associations in
 ``slurmdb.json``. ``runuser -u USER -- COMMAND...`` runs COMMAND as the sandbox's own user (the
 user must be in the sandbox's /etc/passwd).
@@ -48,6 +50,12 @@ FAKES = (
     "useradd", "groupadd", "usermod", "userdel", "chown", "systemd-tmpfiles", "apt-get", "apt",
     "dpkg", "visudo", "aws", "apt-mark", "dpkg-query", "logrotate", "sacctmgr", *FORBIDDEN,
 )  # fmt: skip
+# Programs a package brings: faked once the package is installed (`install_program`).
+PACKAGE_PROGRAMS = {
+    "logrotate": ("logrotate",),
+    "prometheus": ("prometheus", "promtool"),
+    "prometheus-node-exporter": ("prometheus-node-exporter",),
+}
 FAST_FAKES = (
     "getent", "stat", "mountpoint", "mount", "hostname", "systemctl", "sleep", "scontrol",
     "runuser",
@@ -339,11 +347,12 @@ def apt_get(args: list[str]) -> int:
                 module = ROOT / "lib/security/pam_slurm_adopt.so"
                 module.parent.mkdir(parents=True, exist_ok=True)
                 module.write_text("fake pam_slurm_adopt\n")
-            elif name.startswith("logrotate_"):
-                install_program("logrotate")
-        if "logrotate" in args:  # by name, from the archive
-            install_program("logrotate")
-            add_installed("logrotate")
+            for program in PACKAGE_PROGRAMS.get(name.split("_", 1)[0], ()):
+                install_program(program)
+        for package in (a for a in args if a in PACKAGE_PROGRAMS):  # by name, from the archive
+            for program in PACKAGE_PROGRAMS[package]:
+                install_program(program)
+            add_installed(package)
     return 0
 
 
@@ -416,6 +425,28 @@ def logrotate(args: list[str]) -> int:
     if "-d" not in args:
         return fail("logrotate: only -d (check, change nothing) runs in a sandbox")
     return 1 if knob("logrotate_fail") is not None else 0
+
+
+def prometheus(args: list[str]) -> int:
+    """prometheus --version: the version of knob prometheus_version (Ubuntu 22.04's by default),
+    as Prometheus prints it."""
+    if args[:1] != ["--version"]:
+        return fail("prometheus: only --version runs in a sandbox (the service is systemd's)")
+    version = (knob("prometheus_version") or "2.31.2+ds1").strip()
+    print(f"prometheus, version {version} (branch: debian/sid, revision: {version})")
+    return 0
+
+
+def promtool(args: list[str]) -> int:
+    """promtool check config FILE: the file must exist and name a remote write (knob
+    promtool_fail: it refuses)."""
+    if args[:2] != ["check", "config"] or len(args) != 3:
+        return fail(f"promtool {args}: only check config FILE is faked")
+    path = in_sandbox(args[2])
+    if knob("promtool_fail") is not None or "remote_write:" not in path.read_text():
+        print(f"FAILED: {args[2]}", file=sys.stderr)
+        return 1
+    return 0
 
 
 def visudo(args: list[str]) -> int:
@@ -711,6 +742,7 @@ def main(argv: list[str]) -> int:
         "useradd": useradd, "groupadd": groupadd, "usermod": usermod, "chown": chown,
         "apt-get": apt_get, "visudo": visudo, "aws": aws, "apt-mark": apt_mark,
         "dpkg-query": dpkg_query, "logrotate": logrotate, "sacctmgr": sacctmgr,
+        "prometheus": prometheus, "promtool": promtool,
     }  # fmt: skip
     handler = handlers.get(name)
     return handler(args) if handler else 0

@@ -21,7 +21,8 @@ from hyperpod_kit.constructs.hyperpod_cluster import (
 from hyperpod_kit.constructs.lifecycle import LifecycleScripts
 from hyperpod_kit.constructs.lustre import LustreFileSystem
 from hyperpod_kit.constructs.network import ClusterNetwork
-from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.constructs.observability import PrometheusHandles
+from hyperpod_kit.naming import OBSERVABILITY_AREA, parameter_name
 from hyperpod_kit.stacks.discovery import publish
 
 
@@ -38,6 +39,7 @@ class ClusterStack(Stack):
         trainer_image: PullableImage | None = None,
         eks: EksOrchestrator | None = None,
         accounting: AccountingHandles | None = None,
+        prometheus: PrometheusHandles | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -89,6 +91,25 @@ class ClusterStack(Stack):
             self.lifecycle.grant_slurm_token_issuer(
                 self.cluster.execution_role, environment=config.name, data_bucket=data_bucket
             )
+        if prometheus is not None and config.orchestrator == "slurm":
+            # Each node's Prometheus agent remote-writes as the node's role from its first
+            # provisioning on (and reads a created workspace's address from its handles): granted
+            # here, before the nodes exist (the cluster depends on the role's policy).
+            prometheus.grant_remote_write(self.cluster.execution_role)
+            if prometheus.created:
+                iam.Grant.add_to_principal(
+                    grantee=self.cluster.execution_role,
+                    actions=["ssm:GetParameter"],
+                    resource_arns=[
+                        self.format_arn(
+                            service="ssm",
+                            resource="parameter",
+                            resource_name=parameter_name(config.name, OBSERVABILITY_AREA).lstrip(
+                                "/"
+                            ),
+                        )
+                    ],
+                )
         publish(
             self,
             environment=config.name,

@@ -3,8 +3,9 @@
 cert-manager and the HyperPod training operator (HyperPodPyTorchJob), the FSx CSI driver, and
 the job namespace with its FSx claim; with task governance, its add-on, the cluster policy and a
 compute allocation per team (``cluster_arn``: the HyperPod cluster's), and the FSx claim in each
-team's namespace. Deploys after the cluster stack (``after``), which also puts it after the EKS
-and storage stacks it takes handles from.
+team's namespace; with monitoring.prometheus, HyperPod's observability add-on. Deploys after the
+cluster stack (``after``), which also puts it after the EKS and storage stacks it takes handles
+from.
 """
 
 from __future__ import annotations
@@ -19,8 +20,10 @@ from hyperpod_kit.config.derived import task_governance
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.eks import EksCluster
 from hyperpod_kit.constructs.eks_fsx import LustreClaim
+from hyperpod_kit.constructs.eks_observability import GrafanaHandles, HyperPodObservability
 from hyperpod_kit.constructs.eks_operator import HyperPodTrainingOperator
 from hyperpod_kit.constructs.lustre import LustreFileSystem
+from hyperpod_kit.constructs.observability import PrometheusHandles
 from hyperpod_kit.constructs.task_governance import TaskGovernance
 
 
@@ -35,6 +38,8 @@ class EksAddonsStack(Stack):
         lustre: LustreFileSystem,
         cluster_arn: str | None = None,
         after: Sequence[Stack] = (),
+        prometheus: PrometheusHandles | None = None,
+        grafana: GrafanaHandles | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -62,3 +67,10 @@ class EksAddonsStack(Stack):
             # Each team's jobs mount /fsx in the team's namespace, which its quota makes.
             for team, namespace in self.governance.namespaces.items():
                 self.fsx.claim_in(namespace, after=self.governance.quotas[team])
+        # monitoring.prometheus: HyperPod's observability add-on writes to the workspace.
+        self.observability = None
+        if prometheus is not None:
+            self.observability = HyperPodObservability(
+                self, "Observability", eks_cluster=eks, workspace=prometheus,
+                version=config.cluster.eks.addons.observability, grafana=grafana,
+            )  # fmt: skip

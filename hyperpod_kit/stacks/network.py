@@ -7,7 +7,7 @@ from typing import Any
 from aws_cdk import Stack
 from constructs import Construct
 
-from hyperpod_kit.config.derived import slurm_accounting
+from hyperpod_kit.config.derived import prometheus_enabled, slurm_accounting
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.network import ClusterNetwork
 from hyperpod_kit.stacks.discovery import publish
@@ -27,6 +27,7 @@ class NetworkStack(Stack):
             # an existing EKS cluster brings its own control-plane subnets
             eks_control_plane=config.cluster.eks.existing_cluster_name is None,
             accounting=slurm_accounting(config),
+            prometheus=prometheus_enabled(config),
         )
         publish(
             self,

@@ -8,7 +8,8 @@ damaged or tampered file can never hand the shell anything but plain names and n
     node.py users USERS_JSON                 "G gid name" and "U name uid gid admin" lines
     node.py teams USERS_JSON                 "T team fairshare gpu_limit" (-1: none) and
                                              "M team user" lines; exit 4 when it has no teams
-    node.py field NAME < JSON                one field of a JSON object (an s3:// URI or a word)
+    node.py field NAME < JSON                one field of a JSON object (an s3:// or https://
+                                             URI, or a word)
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ GROUP = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 USER = re.compile(r"^[a-z][a-z0-9-]{0,31}$")
 S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]/[A-Za-z0-9/._-]+$")
 WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+HTTPS_URL = re.compile(r"^https://[A-Za-z0-9.-]+(/[A-Za-z0-9._~-]+)*/?$")
 TEAM = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 NO_TEAMS = 4  # the users file has no "teams" key: the environment keeps no Slurm accounts
 
@@ -142,7 +144,7 @@ def teams(path: str) -> list[str]:
 def field(name: str) -> str:
     data = json.load(sys.stdin)
     value = data.get(name) if isinstance(data, dict) else None
-    if not isinstance(value, str) or not (S3_URI.match(value) or WORD.match(value)):
+    if not isinstance(value, str) or not any(p.match(value) for p in (S3_URI, WORD, HTTPS_URL)):
         raise NodeInputError(f"field {name!r} is missing or not a plain value: {value!r}")
     return value
 

@@ -180,6 +180,11 @@ def test_every_lifecycle_template_of_every_example_holds_hostile_values(
         linted |= rendered
         _settings_hold_exactly(folder, value, context)
         _units_hold_exactly(files, plain, value)
+        if "metrics/prometheus.yml" in files:  # YAML reads the values back exactly
+            agent = yaml.safe_load(files["metrics/prometheus.yml"])
+            assert agent["global"]["external_labels"]["cluster"] == context.cluster_name
+            assert agent["global"]["external_labels"]["environment"] == context.environment
+            assert agent["remote_write"][0]["sigv4"]["region"] == context.region
     _shellcheck(*lint)
 
 
@@ -408,9 +413,23 @@ def test_a_cloudformation_token_in_studios_settings_stays_whole() -> None:
 # --- where each filter sits, read from the templates' source -----------------------------------
 
 SHELL_TEMPLATES = [
-    *(p for p in sorted(LIFECYCLE_DIR.rglob("*.j2")) if "systemd" not in p.parts),
+    *(
+        p
+        for p in sorted(LIFECYCLE_DIR.rglob("*.j2"))
+        if "systemd" not in p.parts and not p.name.endswith(".yml.j2")  # YAML: | json
+    ),
     BUNDLED,
 ]
+YAML_TEMPLATES = sorted(LIFECYCLE_DIR.rglob("*.yml.j2"))
+
+
+@pytest.mark.parametrize("template", YAML_TEMPLATES, ids=lambda p: p.name)
+def test_yaml_templates_use_the_json_filter(template: Path) -> None:
+    _, outputs = _outputs(template.read_text())
+    for expression, last in outputs:
+        assert last in ("json", ""), expression  # "": a number
+
+
 UNIT_TEMPLATES = sorted((LIFECYCLE_DIR / "systemd").glob("*.j2"))
 _TAG = re.compile(r"\{#.*?#\}|\{%.*?%\}|\{\{(.*?)\}\}", re.DOTALL)
 _LAST_FILTER = re.compile(r"\|\s*(\w+)\s*$")

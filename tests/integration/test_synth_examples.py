@@ -296,6 +296,11 @@ def expected_areas(config: EnvironmentConfig) -> list[str]:
     areas += ["eks", "eks-addons"] if config.orchestrator == "eks" else []
     areas += ["studio"] if config.studio.enabled else []
     areas += ["monitoring"] if config.monitoring.enabled else []
+    prometheus = config.monitoring.prometheus
+    observability = prometheus.enabled and (
+        prometheus.workspace_arn is None or prometheus.grafana.enabled
+    )
+    areas += ["observability"] if observability else []
     return areas
 
 

@@ -128,6 +128,21 @@ OFFLINE = {
 }
 
 
+# monitoring.prometheus
+METRICS_PACKAGES = Path(__file__).resolve().parents[1] / "data" / "metrics-packages"
+AMP_ARN = "arn:aws:aps:us-west-2:111122223333:workspace/ws-0123abcd"
+GPU_COMPUTE = group("gpu", "compute", 2, "ml.p5.48xlarge")
+CPU_ONLY = groups(CONTROLLER, group("cpu", "compute", 2, "ml.m5.xlarge"))
+
+
+def prometheus(**kw: Any) -> dict[str, Any]:
+    return {"monitoring": {"prometheus": {"enabled": True, **kw}}}
+
+
+def grafana(**kw: Any) -> dict[str, Any]:
+    return prometheus(grafana={"enabled": True, **kw})
+
+
 def user(name: str, uid: int, gid: int = 1001) -> dict[str, Any]:
     return {"name": name, "uid": uid, "gid": gid}
 
@@ -304,6 +319,13 @@ def warn(path: str, message: str, hint: str | None) -> Expect:
 
 def info(path: str, message: str, hint: str | None) -> Expect:
     return Expect(Level.INFO, path, message, hint)
+
+
+AGENT_INFO = info(
+    "monitoring.prometheus",
+    "each node runs Ubuntu's `prometheus` as its agent",
+    "on an older AMI, put a prometheus_*.deb of 2.26 or later in monitoring.prometheus.packages",
+)
 
 
 def _show(findings: list[Finding]) -> str:
@@ -1173,6 +1195,45 @@ GOOD: list[Any] = [
         node_setup(ssh_keys=False, logrotate=False, hold_lustre_client=False),
         id="setup-all-off",
     ),
+    # prometheus-workspace
+    pytest.param("prometheus-workspace", {}, id="prometheus-off"),
+    pytest.param("prometheus-workspace", prometheus(), id="prometheus-created"),
+    pytest.param(
+        "prometheus-workspace", prometheus(workspace_arn=AMP_ARN), id="prometheus-existing"
+    ),
+    pytest.param(
+        "prometheus-workspace",
+        merge({"account": "111122223333"}, prometheus(workspace_arn=AMP_ARN, retention_days=None)),
+        id="prometheus-existing-same-account",
+    ),
+    # prometheus-exporters
+    pytest.param("prometheus-exporters", prometheus(), id="exporters-default"),
+    pytest.param(
+        "prometheus-exporters",
+        merge(
+            groups(CONTROLLER, GPU_COMPUTE),
+            prometheus(exporters={"dcgm": True, "efa": True}, packages=str(METRICS_PACKAGES)),
+        ),
+        id="exporters-gpu-efa-with-packages",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        merge(OFFLINE, prometheus(packages=str(METRICS_PACKAGES))),
+        id="exporters-offline-with-packages",
+    ),
+    pytest.param("prometheus-exporters", merge(eks_network(), prometheus()), id="exporters-eks"),
+    # grafana
+    pytest.param("grafana", grafana(), id="grafana-identity-center"),
+    pytest.param(
+        "grafana",
+        grafana(
+            authentication="saml",
+            saml_metadata_url="https://idp.example.com/metadata",
+            saml_admin_values=["admins"],
+        ),
+        id="grafana-saml",
+    ),
+    pytest.param("grafana", {}, id="grafana-off"),
     # no-internet
     pytest.param("no-internet", {}, id="internet-default"),
     pytest.param("no-internet", OFFLINE, id="internet-off-existing-vpc-with-endpoints"),
@@ -4469,6 +4530,229 @@ BAD: list[Any] = [
             )
         ],
         id="setup-packages-unused",
+    ),
+    # prometheus-workspace
+    pytest.param(
+        "prometheus-workspace",
+        prometheus(workspace_arn=AMP_ARN.replace("us-west-2", "us-east-1")),
+        [
+            err(
+                "monitoring.prometheus.workspace_arn",
+                "the workspace is in us-east-1; the environment is in us-west-2",
+                "use a workspace of us-west-2, or leave workspace_arn out to create one",
+            )
+        ],
+        id="prometheus-workspace-other-region",
+    ),
+    pytest.param(
+        "prometheus-workspace",
+        merge({"account": "444455556666"}, prometheus(workspace_arn=AMP_ARN)),
+        [
+            warn(
+                "monitoring.prometheus.workspace_arn",
+                "the workspace belongs to account 111122223333",
+                "use a workspace of account 444455556666, or leave workspace_arn out to create one",
+            )
+        ],
+        id="prometheus-workspace-other-account",
+    ),
+    pytest.param(
+        "prometheus-workspace",
+        prometheus(workspace_arn=AMP_ARN, retention_days=30),
+        [
+            warn(
+                "monitoring.prometheus.retention_days",
+                "applies only to a workspace hyperpod-kit creates",
+                "remove it, or set the retention on the workspace itself",
+            )
+        ],
+        id="prometheus-retention-of-existing",
+    ),
+    pytest.param(
+        "prometheus-workspace",
+        {"monitoring": {"prometheus": {"workspace_arn": AMP_ARN}}},
+        [
+            warn(
+                "monitoring.prometheus.workspace_arn",
+                "monitoring.prometheus.enabled is false",
+                "set monitoring.prometheus.enabled: true, or remove it",
+            )
+        ],
+        id="prometheus-settings-while-off",
+    ),
+    # prometheus-exporters
+    pytest.param(
+        "prometheus-exporters",
+        merge(CPU_ONLY, prometheus(exporters={"dcgm": True})),
+        [
+            warn(
+                "monitoring.prometheus.exporters.dcgm",
+                "no instance group has NVIDIA GPUs",
+                "turn it off",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-dcgm-without-gpus",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        merge(
+            merge(OFFLINE, groups(CONTROLLER, GPU_COMPUTE)),
+            prometheus(exporters={"dcgm": True}, packages=str(METRICS_PACKAGES)),
+        ),
+        [
+            err(
+                "monitoring.prometheus.exporters.dcgm",
+                "nodes without internet cannot pull it",
+                "turn exporters.dcgm off (GPU health still reaches CloudWatch through the node "
+                "checks), or give the cluster subnet a route out",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-dcgm-offline",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        merge(CPU_ONLY, prometheus(exporters={"efa": True}, packages=str(METRICS_PACKAGES))),
+        [
+            warn(
+                "monitoring.prometheus.exporters.efa",
+                "no instance group has EFA",
+                "turn it off",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-efa-without-efa",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        prometheus(exporters={"slurm": True}),
+        [
+            err(
+                "monitoring.prometheus.exporters.slurm",
+                "Ubuntu's archive has no Slurm exporter",
+                "name a folder holding the `slurm-exporter` binary in "
+                "monitoring.prometheus.packages, or turn the exporter off",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-slurm-without-packages",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        prometheus(exporters={"slurm": True}, packages=str(NODE_PACKAGES)),
+        [
+            err(
+                "monitoring.prometheus.packages",
+                "has no executable file `slurm-exporter`",
+                "put the `slurm-exporter` binary (built for the nodes, linux/amd64) there, "
+                "mode 755",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-slurm-binary-missing",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        merge(OFFLINE, prometheus()),
+        [
+            err(
+                "monitoring.prometheus.packages",
+                "without internet the nodes install prometheus and prometheus-node-exporter",
+                "name a folder with prometheus_*.deb and prometheus-node-exporter_*.deb (and the "
+                "packages they depend on) built for the AMI's Ubuntu",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-offline-without-packages",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        merge(OFFLINE, prometheus(packages=str(NODE_PACKAGES))),
+        [
+            err(
+                "monitoring.prometheus.packages",
+                "has no prometheus_*.deb or prometheus-node-exporter_*.deb",
+                "add prometheus_*.deb and prometheus-node-exporter_*.deb (and the packages they "
+                "depend on) built for the AMI's Ubuntu",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-offline-packages-without-debs",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        prometheus(packages=str(Path(__file__).parent / "missing-folder")),
+        [
+            err(
+                "monitoring.prometheus.packages",
+                "is not a folder",
+                "name a folder relative to the environment file",
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-packages-not-a-folder",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        prometheus(exporters={"node": False}),
+        [
+            warn(
+                "monitoring.prometheus.exporters", "every exporter is off", "turn exporters.node on"
+            ),
+            AGENT_INFO,
+        ],
+        id="exporters-all-off",
+    ),
+    pytest.param(
+        "prometheus-exporters",
+        merge(eks_network(), prometheus(scrape_interval_seconds=30)),
+        [
+            warn(
+                "monitoring.prometheus.scrape_interval_seconds",
+                "on EKS HyperPod's observability add-on runs",
+                "remove it",
+            )
+        ],
+        id="exporters-on-eks",
+    ),
+    # grafana
+    pytest.param(
+        "grafana",
+        grafana(authentication="saml", saml_admin_values=["admins"]),
+        [
+            err(
+                "monitoring.prometheus.grafana.saml_metadata_url",
+                "SAML sign-in needs the identity provider's metadata",
+                "give the metadata URL your identity provider publishes, or use "
+                "authentication: iam_identity_center",
+            )
+        ],
+        id="grafana-saml-without-metadata",
+    ),
+    pytest.param(
+        "grafana",
+        grafana(authentication="saml", saml_metadata_url="https://idp.example.com/metadata"),
+        [
+            warn(
+                "monitoring.prometheus.grafana.saml_admin_values",
+                "nobody signs in as a Grafana admin",
+                "list the values of the 'role' attribute that make an admin",
+            )
+        ],
+        id="grafana-saml-without-admins",
+    ),
+    pytest.param(
+        "grafana",
+        grafana(saml_admin_values=["admins"]),
+        [
+            warn(
+                "monitoring.prometheus.grafana.saml_admin_values",
+                "SAML settings with authentication: iam_identity_center: ignored",
+                "remove them, or set authentication: saml",
+            )
+        ],
+        id="grafana-saml-settings-with-identity-center",
     ),
     # no-internet
     pytest.param(
