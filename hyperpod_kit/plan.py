@@ -52,7 +52,7 @@ STATEFUL_TYPES = frozenset(
     {
         "AWS::FSx::FileSystem", "AWS::S3::Bucket", "AWS::KMS::Key", "AWS::SageMaker::Cluster",
         "AWS::SageMaker::Domain", "AWS::EKS::Cluster", "AWS::EFS::FileSystem",
-        "AWS::DynamoDB::Table", "AWS::RDS::DBCluster",
+        "AWS::DynamoDB::Table", "AWS::RDS::DBCluster", "AWS::APS::Workspace",
     }
 )  # fmt: skip
 

@@ -168,3 +168,29 @@ def test_slurmdbd_without_the_secret_grant_is_denied(tmp_path: Path) -> None:
     denied = [p for p in report.problems if p.actor.startswith("HyperPod slurmdbd set-up")]
     assert len(denied) == 1 and denied[0].kind == "denied", report.render()
     assert "secretsmanager:GetSecretValue" in denied[0].message
+
+
+def test_the_metrics_agent_without_its_write_grant_is_denied(tmp_path: Path) -> None:
+    """Each Slurm node's Prometheus agent remote-writes to the workspace as its group's role
+    (slurm-platform): with the grant taken away, the rehearsal names the agent's call."""
+    loaded = load_environment(REPO / "environments/slurm-platform.yaml")
+    out = tmp_path / "cdk.out"
+    build_assembly(loaded, out)
+    report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "played")
+    assert report.ok, report.render()
+    agents = [c for c in report.calls if c.actor.startswith("Prometheus agent")]
+    assert agents and {(c.service, c.operation) for c in agents} == {("aps", "RemoteWrite")}
+
+    def without_remote_write(template: dict[str, Any]) -> None:
+        for res in template["Resources"].values():
+            if res["Type"] == "AWS::IAM::Policy":
+                document = res["Properties"]["PolicyDocument"]
+                document["Statement"] = [
+                    s for s in document["Statement"] if "aps:RemoteWrite" not in json.dumps(s)
+                ]
+
+    copy = _edited(out, tmp_path / "edited", f"{loaded.config.name}-cluster", without_remote_write)
+    report = rehearse_assembly(copy, loaded.config, workdir=tmp_path / "played-again")
+    denied = [p for p in report.problems if p.actor.startswith("Prometheus agent")]
+    assert denied and all(p.kind == "denied" for p in denied), report.render()
+    assert all("aps:RemoteWrite" in p.message for p in denied)
