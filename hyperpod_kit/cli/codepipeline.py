@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_kit import __version__
 from hyperpod_kit.cli.pipeline import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     PipelineError,
+    add_toolkit_arguments,
     check_branch,
     check_ref,
     check_repository,
@@ -105,18 +105,7 @@ def add_codepipeline_parser(kinds: Any) -> None:
         help="the repository of the environment files, as the connection names it",
     )
     c.add_argument("--branch", default="main", help="the branch that deploys (main)")
-    c.add_argument(
-        "--toolkit-ref",
-        default=f"v{__version__}",
-        metavar="REF",
-        help=f"the hyperpod-kit tag, branch or commit the pipeline installs (v{__version__})",
-    )
-    c.add_argument(
-        "--toolkit-repository",
-        metavar="OWNER/NAME",
-        help="the GitHub repository hyperpod-kit is fetched from (default: the GitHub remote "
-        "`origin` of this hyperpod-kit's own checkout)",
-    )
+    add_toolkit_arguments(c, "the pipeline installs", "fetched")
     c.add_argument(
         "--name",
         default=DEFAULT_NAME,

@@ -93,6 +93,22 @@ class PipelineEnvironment:
         return "HYPERPOD_KIT_PLAN_ROLE_ARN_" + self.name.upper().replace("-", "_")
 
 
+def add_toolkit_arguments(p: argparse.ArgumentParser, installs: str, fetched: str) -> None:
+    """--toolkit-ref and --toolkit-repository: where a generated pipeline gets hyperpod-kit."""
+    p.add_argument(
+        "--toolkit-ref",
+        default=f"v{__version__}",
+        metavar="REF",
+        help=f"the hyperpod-kit tag, branch or commit {installs} (v{__version__})",
+    )
+    p.add_argument(
+        "--toolkit-repository",
+        metavar="OWNER/NAME",
+        help=f"the GitHub repository hyperpod-kit is {fetched} from (default: the GitHub "
+        "remote `origin` of this hyperpod-kit's own checkout)",
+    )
+
+
 def add_pipeline_parser(sub: Any) -> None:
     what = "generate CI workflows that plan, deploy and watch environments"
     p = sub.add_parser("pipeline", help=what, description=f"{what} (docs/pipelines.md)")
@@ -121,18 +137,7 @@ def add_pipeline_parser(sub: Any) -> None:
         help="a GitHub environment and its environment file, in deploy order (repeatable), "
         "e.g. --env dev=environments/dev.yaml --env prod=environments/prod.yaml",
     )
-    g.add_argument(
-        "--toolkit-ref",
-        default=f"v{__version__}",
-        metavar="REF",
-        help=f"the hyperpod-kit tag, branch or commit the workflows install (v{__version__})",
-    )
-    g.add_argument(
-        "--toolkit-repository",
-        metavar="OWNER/NAME",
-        help="the GitHub repository hyperpod-kit is checked out from (default: the GitHub "
-        "remote `origin` of this hyperpod-kit's own checkout)",
-    )
+    add_toolkit_arguments(g, "the workflows install", "checked out")
     g.add_argument(
         "--aws-role-arn",
         dest="roles",

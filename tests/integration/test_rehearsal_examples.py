@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,14 +48,19 @@ def _edited(source: Path, tmp_path: Path, stack: str, edit: Any) -> Path:
     return copy
 
 
-def _without_jwt_grants(template: dict[str, Any]) -> None:
-    for res in template["Resources"].values():
-        if res["Type"] != "AWS::IAM::Policy":
-            continue
-        statements = res["Properties"]["PolicyDocument"]["Statement"]
-        res["Properties"]["PolicyDocument"]["Statement"] = [
-            s for s in statements if "slurm-jwt" not in json.dumps(s.get("Resource"))
-        ]
+def _dropping(grant: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, Any]], None]:
+    """An edit of a template that takes every policy statement `grant` picks away."""
+
+    def edit(template: dict[str, Any]) -> None:
+        for res in template["Resources"].values():
+            if res["Type"] == "AWS::IAM::Policy":
+                document = res["Properties"]["PolicyDocument"]
+                document["Statement"] = [s for s in document["Statement"] if not grant(s)]
+
+    return edit
+
+
+_without_jwt_grants = _dropping(lambda s: "slurm-jwt" in json.dumps(s.get("Resource")))
 
 
 def test_a_grant_the_jwt_issuer_needs_taken_away_is_named(
@@ -123,14 +129,7 @@ def test_the_autoscaler_without_its_node_grant_is_denied(tmp_path: Path) -> None
     }
     assert all(c.role.logical_id.startswith("HyperPodAutoscalingRole") for c in autoscaler)
 
-    def without_node_grant(template: dict[str, Any]) -> None:
-        for res in template["Resources"].values():
-            if res["Type"] == "AWS::IAM::Policy":
-                document = res["Properties"]["PolicyDocument"]
-                document["Statement"] = [
-                    s for s in document["Statement"] if s.get("Sid") != "AddAndDeleteNodes"
-                ]
-
+    without_node_grant = _dropping(lambda s: s.get("Sid") == "AddAndDeleteNodes")
     copy = _edited(out, tmp_path / "edited", f"{loaded.config.name}-cluster", without_node_grant)
     report = rehearse_assembly(copy, loaded.config, workdir=tmp_path / "played-again")
     denied = [p for p in report.problems if p.actor.startswith("HyperPod autoscaling")]
@@ -139,14 +138,23 @@ def test_the_autoscaler_without_its_node_grant_is_denied(tmp_path: Path) -> None
             if m in p.message} == {"BatchAddClusterNodes", "BatchDeleteClusterNodes"}  # fmt: skip
 
 
-def test_slurmdbd_without_the_secret_grant_is_denied(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def slurm_platform(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, Any]:
+    """slurm-platform synthesized and rehearsed once: (its config, assembly, report)."""
+    loaded = load_environment(REPO / "environments/slurm-platform.yaml")
+    folder = tmp_path_factory.mktemp("slurm-platform")
+    build_assembly(loaded, folder / "cdk.out")
+    report = rehearse_assembly(folder / "cdk.out", loaded.config, workdir=folder / "played")
+    return loaded.config, folder / "cdk.out", report
+
+
+def test_slurmdbd_without_the_secret_grant_is_denied(
+    slurm_platform: tuple[Any, Path, Any], tmp_path: Path
+) -> None:
     """HyperPod configures slurmdbd on the controller from the accounting database's secret
     (slurm-platform): the read is the controller's role's, while the cluster is created; with
     the grant taken away, the rehearsal names it. The teams' accounts script calls no AWS."""
-    loaded = load_environment(REPO / "environments/slurm-platform.yaml")
-    out = tmp_path / "cdk.out"
-    build_assembly(loaded, out)
-    report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "played")
+    config, out, report = slurm_platform
     assert report.ok, report.render()
     slurmdbd = [c for c in report.calls if c.actor.startswith("HyperPod slurmdbd set-up")]
     assert [(c.service, c.operation) for c in slurmdbd] == [("secretsmanager", "GetSecretValue")]
@@ -155,42 +163,27 @@ def test_slurmdbd_without_the_secret_grant_is_denied(tmp_path: Path) -> None:
     assert call.role.logical_id.startswith("HyperPodExecutionRole")
     assert str(call.params["SecretId"]).startswith("arn:aws:secretsmanager:us-west-2:")
 
-    def without_secret_grant(template: dict[str, Any]) -> None:
-        for res in template["Resources"].values():
-            if res["Type"] == "AWS::IAM::Policy":
-                document = res["Properties"]["PolicyDocument"]
-                document["Statement"] = [
-                    s for s in document["Statement"] if "secretsmanager" not in json.dumps(s)
-                ]
-
-    copy = _edited(out, tmp_path / "edited", f"{loaded.config.name}-cluster", without_secret_grant)
-    report = rehearse_assembly(copy, loaded.config, workdir=tmp_path / "played-again")
+    without_secret_grant = _dropping(lambda s: "secretsmanager" in json.dumps(s))
+    copy = _edited(out, tmp_path / "edited", f"{config.name}-cluster", without_secret_grant)
+    report = rehearse_assembly(copy, config, workdir=tmp_path / "played-again")
     denied = [p for p in report.problems if p.actor.startswith("HyperPod slurmdbd set-up")]
     assert len(denied) == 1 and denied[0].kind == "denied", report.render()
     assert "secretsmanager:GetSecretValue" in denied[0].message
 
 
-def test_the_metrics_agent_without_its_write_grant_is_denied(tmp_path: Path) -> None:
+def test_the_metrics_agent_without_its_write_grant_is_denied(
+    slurm_platform: tuple[Any, Path, Any], tmp_path: Path
+) -> None:
     """Each Slurm node's Prometheus agent remote-writes to the workspace as its group's role
     (slurm-platform): with the grant taken away, the rehearsal names the agent's call."""
-    loaded = load_environment(REPO / "environments/slurm-platform.yaml")
-    out = tmp_path / "cdk.out"
-    build_assembly(loaded, out)
-    report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "played")
+    config, out, report = slurm_platform
     assert report.ok, report.render()
     agents = [c for c in report.calls if c.actor.startswith("Prometheus agent")]
     assert agents and {(c.service, c.operation) for c in agents} == {("aps", "RemoteWrite")}
 
-    def without_remote_write(template: dict[str, Any]) -> None:
-        for res in template["Resources"].values():
-            if res["Type"] == "AWS::IAM::Policy":
-                document = res["Properties"]["PolicyDocument"]
-                document["Statement"] = [
-                    s for s in document["Statement"] if "aps:RemoteWrite" not in json.dumps(s)
-                ]
-
-    copy = _edited(out, tmp_path / "edited", f"{loaded.config.name}-cluster", without_remote_write)
-    report = rehearse_assembly(copy, loaded.config, workdir=tmp_path / "played-again")
+    without_remote_write = _dropping(lambda s: "aps:RemoteWrite" in json.dumps(s))
+    copy = _edited(out, tmp_path / "edited", f"{config.name}-cluster", without_remote_write)
+    report = rehearse_assembly(copy, config, workdir=tmp_path / "played-again")
     denied = [p for p in report.problems if p.actor.startswith("Prometheus agent")]
     assert denied and all(p.kind == "denied" for p in denied), report.render()
     assert all("aps:RemoteWrite" in p.message for p in denied)
