@@ -33,11 +33,13 @@ help:
 	@echo "make demo [DEMO_OUT=dir] [DEMO_STEPS=n]   offline, local Slurm (as root): a node fault, the"
 	@echo "                        health runner's Action:Replace, requeue, exact resume (docs/demo.md)"
 
-$(STAMPS)/venv: requirements.txt pyproject.toml
+$(STAMPS)/venv: requirements.txt pyproject.toml assets/trainer/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .
+	# the trainer's torch-free modules (the shared input/output layer, presets) without torch
+	$(BIN)/pip install --quiet --no-deps -e assets/trainer
 	@mkdir -p $(STAMPS) && touch $@
 
 TRAINER := $(wildcard assets/trainer/pyproject.toml)

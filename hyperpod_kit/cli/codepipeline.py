@@ -272,7 +272,7 @@ def codepipeline(args: argparse.Namespace) -> int:
             check_account(found, env.file)
             check_same_region(env.name, env.file, found.config.region, connection)
         staged = [StagedEnvironment(env.name, env.file, found.config) for env, found in loaded]
-        out = FolderOutput.checked(args.output, ASSEMBLY, force=bool(args.force))
+        out = FolderOutput.checked(args.output, ASSEMBLY)
     except (PipelineError, MissingAccountError, OutputError) as e:
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
