@@ -45,6 +45,16 @@ OWNER = fileio.Owner(
         ASSEMBLY: "-o cdk.out", JOBS: "-o jobs", DEMO: "--out demo-out",
         LOGS: "--save cluster-logs",
     },
+    recognised={
+        ASSEMBLY: (
+            "manifest.json",
+            f"is a cloud assembly without the {fileio.MARKER} marker (another CDK app's, or "
+            "written before hyperpod-kit marked its outputs)",
+            "remove it yourself if it is a cdk.out you no longer need (`rm -r` it; new ones "
+            "carry the marker)",
+        )
+    },
+    foreign_hints={JOBS: ", or pass --force to write the job files into it"},
 )  # fmt: skip
 
 OutputError = fileio.OutputError
@@ -107,8 +117,9 @@ def check_file(
 ) -> FileWrite:
     """Raise `OutputError` unless `text` may be written to `target` (see `fileio.output_file`)."""
     return fileio.output_file(
-        target, text, force=force, ours=ours, shown=shown, other=other, updates=updates
-    )
+        target, text, force=force, ours=ours, shown=shown, other=other, updates=updates,
+        writer=TOOL,
+    )  # fmt: skip
 
 
 # --- a folder of files (jobs) ------------------------------------------------------------------

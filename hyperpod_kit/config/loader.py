@@ -27,9 +27,7 @@ from __future__ import annotations
 import codecs
 import datetime
 import difflib
-import os
 import re
-import stat
 import types
 import typing
 from collections.abc import Iterable, Sequence
@@ -42,6 +40,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from hyperpod_kit.config.findings import ConfigError, Finding, Level, has_errors
+from hyperpod_kit.files import fileio
 from hyperpod_kit.text import control_characters, control_hint, describe, shown
 
 if TYPE_CHECKING:
@@ -176,122 +175,22 @@ def _fail(file: str, path: str, message: str, hint: str, line: int | None = None
 
 # --- reading bytes into text -------------------------------------------------------------------
 
-_WIDE_BOMS = (
-    (codecs.BOM_UTF32_LE, "UTF-32"),  # before UTF-16: it starts with the UTF-16 LE mark
-    (codecs.BOM_UTF32_BE, "UTF-32"),
-    (codecs.BOM_UTF16_LE, "UTF-16"),
-    (codecs.BOM_UTF16_BE, "UTF-16"),
-)
-
-
-_NOT_REGULAR = (
-    (stat.S_ISDIR, "is a directory"),
-    (stat.S_ISFIFO, "is a named pipe, not a file"),
-    (stat.S_ISSOCK, "is a socket, not a file"),
-    (stat.S_ISCHR, "is a character device, not a file"),
-    (stat.S_ISBLK, "is a block device, not a file"),
-)
-
-
-def _kind_of(mode: int) -> str | None:
-    """Why a file of this mode is not an environment file; None for a regular file."""
-    if stat.S_ISREG(mode):
-        return None
-    return next((said for test, said in _NOT_REGULAR if test(mode)), "is not a regular file")
-
 
 def _read(file: str) -> str:
-    """The file's text. Only a regular file is opened: a named pipe or a device would block the
-    read (a pipe with no writer never answers), so its kind is told from `stat` first, and the
-    open itself does not wait (O_NONBLOCK; `fstat` of what was opened guards against a swap)."""
+    """The file's text, through the one input layer (`hyperpod_trainer.fileio`): only a regular
+    file is opened and nothing waits on a pipe or a device; a link to a regular file is followed,
+    a loop of links is named; at most `MAX_FILE_BYTES`; UTF-8 with the bad byte's line."""
     hint = "give the path of an environment file, e.g. environments/default.yaml"
     try:
-        mode = os.stat(file).st_mode
-    except FileNotFoundError:
-        _fail(file, "(file)", "no such file", hint)
-    except OSError as e:
-        _fail(file, "(file)", f"cannot be read ({e.strerror})", hint)
-    if (kind := _kind_of(mode)) is not None:
-        _fail(file, "(file)", kind, hint)
-    try:
-        fd = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    except OSError as e:
-        _fail(file, "(file)", f"cannot be read ({e.strerror})", hint)
-    with os.fdopen(fd, "rb") as f:
-        if (kind := _kind_of(os.fstat(f.fileno()).st_mode)) is not None:
-            _fail(file, "(file)", kind, hint)
-        try:
-            raw = f.read(MAX_FILE_BYTES + 1)
-        except OSError as e:
-            _fail(file, "(file)", f"cannot be read ({e.strerror})", hint)
-    p = Path(file)
-    if len(raw) > MAX_FILE_BYTES:
-        size = p.stat().st_size if p.is_file() else 0
-        most = f"an environment file may be at most {_size(MAX_FILE_BYTES)}"
-        _fail(
-            file,
-            "(file)",
-            f"is {_size(size)}; {most}" if size > MAX_FILE_BYTES else f"is too big: {most}",
-            "an environment file is a few KB: check that this is the right file",
-        )
-    return _decode(file, raw)
-
-
-def _size(size: int) -> str:
-    """1.5 MiB, 300 KiB: bytes as a person reads them."""
-    if size >= 1 << 20:
-        return f"{size / (1 << 20):.1f} MiB".replace(".0 MiB", " MiB")
-    return f"{size / 1024:.0f} KiB"
-
-
-def _decode(file: str, raw: bytes) -> str:
-    """UTF-8 text (a UTF-8 byte-order mark is fine); other encodings are named with a fix."""
-    save = "save it as UTF-8 (in most editors: Save As, Encoding: UTF-8)"
-    for bom, name in _WIDE_BOMS:
-        if raw.startswith(bom):
-            _fail(file, "(file)", f"the file is {name} text, not UTF-8", save)
-    wide = _wide_without_bom(raw[:1024])
-    if wide:
-        _fail(
-            file, "(file)", f"the file looks like {wide} text (no byte-order mark), not UTF-8", save
-        )
-    body = raw.removeprefix(codecs.BOM_UTF8)
-    try:
-        return body.decode("utf-8")
-    except UnicodeDecodeError as e:
-        bad = body[e.start]
-        start = body.rfind(b"\n", 0, e.start) + 1
-        line = body.count(b"\n", 0, e.start) + 1
-        column = len(body[start : e.start].decode("utf-8", errors="replace")) + 1
-        legacy = bytes([bad]).decode("cp1252", errors="replace")
-        readable = legacy.isprintable() and legacy != "\ufffd"
-        seen_as = f"; in Latin-1 / Windows-1252 it is '{legacy}'" if readable else ""
-        _fail(
-            file,
-            "(file)",
-            f"byte 0x{bad:02x} on line {line}, column {column} is not UTF-8 text",
-            f"save the file as UTF-8{seen_as}",
-        )
-
-
-def _wide_without_bom(head: bytes) -> str | None:
-    """UTF-16 or UTF-32 without a byte-order mark, told by where the NUL bytes of ASCII text sit."""
-    if len(head) < 4 or b"\0" not in head:
-        return None
-    nul = [0.0] * 4
-    for i in range(4):
-        column = head[i::4]
-        nul[i] = column.count(0) / len(column)
-    hi, lo = 0.7, 0.3
-    if nul[0] < lo and min(nul[1:]) > hi:
-        return "UTF-32 (little-endian)"
-    if min(nul[:3]) > hi and nul[3] < lo:
-        return "UTF-32 (big-endian)"
-    if max(nul[0], nul[2]) < lo and min(nul[1], nul[3]) > hi:
-        return "UTF-16 (little-endian)"
-    if min(nul[0], nul[2]) > hi and max(nul[1], nul[3]) < lo:
-        return "UTF-16 (big-endian)"
-    return None
+        raw = fileio.read_bytes(file, limit=MAX_FILE_BYTES, what="environment file", hint=hint)
+    except fileio.InputError as e:
+        if e.message.startswith("is ") and "may be at most" in e.message:
+            hint = "an environment file is a few KB: check that this is the right file"
+        _fail(file, "(file)", e.message, hint)
+    problem = fileio.decode_problem(raw)
+    if problem is not None:
+        _fail(file, "(file)", problem.message, problem.hint)
+    return raw.removeprefix(codecs.BOM_UTF8).decode("utf-8")
 
 
 # --- YAML, bounded -----------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def _in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_marker_says_tool_version_and_kind(tmp_path: Path) -> None:
     write_marker(tmp_path, ASSEMBLY)
     data = json.loads((tmp_path / MARKER).read_text())
-    assert data == {"tool": "hyperpod-kit", "version": __version__, "kind": ASSEMBLY}
+    assert data == {"tool": "hyperpod-kit", "version": __version__, "kind": ASSEMBLY, "written": []}
     assert read_marker(tmp_path) == data
 
 
@@ -83,9 +83,32 @@ def test_missing_empty_and_our_folders_may_be_replaced(tmp_path: Path) -> None:
     (tmp_path / "empty").mkdir()
     assert check_folder("empty", ASSEMBLY) == tmp_path / "empty"
     (tmp_path / "ours").mkdir()
-    write_marker(tmp_path / "ours", ASSEMBLY)
     (tmp_path / "ours" / "manifest.json").write_text("{}")
+    write_marker(tmp_path / "ours", ASSEMBLY)
     assert check_folder("ours", ASSEMBLY) == tmp_path / "ours"
+
+
+def test_a_file_the_user_added_to_our_folder_is_named_and_kept(tmp_path: Path) -> None:
+    """`logs --save DIR` twice with a note of the user's in DIR: refused, the note named."""
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "ours" / "manifest.json").write_text("{}")
+    write_marker(tmp_path / "ours", ASSEMBLY)
+    (tmp_path / "ours" / "notes.md").write_text("mine")
+    (tmp_path / "ours" / "sub").mkdir()
+    message = _refusal("ours")
+    assert (
+        "did not write (notes.md, sub)" in message and "nothing was written or removed" in message
+    )
+    assert (tmp_path / "ours" / "notes.md").read_text() == "mine"
+
+
+def test_a_marker_without_a_list_of_what_it_wrote_claims_nothing(tmp_path: Path) -> None:
+    """A marker of an older hyperpod-kit (no `written` list): every file counts as the user's."""
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "manifest.json").write_text("{}")
+    marker = {"tool": "hyperpod-kit", "version": "0.0.1", "kind": ASSEMBLY}
+    (tmp_path / "old" / MARKER).write_text(json.dumps(marker))
+    assert "did not write (manifest.json)" in _refusal("old")
 
 
 def _refusal(target: str, kind: str = ASSEMBLY) -> str:
@@ -138,27 +161,14 @@ def test_our_folder_of_another_kind_is_refused(tmp_path: Path) -> None:
     assert "job files written by hyperpod-kit" in _refusal("jobs", ASSEMBLY)
 
 
-def test_force_replaces_a_folder_of_someone_else_and_nothing_more(tmp_path: Path) -> None:
-    """A command with --force (`pipeline codepipeline`): its refusal names the flag; with it, a
-    folder of someone else's is replaced whole. Never the current folder, a file, a link, or an
-    output of ours of another kind."""
+def test_no_folder_output_replaces_a_folder_of_someone_else(tmp_path: Path) -> None:
+    """`--force` (`pipeline codepipeline`) no longer replaces a folder of someone else's: no
+    folder output takes a force, and the refusal never suggests one."""
     (tmp_path / "pipeline.out").mkdir()
     (tmp_path / "pipeline.out" / "notes.txt").write_text("mine")
-    with pytest.raises(OutputError, match="or pass --force to replace it"):
-        check_folder("pipeline.out", ASSEMBLY, force=False)
-    out = FolderOutput.checked("pipeline.out", ASSEMBLY, force=True)
-    with out.staging() as staging:
-        (staging / "manifest.json").write_text("{}")
-        out.commit(staging)
-    assert sorted(os.listdir(tmp_path / "pipeline.out")) == [MARKER, "manifest.json"]
-    (tmp_path / "notes.txt").write_text("mine")
-    (tmp_path / "jobs").mkdir()
-    write_marker(tmp_path / "jobs", JOBS)
-    for target, says in [(".", "current folder"), ("notes.txt", "is a file"),
-                         ("jobs", "job files written by hyperpod-kit")]:  # fmt: skip
-        with pytest.raises(OutputError, match=says) as refused:
-            check_folder(target, ASSEMBLY, force=True)
-        assert "--force" not in str(refused.value)
+    message = _refusal("pipeline.out")
+    assert "--force" not in message
+    assert snapshot(tmp_path / "pipeline.out") == {"notes.txt": b"mine"}
 
 
 def test_staging_is_a_marked_sibling_removed_on_failure(tmp_path: Path) -> None:
@@ -181,7 +191,8 @@ def test_commit_replaces_our_previous_output(tmp_path: Path) -> None:
     assert (tmp_path / "cdk.out" / "manifest.json").read_text() == "second"
     assert sorted(os.listdir(tmp_path)) == ["cdk.out"], "no staging or old folder is left"
     assert read_marker(tmp_path / "cdk.out") == {
-        "tool": "hyperpod-kit", "version": __version__, "kind": ASSEMBLY
+        "tool": "hyperpod-kit", "version": __version__, "kind": ASSEMBLY,
+        "written": ["manifest.json"],
     }  # fmt: skip
 
 

@@ -36,7 +36,7 @@ import shutil
 import stat
 import tempfile
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +96,10 @@ def not_regular(mode: int) -> str | None:
     return next((said for test, said in _NOT_REGULAR if test(mode)), "is not a regular file")
 
 
+def _a(noun: str) -> str:
+    return ("an " if noun[:1].lower() in "aeiou" else "a ") + noun
+
+
 def size_text(size: int) -> str:
     """1.5 MiB, 300 KiB: bytes as a person reads them."""
     for unit, name in ((TiB, "TiB"), (GiB, "GiB"), (MiB, "MiB")):
@@ -143,11 +147,11 @@ def _stat_input(path: Path | str, what: str, hint: str) -> os.stat_result:
 def _check_file(path: Path | str, *, limit: int, what: str, hint: str) -> os.stat_result:
     st = _stat_input(path, what, hint)
     if (kind := not_regular(st.st_mode)) is not None:
-        raise InputError(path, f"{kind}; a {what} was expected", hint)
+        raise InputError(path, kind, hint)
     if st.st_size > limit:
         raise InputError(
             path,
-            f"is {size_text(st.st_size)}; a {what} may be at most {size_text(limit)}",
+            f"is {size_text(st.st_size)}; {_a(what)} may be at most {size_text(limit)}",
             "check that this is the right file",
         )
     return st
@@ -170,7 +174,7 @@ def input_folder(
     if not stat.S_ISDIR(st.st_mode):
         kind = not_regular(st.st_mode) or "is a file"
         kind = "is a file" if stat.S_ISREG(st.st_mode) else kind.replace(", not a file", "")
-        raise InputError(path, f"{kind}; a {what} was expected", hint)
+        raise InputError(path, kind, hint)
     add_input(path)
     return Path(path)
 
@@ -183,13 +187,13 @@ def _read(path: Path | str, *, limit: int, what: str, hint: str) -> bytes:
         raise InputError(path, f"cannot be read ({e.strerror})", hint) from None
     with os.fdopen(fd, "rb") as f:
         if (kind := not_regular(os.fstat(f.fileno()).st_mode)) is not None:
-            raise InputError(path, f"{kind}; a {what} was expected", hint)
+            raise InputError(path, kind, hint)
         try:
             raw = f.read(limit + 1)
         except OSError as e:
             raise InputError(path, f"cannot be read ({e.strerror})", hint) from None
     if len(raw) > limit:
-        raise InputError(path, f"is more than {size_text(limit)}, the most a {what} may be", hint)
+        raise InputError(path, f"is more than {size_text(limit)}, the most {_a(what)} may be", hint)
     return raw
 
 
@@ -301,7 +305,7 @@ def read_json(
 def read_json_object(path: Path | str, *, limit: int, what: str, hint: str) -> dict[str, Any]:
     data = read_json(path, limit=limit, what=what, hint=hint)
     if not isinstance(data, dict):
-        raise InputError(path, f"is not a {what}: a JSON object was expected", hint)
+        raise InputError(path, f"is not {_a(what)}: a JSON object was expected", hint)
     return data
 
 
@@ -392,6 +396,7 @@ def output_file(
     shown: str | None = None,
     other: str = "choose another output",
     updates: Path | str | None = None,
+    writer: str | None = None,
 ) -> FileWrite:
     """Raise `OutputError` unless `text` may be written to the file `target`.
 
@@ -420,7 +425,8 @@ def output_file(
             return FileWrite(path, text, changes=True)
     if force:
         return FileWrite(path, text, changes=True)
-    why = "was edited after it was written here" if ours is not None else "exists"
+    by = f"after {writer} wrote it" if writer else "after it was written here"
+    why = f"was edited {by}" if ours is not None else "exists"
     raise OutputError(
         name,
         f"{why} and would be overwritten; nothing was written",
@@ -519,6 +525,9 @@ class Owner:
     version: str
     kinds: dict[str, str]  # kind -> "a cloud assembly"
     defaults: dict[str, str]  # kind -> a default folder name for hints
+    # kind -> (a file that tells what an unmarked folder is, what it is, what to do about it)
+    recognised: dict[str, tuple[str, str, str]] = field(default_factory=dict)
+    foreign_hints: dict[str, str] = field(default_factory=dict)  # kind -> more of the hint
 
 
 def output_folder(
@@ -550,12 +559,17 @@ def output_folder(
     if st is None or _is_empty(path):
         return path
     found = read_marker(path, owner.tool)
+    if found is None and kind in owner.recognised:
+        sign, what_it_is, todo = owner.recognised[kind]
+        if (path / sign).is_file():
+            raise OutputError(name, f"{what_it_is}; nothing was written", f"{hint}, or {todo}")
     if found is None:
+        more = owner.foreign_hints.get(kind, "")
         raise OutputError(
             name,
             f"is a folder with files that {owner.tool} did not write (no {MARKER} marker); "
             "nothing was written",
-            f"{hint}, or move those files away",
+            f"{hint}, or move those files away{more}",
         )
     if found["kind"] != kind:
         other = owner.kinds.get(found["kind"], found["kind"])
