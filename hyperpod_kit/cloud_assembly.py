@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from hyperpod_kit.files import fileio
+
 ASSET_HASH = re.compile(r"([0-9a-f]{64})\.(?:json|zip)")
 
 
@@ -21,17 +23,28 @@ class AssemblyFileError(Exception):
     """A file of the assembly that is missing or not JSON; the message names it."""
 
 
+# The largest file of an assembly is a template (CloudFormation takes at most 1 MB from S3) or
+# an asset manifest; 64 MiB is far above any real one and bounds a link to /dev/zero or a
+# sparse file.
+MAX_ASSEMBLY_FILE = 64 << 20
+
+
 def read_json(path: Path, what: str) -> Any:
+    """A JSON file of the assembly, through the one input layer (regular file, bounded, UTF-8)."""
+    if not path.exists() and not path.is_symlink():
+        raise AssemblyFileError(f"{path}: {what} is missing")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise AssemblyFileError(f"{path}: {what} is missing") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise AssemblyFileError(f"{path}: {what} cannot be read ({error})") from None
+        text = fileio.read_text(path, limit=MAX_ASSEMBLY_FILE, what=what)
+    except fileio.InputError as error:
+        raise AssemblyFileError(f"{path}: {what} {error.message}") from None
+    try:
+        return json.loads(text)
     except json.JSONDecodeError as error:
         raise AssemblyFileError(
             f"{path}: {what} is not JSON ({error.msg}, line {error.lineno})"
         ) from None
+    except RecursionError:
+        raise AssemblyFileError(f"{path}: {what} is not JSON (nested too deeply)") from None
 
 
 STACK = "aws:cloudformation:stack"

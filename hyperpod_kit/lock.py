@@ -26,12 +26,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from hyperpod_kit import __version__
 from hyperpod_kit.config import LoadedEnvironment
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.pins import ADDONS, Pin, incompatible, resolved_pins
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.files import fileio
 from hyperpod_kit.outputs import FileWrite, check_file
+
+# A lock is a few KB (one row per pin); anything past this is not one.
+MAX_LOCK_BYTES = 1 << 20
 
 LOCK_FORMAT = 1
 LOCK_IN_ASSEMBLY = "hyperpod-kit.lock.json"
@@ -51,6 +57,7 @@ class LockFile:
     path: Path
     pins: dict[str, Pin]
     text: str = ""
+    environment: str | None = None  # the environment it was written for
 
     def line_of(self, key: str) -> int | None:
         needle = json.dumps(key) + ":"
@@ -71,7 +78,7 @@ class LockError(Exception):
 def read_lock(path: Path) -> LockFile | None:
     """The lock at `path`, None when there is none; a file that is not a lock of ours is an
     error (it is never overwritten without --force)."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return None
 
     def bad(message: str, hint: str) -> LockError:
@@ -79,14 +86,15 @@ def read_lock(path: Path) -> LockFile | None:
             [Finding(Level.ERROR, "(lock)", message, hint, file=str(path), check="lock")]
         )
 
+    restore = "restore it from version control, or move it away and synth again to write a new one"
+    try:  # the one input layer: a regular file, bounded, UTF-8
+        text = fileio.read_text(path, limit=MAX_LOCK_BYTES, what="version lock", hint=restore)
+    except fileio.InputError as e:
+        raise bad(e.message, restore) from None
     try:
-        text = path.read_text(encoding="utf-8")
         data = json.loads(text)
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise bad(
-            f"not a hyperpod-kit lock ({e.__class__.__name__})",
-            "restore it from version control, or move it away and synth again to write a new one",
-        ) from None
+    except (json.JSONDecodeError, RecursionError) as e:
+        raise bad(f"not a hyperpod-kit lock ({e.__class__.__name__})", restore) from None
     if not isinstance(data, dict) or data.get("tool") != "hyperpod-kit":
         raise bad(
             'not a hyperpod-kit lock (no "tool": "hyperpod-kit")',
@@ -107,7 +115,8 @@ def read_lock(path: Path) -> LockFile | None:
         pins[key] = Pin(
             key, None if value is None else str(value), row["source"], row.get("what", "")
         )
-    return LockFile(path, pins, text)
+    environment = data.get("environment")
+    return LockFile(path, pins, text, environment if isinstance(environment, str) else None)
 
 
 def render_lock(config: EnvironmentConfig, pins: dict[str, Pin]) -> str:
@@ -183,7 +192,10 @@ def _apply(config: EnvironmentConfig, values: dict[str, str | None]) -> Environm
     cluster = config.cluster
     groups = []
     for g in cluster.instance_groups:
-        release = values.get(f"cluster.instance_groups[{g.name}].image_release_version")
+        key = f"cluster.instance_groups[{g.name}].image_release_version"
+        release = values.get(key)
+        if release:
+            _schema_accepts(g, {"image_release_version": release}, key)
         groups.append(g.model_copy(update={"image_release_version": release}) if release else g)
     addons = {
         key: values[f"cluster.eks.addons.{key}"]
@@ -192,9 +204,29 @@ def _apply(config: EnvironmentConfig, values: dict[str, str | None]) -> Environm
     }
     eks = cluster.eks
     if addons:
+        for key, value in addons.items():
+            _schema_accepts(eks.addons, {key: value}, f"cluster.eks.addons.{key}")
         eks = eks.model_copy(update={"addons": eks.addons.model_copy(update=addons)})
     cluster = cluster.model_copy(update={"instance_groups": groups, "eks": eks})
     return config.model_copy(update={"cluster": cluster})
+
+
+class LockValueError(Exception):
+    """A value of the lock that the environment file's schema refuses."""
+
+    def __init__(self, key: str, message: str) -> None:
+        self.key, self.message = key, message
+        super().__init__(f"{key}: {message}")
+
+
+def _schema_accepts(model: BaseModel, update: dict[str, Any], key: str) -> None:
+    """A lock's value goes through the same schema as the file's (a control character, a
+    shell word in a release version is refused here as it would be in the file)."""
+    try:
+        type(model).model_validate({**model.model_dump(), **update})
+    except ValidationError as e:
+        first, value = e.errors()[0], str(next(iter(update.values())))
+        raise LockValueError(key, f"{first['msg']} (value {value!r})") from None
 
 
 def deployed_pins(
@@ -232,7 +264,35 @@ def lock_environment(
         if not replace_foreign:
             raise
         lock = None
-    res = resolve(loaded.config, lock, update=update)
+    if lock is not None and lock.environment not in (None, loaded.config.name):
+        if not replace_foreign:
+            raise LockError(
+                [
+                    Finding(
+                        Level.ERROR, "(lock)",
+                        f"is the lock of environment {lock.environment!r}, not of "
+                        f"{loaded.config.name!r} (the environment file's name)",
+                        "a lock belongs to one environment: move it away, or restore this "
+                        "environment's lock from version control",
+                        file=str(lock.path), line=lock.line_of("environment"), check="lock",
+                    )
+                ]
+            )  # fmt: skip
+        lock = None
+    try:
+        res = resolve(loaded.config, lock, update=update)
+    except LockValueError as e:
+        assert lock is not None
+        raise LockError(
+            [
+                Finding(
+                    Level.ERROR, e.key, f"the lock's value is refused: {e.message}",
+                    "restore the lock from version control, or run `hyperpod-kit lock "
+                    "--from-deployed` again",
+                    file=str(lock.path), line=lock.line_of(e.key), check="lock",
+                )
+            ]
+        ) from None  # fmt: skip
     if res.drift:
         raise LockError(res.drift)
     if res.config is not loaded.config and lock is not None:
@@ -256,9 +316,9 @@ def lock_write(
     ours = None
     if path.is_file():
         try:
-            read_lock(path)
-            ours = hashlib.sha256(path.read_bytes()).hexdigest()
-        except (LockError, OSError):
+            found = read_lock(path)
+            ours = None if found is None else hashlib.sha256(found.text.encode()).hexdigest()
+        except LockError:
             ours = None
     return check_file(
         path,
@@ -266,6 +326,7 @@ def lock_write(
         force=force,
         ours=ours,
         other="move it away (hyperpod-kit writes <environment>.lock.json)",
+        updates=path,  # the lock is the one input a command rewrites in place
     )
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from hyperpod_kit import __version__
 from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
 from hyperpod_kit.config.findings import Finding
-from hyperpod_kit.outputs import OutputError
+from hyperpod_kit.files import fileio
 from hyperpod_kit.process import quick_exit, silence_jsii
 from hyperpod_kit.progress import Progress
 
@@ -204,7 +204,9 @@ def _parser() -> argparse.ArgumentParser:
         c = env_command(name, what, quiet=False)
         c.epilog = _CDK_EPILOG
         c.usage = "%(prog)s [-h] [--suppress CHECK] [file] [CDK OPTIONS ...] [-- CDK ARGS ...]"
-    return p
+    from hyperpod_kit.cli.arguments import declare_kinds
+
+    return declare_kinds(p)
 
 
 def run() -> int:
@@ -256,9 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv = [argv[0], *ours]
     args = _parser().parse_args(argv)
     args.cdk_args = cdk_args
+    fileio.reset_inputs()  # the inputs of this command, which no output may touch
     try:
         return _dispatch(args)
-    except OutputError as e:
+    except fileio.PathError as e:  # an input or an output refused: one line
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

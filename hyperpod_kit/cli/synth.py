@@ -101,15 +101,29 @@ def synth(loaded: LoadedEnvironment, output: Path, progress: Progress = SILENT) 
 
 
 def check(assembly: Path, progress: Progress = SILENT) -> int:
-    if not (assembly / "manifest.json").is_file():
+    from hyperpod_kit.cloud_assembly import AssemblyFileError, read_json
+    from hyperpod_kit.files import fileio
+
+    hint = "run `hyperpod-kit synth` or `npx cdk synth` first"
+    fileio.input_folder(assembly, what="cloud assembly folder", hint=hint)
+    manifest = assembly / "manifest.json"
+    if not manifest.exists() and not manifest.is_symlink():
+        print(f"{assembly}: no cloud assembly here. Hint: {hint}.", file=sys.stderr)
+        return 2
+    try:
+        read_json(manifest, "the assembly's manifest")  # before the stage: one line if bad
+        with progress.stage("gates"):
+            report = check_assembly(assembly)
+    except AssemblyFileError as e:
+        print(f"{e}. Hint: synthesize the assembly again.", file=sys.stderr)
+        return 2
+    except (KeyError, TypeError, AttributeError) as e:  # JSON of the wrong shape
         print(
-            f"{assembly}: no cloud assembly here. Hint: run `hyperpod-kit synth` or "
-            "`npx cdk synth` first.",
+            f"{assembly}: not a cloud assembly that can be read ({type(e).__name__}: {e}). "
+            "Hint: synthesize it again.",
             file=sys.stderr,
         )
         return 2
-    with progress.stage("gates"):
-        report = check_assembly(assembly)
     _print(report)
     return 0 if report.ok else 1
 

@@ -6,7 +6,6 @@ Read from the assembly on disk (manifest.json, *.template.json), so the same rep
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import re
@@ -17,7 +16,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from hyperpod_kit.cloud_assembly import asset_of, file_assets, stack_artifacts
+from hyperpod_kit.cloud_assembly import asset_of, file_assets, read_json, stack_artifacts
 
 GateLevel = Literal["error", "warning", "info"]
 _NAG_RULE = re.compile(r"\b(AwsSolutions-[A-Za-z0-9]+)\b")
@@ -98,7 +97,7 @@ def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
     annotations (cdk-nag, CDK) and cfn-lint. Findings come stack by stack, in the manifest's
     order (a stage's stacks where the stage is listed)."""
     outdir = Path(outdir)
-    manifest = json.loads((outdir / "manifest.json").read_text())
+    manifest = read_json(outdir / "manifest.json", "the assembly's manifest")
     report = GateReport()
     templates: dict[Path, dict[str, Path]] = {}  # per assembly folder
     per_stack: list[tuple[list[GateFinding], list[LintJob]]] = []
@@ -111,7 +110,7 @@ def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
         jobs = []
         nested = _nested(stack.label, template_path, templates[stack.folder])
         for label, path in [(stack.label, template_path), *nested]:
-            resources = json.loads(path.read_text()).get("Resources", {})
+            resources = read_json(path, "a template").get("Resources", {})
             report.stacks.append(
                 StackSummary(label, path, len(resources), _suppressions(resources))
             )
@@ -173,7 +172,7 @@ def _nested(stack: str, template: Path, templates: dict[str, Path]) -> list[tupl
     """The nested stacks' templates of a stack, nested ones of those included. CDK writes each
     beside the stack as a file asset; the parent's `TemplateURL` ends in that asset's hash."""
     found = []
-    for logical, resource in json.loads(template.read_text()).get("Resources", {}).items():
+    for logical, resource in read_json(template, "a template").get("Resources", {}).items():
         if resource.get("Type") != "AWS::CloudFormation::Stack":
             continue
         path = asset_of(resource.get("Properties", {}).get("TemplateURL"), templates)
@@ -189,7 +188,7 @@ def _metadata(outdir: Path, artifact: dict[str, Any]) -> dict[str, list[dict[str
     metadata: dict[str, list[dict[str, Any]]] = {}
     sources = [artifact.get("metadata", {})]
     if extra := artifact.get("additionalMetadataFile"):
-        sources.append(json.loads((outdir / extra).read_text()))
+        sources.append(read_json(outdir / extra, "a stack's metadata"))
     for source in sources:
         for path, entries in source.items():
             metadata.setdefault(path, []).extend(entries)

@@ -744,22 +744,41 @@ class PathKind(enum.Enum):
 @dataclass(frozen=True)
 class PathSpec:
     """An argument's declared kind; `template` places the path in a composite value
-    (``NAME={}`` for ``--env NAME=FILE``); `limit` is an input's size limit."""
+    (``NAME={}`` for ``--env NAME=FILE``); `limit` is an input's size limit; `example` a value
+    that works, for an argument a command needs (tests fill it in)."""
 
     kind: PathKind
     template: str = "{}"
     limit: int | None = None
+    example: str | None = None
 
 
 ATTRIBUTE = "path_spec"
 
 
 def declare(
-    action: argparse.Action, kind: PathKind, *, template: str = "{}", limit: int | None = None
+    action: argparse.Action,
+    kind: PathKind,
+    *,
+    template: str = "{}",
+    limit: int | None = None,
+    example: str | None = None,
 ) -> argparse.Action:
     """Declare what `action`'s value names (see `PathKind`); returns the action."""
-    setattr(action, ATTRIBUTE, PathSpec(kind, template, limit))
+    setattr(action, ATTRIBUTE, PathSpec(kind, template, limit, example))
     return action
+
+
+def walk(
+    parser: argparse.ArgumentParser, command: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], argparse.ArgumentParser, argparse.Action]]:
+    """Every argument of `parser` and its subcommands, with the subcommand's words."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from walk(sub, (*command, name))
+        elif not isinstance(action, argparse._HelpAction | argparse._VersionAction):
+            yield command, parser, action
 
 
 def spec_of(action: argparse.Action) -> PathSpec | None:
