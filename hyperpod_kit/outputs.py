@@ -136,6 +136,9 @@ def write_files(
     are written into it (nothing else is touched, and it is not marked). Returns the writes.
     """
     absolute = fileio.absolute(folder)
+    what = OWNER.kinds.get(kind, kind)
+    hint = f"give a new or empty folder for {what} (e.g. {OWNER.defaults.get(kind, kind)})"
+    fileio.output_into_folder(folder, hint=hint)  # never the current folder, a link, an input
     found = read_marker(absolute)
     try:
         check_folder(folder, kind)

@@ -42,8 +42,11 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     )},
     **{("pipeline github", d): s for d, s in PIPELINE_ENVS.items()},
     **{("pipeline github", dest): NOT for dest in (
-        "toolkit_ref", "toolkit_repository", "roles", "region", "diff_roles", "deploy_runner",
+        "toolkit_ref", "roles", "region", "diff_roles", "deploy_runner",
     )},
+    ("pipeline github", "toolkit_repository"): fileio.PathSpec(
+        K.NOT_A_PATH, example="octo/hyperpod-kit"
+    ),
     **{("pipeline bootstrap", d): s for d, s in PIPELINE_ENVS.items()},
     ("pipeline bootstrap", "repository"): fileio.PathSpec(K.NOT_A_PATH, example="octo/envs"),
     **{("pipeline bootstrap", dest): NOT for dest in ("branch", "oidc_provider_arn")},
@@ -54,9 +57,10 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
         "0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d",
     ),
     ("pipeline codepipeline", "repository"): fileio.PathSpec(K.NOT_A_PATH, example="octo/envs"),
-    **{("pipeline codepipeline", dest): NOT for dest in (
-        "branch", "toolkit_ref", "toolkit_repository", "name",
-    )},
+    **{("pipeline codepipeline", dest): NOT for dest in ("branch", "toolkit_ref", "name")},
+    ("pipeline codepipeline", "toolkit_repository"): fileio.PathSpec(
+        K.NOT_A_PATH, example="octo/hyperpod-kit"
+    ),
     ("status", "interval"): NOT,
     **{("logs", dest): NOT for dest in ("node", "group", "since", "grep")},
     ("logs", "save"): FOLDER_OUT,
@@ -68,9 +72,7 @@ def declare_kinds(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     used: set[tuple[str, str]] = set()
     for words, _, action in fileio.walk(parser):
         command = " ".join(words)
-        key = next(
-            (k for k in ((command, action.dest), ("*", action.dest)) if k in KINDS), None
-        )
+        key = next((k for k in ((command, action.dest), ("*", action.dest)) if k in KINDS), None)
         if key is None or getattr(action, fileio.ATTRIBUTE, None) is not None:
             continue
         used.add(key)

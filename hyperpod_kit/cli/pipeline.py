@@ -262,7 +262,13 @@ _EXAMPLE = {
 
 def check_env_file(value: str, file: str) -> str:
     """The file as the workflow names it: relative to the repository root (the current folder),
-    inside it, a .yaml or .yml file that exists."""
+    inside it, a .yaml or .yml file that exists (a regular file: the one input layer)."""
+    from hyperpod_kit.config.loader import MAX_FILE_BYTES
+    from hyperpod_kit.files import fileio
+
+    fileio.input_file(
+        file, limit=MAX_FILE_BYTES, what="environment file", hint="give its .yaml file"
+    )
     path = Path(file)
     if path.is_absolute():
         try:
@@ -577,6 +583,7 @@ def pipeline(args: argparse.Namespace) -> int:
         from hyperpod_kit.cli.codepipeline import codepipeline
 
         return codepipeline(args)
+    from hyperpod_kit.files import fileio
     from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
 
     try:
@@ -586,14 +593,16 @@ def pipeline(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     folder = Path(args.output)
     try:
-        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
-            raise OutputError(args.output, "is not a folder", "give the workflows folder, -o DIR")
+        fileio.output_into_folder(
+            folder, shown=args.output, hint="give the workflows folder, -o DIR",
+            create_parents=True,
+        )  # fmt: skip
         writes = []
         for name, text in files.items():
             target = folder / name
             ours = None
             if target.is_file() and not target.is_symlink():
-                ours = ours_digest(target.read_bytes())
+                ours = ours_digest(fileio.existing_bytes(target, limit=1 << 20))
             if folder.is_dir():
                 writes.append(check_file(target, text, force=args.force, ours=ours))
         folder.mkdir(parents=True, exist_ok=True)

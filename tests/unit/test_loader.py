@@ -652,7 +652,9 @@ def test_schema_errors_stop_before_the_validators(tmp_path: Path) -> None:
         pytest.param("missing", "no such file", id="missing"),
         pytest.param("directory", "is a folder, not a file", id="directory"),
         pytest.param("pipe", "is a named pipe (FIFO), not a file", id="named-pipe"),
-        pytest.param("link-to-pipe", "is a named pipe (FIFO), not a file", id="link-to-a-named-pipe"),
+        pytest.param(
+            "link-to-pipe", "is a named pipe (FIFO), not a file", id="link-to-a-named-pipe"
+        ),
         pytest.param("socket", "is a socket, not a file", id="socket"),
         pytest.param("device", "is a character device, not a file", id="device"),
     ],

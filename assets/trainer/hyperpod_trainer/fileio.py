@@ -361,6 +361,12 @@ def _check_common(target: Path, shown: str, hint: str, st: os.stat_result | None
     parent = target.parent
     if not parent.is_dir():
         raise OutputError(shown, f"the folder {parent} does not exist", "create it first, " + hint)
+    if not os.access(parent, os.W_OK):  # EROFS even for root on a read-only mount
+        raise OutputError(
+            shown,
+            f"the folder {parent} is not writable (a read-only file system, or no permission)",
+            hint,
+        )
     if st is None:
         return
     if stat.S_ISLNK(st.st_mode):
@@ -587,6 +593,36 @@ def output_folder(
             name, f"exists ({what} written before)", f"pass {force_flag} to replace it, or {hint}"
         )
     return path
+
+
+def output_into_folder(
+    target: Path | str, *, shown: str | None = None, hint: str, create_parents: bool = False
+) -> Path:
+    """Raise `OutputError` unless files may be added into the folder `target` (job files,
+    workflows: each file is then checked on its own): not a link or special file, not the
+    current folder or one containing it, not an input, holding one, or inside one."""
+    path = absolute(target)
+    name = shown if shown is not None else str(target)
+    if _inside(absolute(Path.cwd()), path):
+        raise OutputError(name, "is the current folder or contains it", hint)
+    st = _lstat(path)
+    if create_parents and st is None and not path.parent.exists():
+        existing = next(p for p in path.parents if p.exists() or p.is_symlink())
+        _check_common(existing / ".probe", name, hint, None)
+        if existing.is_symlink() or not existing.is_dir():
+            raise OutputError(name, f"{existing} is not a folder", hint)
+    else:
+        _check_common(path, name, hint, st)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise OutputError(name, "is a file, not a folder", hint)
+    _check_against_inputs(path, name, hint, [])
+    return path
+
+
+def existing_bytes(path: Path | str, *, limit: int) -> bytes:
+    """The bytes of an existing output file, to compare with what would be written: read like
+    an input (regular files only, bounded) but not remembered as one."""
+    return _read(path, limit=limit, what="file", hint="move it away")
 
 
 _SIBLING = r"^\.{name}\.(new|old)\.(\d+)\.[A-Za-z0-9_]+$"

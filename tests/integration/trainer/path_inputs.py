@@ -1,0 +1,9 @@
+"""Good inputs of the trainer's commands, for the path matrix (tests/integration/test_path_matrix.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def good_inputs(folder: Path) -> dict[tuple[str, ...], str]:
+    return {}
