@@ -674,6 +674,21 @@ def test_watch_in_json_is_one_document_a_line(
     assert [json.loads(line)["state"] for line in lines] == [IN_PROGRESS, HEALTHY]
 
 
+@pytest.mark.parametrize("interval", ["nan", "inf", "-inf", "-1", "0", "7201", "1e999", "soon"])
+def test_a_bad_interval_is_refused_by_the_parser(
+    interval: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hyperpod_kit.cli.main import _parser
+
+    with pytest.raises(SystemExit) as exit_:
+        _parser().parse_args(["status", "x.yaml", "--watch", f"--interval={interval}"])
+    assert exit_.value.code == 2
+    assert (f"error: argument --interval: {interval!r} is not a number of seconds above 0 and "
+            "at most 7200 (e.g. 30)") in capsys.readouterr().err  # fmt: skip
+    args = _parser().parse_args(["status", "x.yaml", "--watch", "--interval", "0.5"])
+    assert args.interval == 0.5
+
+
 def test_follow_prints_each_event_once_until_interrupted(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
