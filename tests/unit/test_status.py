@@ -9,8 +9,10 @@ import datetime
 import functools
 import http.server
 import json
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -26,7 +28,7 @@ from hyperpod_kit.operations import status as status_module
 from hyperpod_kit.operations.diagnosis import Evidence, diagnose, render_markdown, signatures
 from hyperpod_kit.operations.discovery import PUBLISHED, Deployed
 from hyperpod_kit.operations.status import DEGRADED, FAILED, ClusterState, NodeState, collect
-from tests.conftest import REPO
+from tests.conftest import REPO, run_command
 
 T0 = datetime.datetime(2026, 11, 25, 1, 0, tzinfo=datetime.UTC)
 NODE = "i-0b66516c4a8bfcea4"
@@ -515,6 +517,24 @@ def test_status_and_logs_print_no_terminal_controls(
     assert cli.status(loaded, argparse.Namespace(format="text", watch=False, interval=30.0)) == 1
     out = capsys.readouterr().out
     assert "\x1b" not in out and "  cluster x: \\x1b]0;owned" in out
+
+
+def test_status_and_logs_stay_light(tmp_path: Path) -> None:
+    """What the file implies comes from the validated config: status and logs run (here to
+    their "no credentials" line) without aws-cdk-lib, jsii, constructs, cdk-nag or cfn-lint."""
+    code = (
+        "import sys\n"
+        "from hyperpod_kit.cli.main import main\n"
+        "for command in ('status', 'logs'):\n"
+        f"    assert main([command, {str(PLATFORM)!r}, '-q']) == 2\n"
+        "import hyperpod_kit.operations.status, hyperpod_kit.operations.logs\n"
+        "from hyperpod_kit.config.derived import expected_deployment\n"
+        "heavy = {'aws_cdk', 'jsii', 'constructs', 'cdk_nag', 'cfnlint'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    done = run_command([sys.executable, "-c", code], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
 
 
 def test_pages_follow_the_next_token(stubs: Stubs) -> None:
