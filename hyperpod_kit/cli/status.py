@@ -74,7 +74,8 @@ def interval_seconds(text: str) -> float:
         value = math.nan
     if not (math.isfinite(value) and 0 < value <= WATCH_LIMIT_S):
         raise argparse.ArgumentTypeError(
-            f"{text!r} is not a number of seconds above 0 and at most {WATCH_LIMIT_S} (e.g. 30)"
+            f"{text!r} is not a number of seconds above 0 and at most {WATCH_LIMIT_S}. Hint: "
+            "e.g. --interval 30"
         )
     return value
 

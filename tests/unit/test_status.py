@@ -704,7 +704,7 @@ def test_a_bad_interval_is_refused_by_the_parser(
         _parser().parse_args(["status", "x.yaml", "--watch", f"--interval={interval}"])
     assert exit_.value.code == 2
     assert (f"error: argument --interval: {interval!r} is not a number of seconds above 0 and "
-            "at most 7200 (e.g. 30)") in capsys.readouterr().err  # fmt: skip
+            "at most 7200. Hint: e.g. --interval 30") in capsys.readouterr().err  # fmt: skip
     args = _parser().parse_args(["status", "x.yaml", "--watch", "--interval", "0.5"])
     assert args.interval == 0.5
 
