@@ -272,7 +272,9 @@ def test_a_node_without_verdicts_is_unknown(moto: MotoServer, tmp_path: Path) ->
         ("controller", 1, 1), ("login", 1, 1), ("compute", 2, 2)]  # fmt: skip
 
 
-def test_unhealthy_node_and_an_alarm_are_degraded(moto: MotoServer, tmp_path: Path) -> None:
+def test_unhealthy_node_and_an_alarm_are_problems_and_diagnosed(
+    moto: MotoServer, tmp_path: Path
+) -> None:
     group, nodes = deploy_cluster(moto)
     now = int(time.time() * 1000)
     ship(moto, group, f"hyperpod-kit/health/{nodes[-1]}",
