@@ -519,6 +519,22 @@ def test_status_and_logs_print_no_terminal_controls(
     assert "\x1b" not in out and "  cluster x: \\x1b]0;owned" in out
 
 
+@pytest.mark.synth
+def test_the_app_builds_the_stacks_status_expects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status` knows the stacks from `environment_areas` alone; the app checks its own stacks
+    against that list, so the two cannot drift apart (every synth of every example runs it)."""
+    from hyperpod_kit import app
+
+    config = load_environment(REPO / "environments" / "default.yaml").config
+    built = app.build_environment(app.create_app(), config)
+    assert [s.stack_name for s in built.all()] == [
+        stack_name(config.name, a) for a in environment_areas(config)
+    ]
+    monkeypatch.setattr(app, "environment_areas", lambda c: ["network", "storage", "cluster"])
+    with pytest.raises(RuntimeError, match="differ from environment_areas"):
+        app.build_environment(app.create_app(), config)
+
+
 def test_status_and_logs_stay_light(tmp_path: Path) -> None:
     """What the file implies comes from the validated config: status and logs run (here to
     their "no credentials" line) without aws-cdk-lib, jsii, constructs, cdk-nag or cfn-lint."""
