@@ -17,6 +17,7 @@ from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
 from hyperpod_kit.config.derived import (
+    environment_areas,
     observability_stack,
     prometheus_enabled,
     slurm_accounting,
@@ -209,6 +210,10 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             cdk.Aspects.of(stack).add(
                 EncryptLogGroups(config.kms_key_arn), priority=cdk.AspectPriority.MUTATING
             )
+    built = [s.stack_name for s in stacks.all()]
+    implied = [stack_name(prefix, area) for area in environment_areas(config)]
+    if built != implied:  # `status` knows the stacks from the file alone: keep the two one list
+        raise RuntimeError(f"stacks {built} differ from environment_areas' {implied}")
     cdk.Aspects.of(scope).add(AwsSolutionsChecks(verbose=True))
     return stacks
 

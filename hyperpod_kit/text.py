@@ -62,6 +62,23 @@ def shown(text: str, limit: int = 60) -> str:
     return f"'{out if len(out) <= limit else out[: limit - 3] + '...'}'"
 
 
+# What `printable` escapes besides CONTROL less tab and line feed: the bidirectional overrides and
+# isolates (they reorder what a terminal shows: "Trojan Source", CVE-2021-42574) and lone
+# surrogates (a JSON log line may hold one; printing it raises UnicodeEncodeError).
+_UNPRINTABLE = re.compile(
+    "[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029"
+    "\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def printable(text: str) -> str:
+    """`text` as it may reach a terminal: line feeds and tabs kept, every other control
+    character, escape sequence introducer, bidirectional control or lone surrogate written
+    visibly as its escape (`\\x1b`, `\\r`, `\\u202e`), so text read from AWS (node logs,
+    failure messages) cannot move the cursor, recolour, retitle or rewrite what is shown."""
+    return _UNPRINTABLE.sub(lambda m: _escape(m.group()), text)
+
+
 def _escape(char: str) -> str:
     named = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}.get(char)
     return named or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")

@@ -1,9 +1,15 @@
 """`hyperpod-kit status FILE` and `hyperpod-kit logs FILE`: after a deploy, "is it up, and if not,
 why", and the nodes' logs, through the one AWS facade (`hyperpod_kit.config.aws`).
 
-status exit codes: 0 healthy; 1 in progress, degraded or failed (with the diagnosis when
-something failed); 2 bad input, no credentials, the account cannot be asked, or nothing of the
-environment is deployed (one line that says which). logs: 0, or 2 for the same reasons.
+status exit codes: 0 healthy (everything the file implies is deployed and well); 1 in progress,
+not deployed (something the file names is missing: a stack, the cluster, an instance group, the
+file system, Studio, the accounting database, monitoring), degraded or failed (with the diagnosis
+when something failed); 2 bad input, no credentials, the account cannot be asked, or nothing of
+the environment is deployed (one line that says which). logs: 0, or 2 for the same reasons.
+
+What either prints as text passes `text.printable`: what AWS holds (node logs, failure
+messages) reaches the terminal with its control characters and escape sequences written
+visibly, never executed (`logs --save` keeps the events as they are).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import re
 import sys
 import time
@@ -19,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from hyperpod_kit.config import LoadedEnvironment
 from hyperpod_kit.outputs import LOGS, FolderOutput, write_error
+from hyperpod_kit.text import printable
 
 if TYPE_CHECKING:  # boto3 is imported when status or logs runs, not for every command's parser
     from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
@@ -29,6 +37,9 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 WATCH_LIMIT_S = 2 * 3600  # --watch gives up after this long, even if something is still moving
 FOLLOW_EVERY_S = 5.0
 _SINCE = re.compile(r"^(\d+)([smhd])$")
+# --since goes back at most this far: CloudWatch Logs keeps events at most 10 years (its longest
+# retention, 3653 days), so an older start finds nothing more.
+SINCE_LIMIT_DAYS = 3653
 
 
 STATUS_HELP = (
@@ -49,8 +60,24 @@ def add_status_arguments(st: argparse.ArgumentParser) -> None:
     st.add_argument("--watch", action="store_true",
                     help="refresh until nothing is in progress (at most 2 hours); with "
                     "--format json, one JSON document a line for each refresh")  # fmt: skip
-    st.add_argument("--interval", type=float, default=30.0, metavar="SECONDS",
-                    help="with --watch: seconds between refreshes (30)")  # fmt: skip
+    st.add_argument("--interval", type=interval_seconds, default=30.0, metavar="SECONDS",
+                    help="with --watch: seconds between refreshes, above 0 and at most "
+                    f"{WATCH_LIMIT_S} (30)")  # fmt: skip
+
+
+def interval_seconds(text: str) -> float:
+    """`--interval`: a finite number of seconds above 0, at most the watch's limit (nan, inf,
+    0 and negatives are refused when the command line is parsed, not in the middle of a watch)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and 0 < value <= WATCH_LIMIT_S):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a number of seconds above 0 and at most {WATCH_LIMIT_S}. Hint: "
+            "e.g. --interval 30"
+        )
+    return value
 
 
 def add_logs_arguments(lg: argparse.ArgumentParser) -> None:
@@ -75,9 +102,11 @@ Stacks are found by their hyperpod-kit:environment tag, the rest through the dis
 parameters /hyperpod-kit/<env>/<area>.
 
 exit codes:
-  0  healthy
-  1  in progress, degraded (an unhealthy node, a missing node, an alarm in ALARM, a partition
-     not ready, little free space) or failed (with the likely cause)
+  0  healthy: everything the file implies is there and well
+  1  in progress; not deployed (a stack, the cluster, an instance group, the file system,
+     Studio, the accounting database or monitoring the file names is missing: each named);
+     degraded (a group short of the file's count, an unhealthy node, an alarm in ALARM, a
+     partition not ready, little free space); or failed (with the likely cause)
   2  bad input: the file, no credentials, the account cannot be asked, or nothing deployed"""
 
 
@@ -126,9 +155,9 @@ def status(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.config.aws import AwsUnavailableError
     from hyperpod_kit.operations.status import NothingDeployedError, collect
 
-    if args.interval <= 0:
-        print(f"--interval: {args.interval:g} is not a positive number of seconds. Hint: "
-              "e.g. --interval 30.", file=sys.stderr)  # fmt: skip
+    if not (math.isfinite(args.interval) and 0 < args.interval <= WATCH_LIMIT_S):
+        print(f"--interval: {args.interval!r} is not a number of seconds above 0 and at most "
+              f"{WATCH_LIMIT_S}. Hint: e.g. --interval 30.", file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     aws = _facade(loaded)
     if aws is None:
@@ -145,7 +174,7 @@ def status(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
             indent = None if args.watch else 2
             print(json.dumps(result.as_json(), indent=indent, default=str), flush=True)
         else:
-            sys.stdout.write(render(result))
+            sys.stdout.write(printable(render(result)))
             sys.stdout.flush()
         if not args.watch or result.stable or time.monotonic() >= deadline:
             return result.exit_code
@@ -161,6 +190,9 @@ def render(s: Status) -> str:
         for e in stack.events:
             why = f": {e.reason}" if e.reason else ""
             out.append(f"    {e.time} {e.resource} ({e.type}) {e.status}{why}")
+    for missing in s.missing:
+        if missing.startswith("stack "):
+            out.append(f"  {missing.removeprefix('stack '):<32} not deployed")
     if s.cluster is not None:
         out += _render_cluster(s.cluster)
     fs = s.file_system
@@ -178,6 +210,9 @@ def render(s: Status) -> str:
         out.append(f"  partitions ready: {', '.join(st.partitions_ready) or 'none'}")
         for name, why in st.partitions_waiting.items():
             out.append(f"  partition {name}: {why}")
+    db = s.accounting
+    if db is not None:
+        out.append(f"accounting database {db.identifier}: {db.status}")
     out.append("alarms in ALARM: " + (", ".join(a.name for a in s.alarms) or "none"))
     if s.problems:
         out.append("problems:")
@@ -214,8 +249,15 @@ def since_ms(text: str | None, now: datetime.datetime | None = None) -> int | No
         return None
     now = now or datetime.datetime.now(datetime.UTC)
     m = _SINCE.match(text.strip())
+    oldest = now - datetime.timedelta(days=SINCE_LIMIT_DAYS)
+    too_old = (f"goes back further than CloudWatch Logs keeps events ({SINCE_LIMIT_DAYS} days, "
+               "10 years)")  # fmt: skip
     if m:
+        if len(m[1].lstrip("0")) > 12:  # more than 3653 days in any unit; int() has a limit
+            raise ValueError(too_old)
         seconds = int(m[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[m[2]]
+        if seconds > SINCE_LIMIT_DAYS * 86400:
+            raise ValueError(too_old)
         return int((now - datetime.timedelta(seconds=seconds)).timestamp() * 1000)
     try:
         when = datetime.datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
@@ -223,6 +265,8 @@ def since_ms(text: str | None, now: datetime.datetime | None = None) -> int | No
         raise ValueError("is neither an age (30m, 2h, 1d) nor an ISO time") from None
     if when.tzinfo is None:
         when = when.replace(tzinfo=datetime.UTC)
+    if when < oldest:
+        raise ValueError(too_old)
     return int(when.timestamp() * 1000)
 
 
@@ -232,7 +276,8 @@ def logs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     try:
         start = since_ms(args.since)
     except ValueError as e:
-        print(f"--since: {args.since!r} {e}. Hint: e.g. --since 2h.", file=sys.stderr)
+        print(f"--since: {args.since!r} {e}. Hint: an age up to {SINCE_LIMIT_DAYS}d or an ISO "
+              "time since then, e.g. --since 2h.", file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     try:
         grep = re.compile(args.grep) if args.grep is not None else None
@@ -297,15 +342,16 @@ def _print(
             for stream in names:
                 rows = [e for e in events if e.stream == stream]
                 if rows:
-                    print(f"==> {stream} <==")
+                    print(printable(f"==> {stream} <=="))
                     for e in rows:
-                        print(f"{_stamp(e.timestamp_ms)} {e.message}")
+                        print(printable(f"{_stamp(e.timestamp_ms)} {e.message}"))
             return EXIT_OK
         for e in events:  # interleaved by time, each event once
             key = (e.stream, e.timestamp_ms, e.message)
             if key not in shown:
                 shown.add(key)
-                print(f"{_stamp(e.timestamp_ms)} [{e.stream}] {e.message}", flush=True)
+                print(printable(f"{_stamp(e.timestamp_ms)} [{e.stream}] {e.message}"),
+                      flush=True)  # fmt: skip
         if events:
             since = max(e.timestamp_ms for e in events)
         time.sleep(FOLLOW_EVERY_S)

@@ -332,3 +332,58 @@ def prometheus_endpoint(region: str, workspace_id: str) -> str:
 def remote_write_url(endpoint: str) -> str:
     """The remote-write URL under a Prometheus endpoint."""
     return endpoint.rstrip("/") + "/api/v1/remote_write"
+
+
+# --- what an environment deploys (app.py builds it; `status` compares AWS with it) -------------
+
+
+def environment_areas(config: EnvironmentConfig) -> list[str]:
+    """The areas of the environment's stacks (`naming.stack_name(name, area)`), in the order
+    `app.build_environment` adds them; it checks its stacks against this list, so `status` can
+    know them from the file alone, without a synth."""
+    areas = ["network", "storage"]
+    areas += ["observability"] if observability_stack(config) else []
+    areas += ["accounting"] if slurm_accounting(config) else []
+    areas += ["eks"] if config.orchestrator == "eks" else []
+    areas += ["trainer"] if config.trainer.build_image else []
+    areas += ["cluster"]
+    areas += ["eks-addons"] if config.orchestrator == "eks" else []
+    areas += ["studio"] if config.studio.enabled else []
+    areas += ["monitoring"] if config.monitoring.enabled else []
+    return areas
+
+
+@dataclass(frozen=True)
+class ExpectedDeployment:
+    """What a deployed environment has, as its file says: the stacks' areas (deploy order), the
+    cluster and each instance group with its target count, the file system (an existing one's
+    id, or None for the storage stack's own), Studio with the people whose partition it waits
+    for ("_shared" for one shared partition), the Slurm accounting database, monitoring."""
+
+    areas: tuple[str, ...]
+    cluster_name: str
+    groups: tuple[tuple[str, int], ...]
+    existing_file_system_id: str | None
+    studio_partitions: tuple[str, ...] | None  # None: no Studio
+    accounting: bool
+    monitoring: bool
+
+
+def expected_deployment(config: EnvironmentConfig) -> ExpectedDeployment:
+    existing = config.storage.lustre.existing
+    partitions: tuple[str, ...] | None = None
+    if config.studio.enabled:
+        partitions = (
+            tuple(u.name for u in config.studio.selected(config.users))
+            if config.studio.partitions == "per_user"
+            else ("_shared",)
+        )
+    return ExpectedDeployment(
+        areas=tuple(environment_areas(config)),
+        cluster_name=config.cluster_name,
+        groups=tuple((g.name, g.instance_count) for g in config.cluster.instance_groups),
+        existing_file_system_id=existing.file_system_id if existing is not None else None,
+        studio_partitions=partitions,
+        accounting=slurm_accounting(config),
+        monitoring=config.monitoring.enabled,
+    )

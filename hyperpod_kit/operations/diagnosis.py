@@ -197,12 +197,29 @@ def render_markdown() -> str:
         "(CloudWatch `FreeDataStorageCapacity`; below 10% is *degraded*);",
         "- the Studio domain and each Studio person's partition report under "
         "`/hyperpod-kit/<name>/partitions/` (the partitions gate waits for these);",
+        "- the Slurm accounting database (RDS `DescribeDBClusters` of "
+        "`<name>-slurm-accounting`), when the file has one;",
         "- the alarms named `<name>-…` in ALARM.",
+        "",
+        "It judges what it found against what the environment file implies, from the validated "
+        "file alone (no synth): every stack of the environment, the cluster, every instance "
+        "group at the file's `instance_count`, the file system, Studio and its partitions, the "
+        "accounting database, monitoring. Whatever the file names and AWS does not have is "
+        "*not deployed*, each by name (`not deployed: stack <name>-storage`, `not deployed: "
+        "instance group login of cluster …`), and `status` exits 1; a group short of the file's "
+        "count (or whose target differs from it) is *degraded*. The state shown is the most "
+        "urgent: failed, then in progress, then not deployed, then degraded; healthy (exit 0) "
+        "only when nothing is missing and nothing is wrong. Nothing of the environment at all "
+        "is exit 2 (one line).",
         "",
         "`hyperpod-kit logs FILE` prints the nodes' streams of that log group (HyperPod's "
         "`LifecycleConfig/<group>/<instance-id>`, the shipped `hyperpod-kit/lifecycle/…` and "
         "`hyperpod-kit/health/…`), the failing node first; `--node`, `--group`, `--since 2h`, "
-        "`--grep REGEX`, `--follow`; `--save DIR` exports one file per stream.",
+        "`--grep REGEX`, `--follow`; `--save DIR` exports one file per stream. What `logs` and "
+        "`status` print passes through one filter: a node's control characters and terminal "
+        "escape sequences (and bidirectional controls) are written visibly, `\\x1b`, `\\r`, "
+        "`\\u202e`, never executed by the terminal; tab and line feed are kept. `--save` keeps "
+        "the events as they are.",
         "",
         f"Table dated {data['date']}. A signature marked *{UNCHECKED}* matches on the error "
         "code or on a paraphrase: no public source quoting the message was found. Each has an "

@@ -1,5 +1,11 @@
 """`status`: what an environment has deployed and whether it is healthy, as data.
 
+Judged against what the environment file implies (`config.derived.expected_deployment`, from
+the validated config alone: no synth): every stack of the environment, the cluster, every
+instance group at the file's count, the file system, Studio and its partitions, the Slurm
+accounting database, monitoring. What the file names and AWS lacks is "not deployed" with its
+name; never healthy.
+
 Found from CloudFormation (every stack tagged with the environment's name) and the discovery
 parameters the stacks publish (`/hyperpod-kit/<env>/<area>`), never from guesses: the cluster,
 its instance groups and nodes (SageMaker), node health (the health runner's newest verdicts in
@@ -18,13 +24,24 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
+from hyperpod_kit.config.derived import ExpectedDeployment, expected_deployment
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.naming import HEALTH_LABEL, eks_cluster_name, parameter_name
+from hyperpod_kit.naming import (
+    HEALTH_LABEL,
+    accounting_cluster_identifier,
+    eks_cluster_name,
+    parameter_name,
+    stack_name,
+    studio_domain_name,
+)
 from hyperpod_kit.operations import logs
 from hyperpod_kit.operations.diagnosis import Diagnosis, Evidence, diagnose
 from hyperpod_kit.operations.discovery import Deployed, discover
 
 HEALTHY, IN_PROGRESS, DEGRADED, FAILED = "healthy", "in progress", "degraded", "failed"
+# Something the file names that AWS does not have (a stack, the cluster, an instance group, the
+# file system, Studio, the accounting database, monitoring): the deploy is not finished.
+NOT_DEPLOYED = "not deployed"
 EVENTS_SHOWN = 10
 CLUSTER_BUSY = {"Creating", "Updating", "SystemUpdating", "Deleting", "RollingBack"}
 NODE_BUSY = {"Pending", "SystemUpdating", "DeepHealthCheckInProgress", "ShuttingDown"}
@@ -32,6 +49,18 @@ IMAGE_STALE = {"SecurityUpdateRequired", "EndOfLife"}
 FSX_BAD = {"FAILED", "MISCONFIGURED", "MISCONFIGURED_UNAVAILABLE"}
 FSX_BUSY = {"CREATING", "UPDATING", "DELETING"}
 FREE_SPACE_LOW = 0.10  # a file system with less free space than this share is degraded
+# Aurora's DB cluster states (RDS DescribeDBClusters `Status`): the accounting database is
+# healthy only when available; these are on their way, these failed; any other (stopped) degraded.
+DB_BUSY = {
+    "creating", "modifying", "backing-up", "upgrading", "maintenance", "renaming", "starting",
+    "rebooting", "resetting-master-credentials", "migrating", "preparing-data-migration",
+    "promoting", "stopping", "deleting", "storage-optimization", "configuring-iam-database-auth",
+}  # fmt: skip
+DB_FAILED = {
+    "failed", "inaccessible-encryption-credentials",
+    "inaccessible-encryption-credentials-recoverable", "incompatible-network",
+    "incompatible-parameters", "incompatible-restore", "migration-failed",
+}  # fmt: skip
 # HyperPod's EKS label values that ask for a repair (facts-hyperpod.md §4)
 LABEL_UNHEALTHY = {"UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
 
@@ -116,6 +145,13 @@ class StudioState:
 
 
 @dataclass(frozen=True)
+class AccountingState:
+    identifier: str
+    status: str
+    endpoint: str
+
+
+@dataclass(frozen=True)
 class AlarmState:
     name: str
     reason: str
@@ -129,7 +165,10 @@ class Status:
     cluster: ClusterState | None = None
     file_system: FileSystemState | None = None
     studio: StudioState | None = None
+    accounting: AccountingState | None = None
     alarms: list[AlarmState] = field(default_factory=list)
+    expected: ExpectedDeployment | None = None  # what the file implies
+    missing: list[str] = field(default_factory=list)  # of that, what AWS does not have
     problems: list[str] = field(default_factory=list)
     diagnoses: list[Diagnosis] = field(default_factory=list)
     state: str = HEALTHY
@@ -160,21 +199,25 @@ def collect(config: EnvironmentConfig, aws: AwsFacade, *, read_logs: bool = True
     deployed = discover(config.name, aws)
     if deployed.nothing:
         raise NothingDeployedError(config.name)
-    status = Status(config.name, config.region)
+    expected = expected_deployment(config)
+    status = Status(config.name, config.region, expected=expected)
     status.stacks = [_stack(aws, s) for s in deployed.stacks]
     status.stacks += [_stack(aws, s) for s in deployed.nested if _unsettled(s["StackStatus"])]
     status.cluster = _cluster(aws, deployed, read_logs=read_logs)
     if status.cluster is not None and config.orchestrator == "eks":
         status.cluster = _with_eks_labels(aws, status.cluster, deployed, config)
-    status.file_system = _file_system(aws, deployed)
-    status.studio = _studio(aws, deployed, config)
+    status.file_system = _file_system(aws, deployed, expected.existing_file_system_id)
+    status.studio = _studio(aws, deployed, config, expected.studio_partitions or ())
+    if expected.accounting:
+        status.accounting = _accounting(aws, config)
     status.alarms = [
         AlarmState(a["AlarmName"], a.get("StateReason", ""))
         for a in aws.pages("cloudwatch", "describe_alarms", "MetricAlarms",
                            AlarmNamePrefix=f"{config.name}-", StateValue="ALARM")
     ]  # fmt: skip
+    status.missing = _missing(status, deployed, expected)
     _judge(status)
-    if status.state in (FAILED, DEGRADED):
+    if status.state in (FAILED, DEGRADED, NOT_DEPLOYED):  # what is there may still be failing
         status.diagnoses = diagnose(_evidence(aws, status, read_logs=read_logs))
     return status
 
@@ -294,8 +337,11 @@ def combine(verdict: logs.Health, label: str | None) -> logs.Health:
     return verdict
 
 
-def _file_system(aws: AwsFacade, deployed: Deployed) -> FileSystemState | None:
-    fs_id = deployed.handle("storage", "file_system_id")
+def _file_system(
+    aws: AwsFacade, deployed: Deployed, existing: str | None
+) -> FileSystemState | None:
+    """The storage stack's file system (its handle), else an existing one the file names."""
+    fs_id = deployed.handle("storage", "file_system_id") or existing
     if not fs_id:
         return None
     fsx = aws.client("fsx")
@@ -332,7 +378,9 @@ def _free_gib(aws: AwsFacade, fs_id: str) -> float | None:
     return round(float(points[-1]["Sum"]) / 2**30, 1) if points else None
 
 
-def _studio(aws: AwsFacade, deployed: Deployed, config: EnvironmentConfig) -> StudioState | None:
+def _studio(
+    aws: AwsFacade, deployed: Deployed, config: EnvironmentConfig, wanted: tuple[str, ...]
+) -> StudioState | None:
     domain_id = deployed.handle("studio", "domain_id")
     if not domain_id:
         return None
@@ -349,11 +397,6 @@ def _studio(aws: AwsFacade, deployed: Deployed, config: EnvironmentConfig) -> St
         except ValueError:
             value = {}
         reports[p["Name"].rsplit("/", 1)[-1]] = value if isinstance(value, dict) else {}
-    wanted = (
-        [u.name for u in config.studio.selected(config.users)]
-        if config.studio.partitions == "per_user"
-        else ["_shared"]
-    )
     ready, waiting = [], {}
     for name in wanted:
         report = reports.get(name)
@@ -364,6 +407,55 @@ def _studio(aws: AwsFacade, deployed: Deployed, config: EnvironmentConfig) -> St
         else:
             waiting[name] = f"reported not ready: {json.dumps(report, sort_keys=True)}"
     return StudioState(domain_id, status, failure, ready, waiting)
+
+
+def _accounting(aws: AwsFacade, config: EnvironmentConfig) -> AccountingState | None:
+    """The Slurm accounting database (its Aurora cluster, by the identifier the accounting stack
+    gives it), or None when RDS has none."""
+    identifier = accounting_cluster_identifier(config.name)
+    rds = aws.client("rds")
+    found = aws.call(
+        "rds:DescribeDBClusters", rds.describe_db_clusters, DBClusterIdentifier=identifier,
+        missing=("DBClusterNotFoundFault",),
+    )  # fmt: skip
+    rows = (found or {}).get("DBClusters", [])
+    if not rows:
+        return None
+    return AccountingState(identifier, str(rows[0].get("Status", "")),
+                           str(rows[0].get("Endpoint", "")))  # fmt: skip
+
+
+def _missing(status: Status, deployed: Deployed, expected: ExpectedDeployment) -> list[str]:
+    """What the file implies and AWS does not have, each with its name."""
+    env = status.environment
+    found = {s["StackName"] for s in deployed.stacks}
+    missing = [
+        f"stack {stack_name(env, area)}"
+        for area in expected.areas
+        if stack_name(env, area) not in found
+    ]
+    c = status.cluster
+    if c is None:
+        missing.append(f"cluster {expected.cluster_name} (no {parameter_name(env, 'cluster')})")
+    elif c.name != expected.cluster_name:
+        missing.append(f"cluster {expected.cluster_name} (the cluster stack has {c.name})")
+    elif c.status != "NotFound":  # a cluster that is gone is failed, not short of groups
+        groups = {g.name for g in c.groups}
+        missing += [
+            f"instance group {name} of cluster {c.name} ({count} nodes in the file)"
+            for name, count in expected.groups
+            if name not in groups
+        ]
+    if status.file_system is None:
+        missing.append(f"file system (no file_system_id in {parameter_name(env, 'storage')})")
+    if expected.studio_partitions is not None and status.studio is None:
+        missing.append(f"Studio domain {studio_domain_name(env)} and its partitions "
+                       f"(no {parameter_name(env, 'studio')})")  # fmt: skip
+    if expected.accounting and status.accounting is None:
+        missing.append(f"accounting database {accounting_cluster_identifier(env)}")
+    if expected.monitoring and "monitoring" not in deployed.handles:
+        missing.append(f"monitoring (no {parameter_name(env, 'monitoring')})")
+    return missing
 
 
 @dataclass
@@ -381,7 +473,8 @@ def _judge(status: Status) -> None:
         elif "FAILED" in s.status or "ROLLBACK" in s.status:
             v.failed.append(f"stack {s.name}: {s.status}")
     if status.cluster is not None:
-        _judge_cluster(status.cluster, v)
+        wanted = dict(status.expected.groups) if status.expected is not None else {}
+        _judge_cluster(status.cluster, wanted, v)
     if status.file_system is not None:
         _judge_file_system(status.file_system, v)
     st = status.studio
@@ -391,21 +484,44 @@ def _judge(status: Status) -> None:
         elif st.status in ("Pending", "Updating", "Deleting"):
             v.busy.append(f"Studio domain {st.domain_id}: {st.status}")
         v.degraded += [f"partition of {name}: {why}" for name, why in st.partitions_waiting.items()]
+    db = status.accounting
+    if db is not None:
+        what = f"accounting database {db.identifier}: {db.status}"
+        if db.status in DB_FAILED:
+            v.failed.append(what)
+        elif db.status in DB_BUSY:
+            v.busy.append(what)
+        elif db.status != "available":
+            v.degraded.append(what)
     v.degraded += [f"alarm {a.name}" for a in status.alarms]
-    status.problems = v.failed + v.busy + v.degraded
+    missing = [f"not deployed: {m}" for m in status.missing]
+    status.problems = v.failed + v.busy + missing + v.degraded
     status.state = (
-        FAILED if v.failed else IN_PROGRESS if v.busy else DEGRADED if v.degraded else HEALTHY
-    )
+        FAILED if v.failed
+        else IN_PROGRESS if v.busy
+        else NOT_DEPLOYED if missing
+        else DEGRADED if v.degraded
+        else HEALTHY
+    )  # fmt: skip
 
 
-def _judge_cluster(c: ClusterState, v: _Verdicts) -> None:
+def _judge_cluster(c: ClusterState, wanted: dict[str, int], v: _Verdicts) -> None:
+    """The cluster's and its nodes' states; each group at the file's count (`wanted`; a group
+    the file does not name, at its own target)."""
     if c.status in ("Failed", "NotFound"):
         v.failed.append(f"cluster {c.name}: {c.status}")
     elif c.status in CLUSTER_BUSY:
         v.busy.append(f"cluster {c.name}: {c.status}")
     for g in c.groups:
-        if g.current < g.target and c.status not in CLUSTER_BUSY:
-            v.degraded.append(f"group {g.name}: {g.current} of {g.target} nodes")
+        if c.status in CLUSTER_BUSY:
+            break  # counts move while the cluster is busy
+        want = wanted.get(g.name)
+        need = g.target if want is None else max(want, g.target)
+        if g.current < need:
+            v.degraded.append(f"group {g.name}: {g.current} of {need} nodes")
+        if want is not None and g.target != want:
+            v.degraded.append(f"group {g.name}: target {g.target} nodes in AWS, {want} in the "
+                              "file (deploy the file)")  # fmt: skip
     for n in c.nodes:
         node = f"node {n.instance_id} ({n.group})"
         if n.status in ("Failure", "NotFound"):

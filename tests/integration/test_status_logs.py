@@ -1,8 +1,10 @@
 """`status` and `logs` as the real command in a fresh process, against a real moto server on
-loopback (AWS_ENDPOINT_URL) for what moto models: nothing deployed, stack states and events, a
-healthy cluster (moto's clusters are InService with Running nodes), the nodes' log streams.
-What moto cannot produce (a failed creation, a degraded node, image versions, the DRA's state)
-is tested in-process with botocore's Stubber: tests/unit/test_status.py."""
+loopback (AWS_ENDPOINT_URL) for what moto models: nothing deployed, partial deploys (each stack
+alone, a cluster without a group the file names), stack states and events, a healthy cluster
+(moto's clusters are InService with Running nodes), the nodes' log streams. What moto cannot
+produce (a failed creation, a degraded node, image versions, the DRA's state, a group short of
+nodes, a whole environment healthy: moto's FSx has no lifecycle and no associations) is tested
+in-process with botocore's Stubber: tests/unit/test_status.py."""
 
 from __future__ import annotations
 
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.derived import environment_areas
 from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
 from hyperpod_kit.outputs import LOGS, MARKER, read_marker
 from tests.conftest import REPO, run_cli
@@ -55,8 +59,13 @@ def deploy_stacks(moto: MotoServer, *areas: str, environment: str = ENV) -> None
                          Tags=[{"Key": ENVIRONMENT_TAG, "Value": environment}])  # fmt: skip
 
 
-def deploy_cluster(moto: MotoServer) -> tuple[str, list[str]]:
-    """A cluster as the cluster stack leaves it: the cluster, and its discovery parameter."""
+GROUPS = (("controller", "ml.m5.xlarge", 1), ("login", "ml.m5.xlarge", 1),
+          ("compute", "ml.g5.8xlarge", 2))  # environments/default.yaml's  # fmt: skip
+
+
+def deploy_cluster(moto: MotoServer, *, without: str | None = None) -> tuple[str, list[str]]:
+    """A cluster as the cluster stack leaves it: the cluster with the file's groups (but
+    `without`), and its discovery parameter."""
     deploy_stacks(moto, "network", "cluster")
     sm = moto.client("sagemaker")
     group = {"LifeCycleConfig": {"SourceS3Uri": "s3://sagemaker-hyperpod-dev/lifecycle",
@@ -64,10 +73,8 @@ def deploy_cluster(moto: MotoServer) -> tuple[str, list[str]]:
              "ExecutionRole": "arn:aws:iam::123456789012:role/exec",
              "ThreadsPerCore": 1}  # fmt: skip
     arn = sm.create_cluster(ClusterName=ENV, InstanceGroups=[
-        {"InstanceGroupName": "controller", "InstanceType": "ml.m5.xlarge", "InstanceCount": 1,
-         **group},
-        {"InstanceGroupName": "compute", "InstanceType": "ml.g5.8xlarge", "InstanceCount": 2,
-         **group},
+        {"InstanceGroupName": name, "InstanceType": kind, "InstanceCount": count, **group}
+        for name, kind, count in GROUPS if name != without
     ])["ClusterArn"]  # fmt: skip
     cluster_id = arn.rsplit("/", 1)[-1]
     moto.client("ssm").put_parameter(
@@ -163,25 +170,69 @@ def test_bad_flags(moto: MotoServer, tmp_path: Path) -> None:
                    "--since: 'yesterday'")  # fmt: skip
     one_line_error(hpk(moto, "logs", str(DEFAULT), "-q", "--grep", "(", cwd=tmp_path),
                    "--grep: '('")  # fmt: skip
-    one_line_error(hpk(moto, "status", str(DEFAULT), "-q", "--interval", "0", cwd=tmp_path),
-                   "--interval: 0")  # fmt: skip
+    # an age beyond what CloudWatch keeps was an OverflowError traceback: one line, the bound
+    too_old = hpk(moto, "logs", str(DEFAULT), "-q", "--since", "99999999d", cwd=tmp_path)
+    one_line_error(too_old, "--since: '99999999d' goes back further than CloudWatch Logs keeps "
+                   "events (3653 days, 10 years). Hint: an age up to 3653d")  # fmt: skip
+
+
+def test_a_bad_interval_is_refused_when_parsed(tmp_path: Path) -> None:
+    """nan was a ValueError in the middle of a watch: refused by the parser, before the file is
+    read or AWS asked (no credentials needed to see it). Every kind: tests/unit/test_status.py."""
+    done = run_cli("status", str(DEFAULT), "--watch", "--interval", "nan", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert "Traceback" not in done.stderr
+    assert ("error: argument --interval: 'nan' is not a number of seconds above 0 and at most "
+            "7200") in done.stderr  # fmt: skip
 
 
 # --- status --------------------------------------------------------------------------------------
 
 
-def test_stacks_only(moto: MotoServer, tmp_path: Path) -> None:
-    """Stacks deployed, no cluster yet: their states, found by the environment tag."""
-    deploy_stacks(moto, "network", "storage")
+AREAS = environment_areas(load_environment(DEFAULT).config)
+NOT_PUBLISHED = [  # what the stacks' handles would name, absent in these tests
+    f"cluster {ENV} (no /hyperpod-kit/{ENV}/cluster)",
+    f"file system (no file_system_id in /hyperpod-kit/{ENV}/storage)",
+    f"monitoring (no /hyperpod-kit/{ENV}/monitoring)",
+]
+
+
+@pytest.mark.parametrize("area", AREAS)
+def test_each_stack_alone_is_not_deployed(moto: MotoServer, area: str, tmp_path: Path) -> None:
+    """One stack of the environment deployed (its state found by the environment tag): the
+    others, the cluster, the file system and monitoring are named as not deployed, exit 1
+    (it was HEALTHY and exit 0, which the pipelines took as the go-ahead)."""
+    deploy_stacks(moto, area)
     done = hpk(moto, "status", str(DEFAULT), "-q", "--format", "json", cwd=tmp_path)
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
     data = json.loads(done.stdout)
     assert [(s["name"], s["status"]) for s in data["stacks"]] == [
-        (f"{ENV}-network", "CREATE_COMPLETE"), (f"{ENV}-storage", "CREATE_COMPLETE")]  # fmt: skip
-    assert data["cluster"] is None and data["state"] == "healthy"
+        (f"{ENV}-{area}", "CREATE_COMPLETE")]  # fmt: skip
+    assert data["cluster"] is None and data["state"] == "not deployed"
+    assert data["missing"] == [f"stack {ENV}-{a}" for a in AREAS if a != area] + NOT_PUBLISHED
+    assert data["expected"]["areas"] == AREAS
+    if area == "network":  # the text says the same
+        text = hpk(moto, "status", str(DEFAULT), "-q", cwd=tmp_path)
+        assert text.returncode == 1
+        assert text.stdout.startswith(f"environment {ENV} (us-west-2): NOT DEPLOYED\n")
+        for a in AREAS[1:]:
+            assert f"  {f'{ENV}-{a}':<32} not deployed\n" in text.stdout
+            assert f"  not deployed: stack {ENV}-{a}\n" in text.stdout
 
 
-def test_healthy_cluster(moto: MotoServer, tmp_path: Path) -> None:
+def test_a_cluster_without_a_group_of_the_file(moto: MotoServer, tmp_path: Path) -> None:
+    deploy_cluster(moto, without="login")
+    done = hpk(moto, "status", str(DEFAULT), "-q", "--format", "json", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr
+    data = json.loads(done.stdout)
+    assert data["state"] == "not deployed"
+    assert f"instance group login of cluster {ENV} (1 nodes in the file)" in data["missing"]
+    assert [g["name"] for g in data["cluster"]["groups"]] == ["controller", "compute"]
+
+
+def test_a_healthy_cluster_alone(moto: MotoServer, tmp_path: Path) -> None:
+    """The cluster healthy, every group at the file's count; the rest of the environment is
+    not there: not deployed, each part named."""
     group, nodes = deploy_cluster(moto)
     now = int(time.time() * 1000)
     for node in nodes:
@@ -189,8 +240,8 @@ def test_healthy_cluster(moto: MotoServer, tmp_path: Path) -> None:
              [verdict(node, "ok", check="efa"), verdict(node, "ok", check="fsx")],
              at_ms=now)  # fmt: skip
     done = hpk(moto, "status", str(DEFAULT), "-q", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.startswith(f"environment {ENV} (us-west-2): HEALTHY")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stdout.startswith(f"environment {ENV} (us-west-2): NOT DEPLOYED")
     assert f"cluster {ENV}: InService" in done.stdout
     assert "group compute          ml.g5.8xlarge      2/2 nodes" in done.stdout
     for node in nodes:
@@ -204,21 +255,26 @@ def test_healthy_cluster(moto: MotoServer, tmp_path: Path) -> None:
     assert {n: (h["value"], h["source"], h["time"]) for n, h in health.items()} == dict.fromkeys(
         nodes, ("healthy", "log-group verdict", "2026-11-25T01:00:00Z"))  # fmt: skip
     assert data["diagnoses"] == []
+    assert data["missing"] == [f"stack {ENV}-{a}" for a in AREAS if a not in ("network",
+                               "cluster")] + NOT_PUBLISHED[1:]  # fmt: skip
+    assert not [p for p in data["problems"] if not p.startswith("not deployed: ")]
 
 
 def test_a_node_without_verdicts_is_unknown(moto: MotoServer, tmp_path: Path) -> None:
     """No verdict in the log group (the runner has not shipped one yet): unknown, not unhealthy."""
     deploy_cluster(moto)
     done = hpk(moto, "status", str(DEFAULT), "-q", "--format", "json", cwd=tmp_path)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # the rest is not deployed
     data = json.loads(done.stdout)
     assert {(n["health"]["value"], n["health"]["source"], n["health"]["time"])
             for n in data["cluster"]["nodes"]} == {("unknown", "unknown", None)}  # fmt: skip
     assert [(g["name"], g["target"], g["current"]) for g in data["cluster"]["groups"]] == [
-        ("controller", 1, 1), ("compute", 2, 2)]  # fmt: skip
+        ("controller", 1, 1), ("login", 1, 1), ("compute", 2, 2)]  # fmt: skip
 
 
-def test_unhealthy_node_and_an_alarm_are_degraded(moto: MotoServer, tmp_path: Path) -> None:
+def test_unhealthy_node_and_an_alarm_are_problems_and_diagnosed(
+    moto: MotoServer, tmp_path: Path
+) -> None:
     group, nodes = deploy_cluster(moto)
     now = int(time.time() * 1000)
     ship(moto, group, f"hyperpod-kit/health/{nodes[-1]}",
@@ -234,7 +290,9 @@ def test_unhealthy_node_and_an_alarm_are_degraded(moto: MotoServer, tmp_path: Pa
     )
     done = hpk(moto, "status", str(DEFAULT), "-q", cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "DEGRADED" in done.stdout.splitlines()[0]
+    # the rest of the environment is missing: that comes first; the node and the alarm are
+    # still problems, and the node is still diagnosed
+    assert "NOT DEPLOYED" in done.stdout.splitlines()[0]
     assert f"node {nodes[-1]} (compute): unhealthy: efa: 3 of 4 EFA devices" in done.stdout
     (line,) = [x for x in done.stdout.splitlines() if x.startswith(f"  node {nodes[-1]} compute ")]
     assert line.endswith("health unhealthy (log-group verdict, 2026-11-25T01:00Z): efa: 3 of 4 "
@@ -247,13 +305,13 @@ def test_unhealthy_node_and_an_alarm_are_degraded(moto: MotoServer, tmp_path: Pa
             "efa: 3 of 4 EFA devices") in done.stdout  # fmt: skip
     data = json.loads(hpk(moto, "status", str(DEFAULT), "-q", "--format", "json",
                           cwd=tmp_path).stdout)  # fmt: skip
-    assert data["state"] == "degraded"
+    assert data["state"] == "not deployed"
     health = {n["instance_id"]: n["health"] for n in data["cluster"]["nodes"]}
     assert health[nodes[-1]] | {"stream": None} == {
         "value": "unhealthy", "source": "log-group verdict", "time": "2026-11-25T01:00Z",
         "reason": "efa: 3 of 4 EFA devices", "stream": None,
         "failed": ["efa: 3 of 4 EFA devices"]}  # fmt: skip
-    assert [h["value"] for n, h in health.items() if n != nodes[-1]] == ["unknown", "unknown"]
+    assert [h["value"] for n, h in health.items() if n != nodes[-1]] == ["unknown"] * 3
     (diagnosis,) = data["diagnoses"]
     assert (diagnosis["signature"], diagnosis["origin"]) == (
         "node-unhealthy", f"{nodes[-1]} (compute)")  # fmt: skip
@@ -270,8 +328,13 @@ def test_logs_of_the_nodes(moto: MotoServer, tmp_path: Path) -> None:
              [f"step: 10-base on {node}", "lifecycle complete"], at_ms=now)  # fmt: skip
         ship(moto, group, f"hyperpod-kit/health/{node}", [verdict(node, "ok")], at_ms=now + 10)
     ship(moto, group, "hyperpod-kit/lifecycle/" + nodes[0], ["old line"], at_ms=now - 3 * 3600_000)
+    # a node's output with terminal controls: a title, a clear screen, a carriage return
+    hostile = "\x1b]0;owned\x07\x1b[2J\rfake prompt\tkept"
+    ship(moto, group, "hyperpod-kit/lifecycle/" + nodes[1], [hostile], at_ms=now)
     done = hpk(moto, "logs", str(DEFAULT), "-q", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stdout and "\r" not in done.stdout and "\x07" not in done.stdout
+    assert " \\x1b]0;owned\\x07\\x1b[2J\\rfake prompt\tkept\n" in done.stdout
     for node in nodes:
         assert f"==> LifecycleConfig/{node.rsplit('-', 1)[0]}/{node} <==" in done.stdout
         assert f"step: 10-base on {node}" in done.stdout

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import http.server
 import json
+import sys
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import boto3
@@ -18,13 +21,14 @@ from botocore.stub import Stubber
 
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.aws import AwsFacade
-from hyperpod_kit.naming import ENVIRONMENT_TAG, LOG_STREAMS, parameter_name
+from hyperpod_kit.config.derived import environment_areas
+from hyperpod_kit.naming import ENVIRONMENT_TAG, LOG_STREAMS, parameter_name, stack_name
 from hyperpod_kit.operations import logs
 from hyperpod_kit.operations import status as status_module
 from hyperpod_kit.operations.diagnosis import Evidence, diagnose, render_markdown, signatures
 from hyperpod_kit.operations.discovery import PUBLISHED, Deployed
 from hyperpod_kit.operations.status import DEGRADED, FAILED, ClusterState, NodeState, collect
-from tests.conftest import REPO
+from tests.conftest import REPO, run_command
 
 T0 = datetime.datetime(2026, 11, 25, 1, 0, tzinfo=datetime.UTC)
 NODE = "i-0b66516c4a8bfcea4"
@@ -109,6 +113,35 @@ def verdict(node: str, status: str, check: str = "efa") -> str:
 
 CLUSTER = {"cluster_name": "hyperpod-dev", "cluster_id": "abc123def456",
            "cluster_arn": "arn:aws:sagemaker:us-west-2:1:cluster/abc123def456"}  # fmt: skip
+MONITORING = {"topic_arn": "arn:aws:sns:us-west-2:1:alerts", "dashboard_name": "d",
+              "metrics_namespace": "HyperPodKit/x"}  # fmt: skip
+
+
+def cluster_handle(config: Any) -> dict[str, str]:
+    return CLUSTER | {"cluster_name": config.cluster_name}
+
+
+def every_stack(stubs: Stubs, config: Any, *, leave_out: tuple[str, ...] = ()) -> None:
+    """DescribeStacks with every stack the file implies, complete (but those left out)."""
+    stubs.on("cloudformation", "describe_stacks", {"Stacks": [
+        stack(stack_name(config.name, a), "CREATE_COMPLETE", config.name)
+        for a in environment_areas(config) if a not in leave_out]})  # fmt: skip
+
+
+def described_cluster(
+    config: Any, *, counts: dict[str, tuple[int, int]] | None = None, status: str = "InService"
+) -> dict[str, Any]:
+    """DescribeCluster of the file's cluster: each group at the file's count, or at `counts`
+    (group -> (target, current); a group absent from `counts` when given is left out)."""
+    groups = [(g.name, g.primary_type, g.instance_count, g.instance_count)
+              for g in config.cluster.instance_groups]  # fmt: skip
+    if counts is not None:
+        groups = [(n, t, *counts[n]) for n, t, _, _ in groups if n in counts]
+    return {"ClusterArn": CLUSTER["cluster_arn"], "ClusterName": config.cluster_name,
+            "ClusterStatus": status, "InstanceGroups": [
+                {"InstanceGroupName": n, "InstanceType": t, "TargetCount": target,
+                 "CurrentCount": current, "Status": "InService"}
+                for n, t, target, current in groups]}  # fmt: skip
 
 
 def test_a_failed_creation_is_diagnosed_from_the_failing_nodes_log(stubs: Stubs) -> None:
@@ -179,17 +212,12 @@ def test_degraded_node_image_versions_file_system_and_partitions(
 ) -> None:
     config = load_environment(REPO / "environments" / "studio-slurm.yaml").config
     env = config.name
-    stubs.on("cloudformation", "describe_stacks", {"Stacks": [
-        stack(f"{env}-{a}", "CREATE_COMPLETE", env) for a in ("network", "storage", "cluster",
-                                                               "studio")]})  # fmt: skip
+    every_stack(stubs, config)
     fs_id = "fs-0123456789abcdef0"
-    parameters(stubs, env, {"storage": {"file_system_id": fs_id}, "cluster": CLUSTER,
-                            "studio": {"domain_id": "d-abcdef123456"}})  # fmt: skip
-    stubs.on("sagemaker", "describe_cluster", {
-        "ClusterArn": CLUSTER["cluster_arn"], "ClusterName": CLUSTER["cluster_name"],
-        "ClusterStatus": "InService", "InstanceGroups": [
-            {"InstanceGroupName": "compute", "InstanceType": "ml.g5.8xlarge", "TargetCount": 2,
-             "CurrentCount": 2, "Status": "InService"}]})  # fmt: skip
+    parameters(stubs, env, {"storage": {"file_system_id": fs_id}, "cluster": cluster_handle(config),
+                            "studio": {"domain_id": "d-abcdef123456"},
+                            "monitoring": MONITORING})  # fmt: skip
+    stubs.on("sagemaker", "describe_cluster", described_cluster(config))
     stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": [
         {"InstanceGroupName": "compute", "InstanceId": n, "InstanceType": "ml.g5.8xlarge",
          "LaunchTime": T0, "InstanceStatus": {"Status": "Running"}, "ImageVersionStatus": image}
@@ -246,6 +274,283 @@ def test_degraded_node_image_versions_file_system_and_partitions(
     if dra == "FAILED":
         assert "association /data: FAILED" in status.problems
         assert status.file_system.associations[0].failure == "Access denied to s3://b"
+
+
+# --- judged against the file: what it implies and AWS lacks is never healthy ----------------------
+
+PLATFORM = REPO / "environments" / "slurm-platform.yaml"  # accounting, observability, 4 groups
+FS_ID = "fs-0123456789abcdef0"
+
+
+@functools.cache
+def platform() -> Any:
+    return load_environment(PLATFORM).config
+
+
+def deployed_platform(
+    stubs: Stubs,
+    *,
+    leave_out: tuple[str, ...] = (),
+    handles_out: tuple[str, ...] = (),
+    counts: dict[str, tuple[int, int]] | None = None,
+    database: str | None = "available",
+    cluster_status: str = "InService",
+) -> Any:
+    """slurm-platform.yaml deployed as the stubs answer: every stack (but `leave_out`), every
+    handle (but `handles_out`), the cluster's groups at the file's counts (or `counts`), the
+    accounting database in state `database` (None: RDS has none). No node is listed, so no
+    node's log is read."""
+    config = platform()
+    every_stack(stubs, config, leave_out=leave_out)
+    handles = {"storage": {"file_system_id": FS_ID}, "cluster": cluster_handle(config),
+               "accounting": {"endpoint": "db.example", "port": "3306"},
+               "monitoring": MONITORING}  # fmt: skip
+    parameters(stubs, config.name, {k: v for k, v in handles.items() if k not in handles_out})
+    if "cluster" not in handles_out:
+        stubs.on("sagemaker", "describe_cluster",
+                 described_cluster(config, counts=counts, status=cluster_status))  # fmt: skip
+        stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": []})
+    if "storage" not in handles_out:
+        stubs.on("fsx", "describe_file_systems", {"FileSystems": [
+            {"FileSystemId": FS_ID, "FileSystemType": "LUSTRE", "Lifecycle": "AVAILABLE",
+             "StorageCapacity": 4800}]})  # fmt: skip
+        stubs.on("fsx", "describe_data_repository_associations", {"Associations": []})
+        stubs.on("cloudwatch", "get_metric_statistics",
+                 {"Datapoints": [{"Timestamp": T0, "Sum": 4000 * 2**30}]})  # fmt: skip
+    if database is None:
+        stubs.on("rds", "describe_db_clusters", "DBClusterNotFoundFault")
+    else:
+        stubs.on("rds", "describe_db_clusters", {"DBClusters": [
+            {"DBClusterIdentifier": f"{config.name}-slurm-accounting", "Status": database,
+             "Endpoint": "db.example"}]})  # fmt: skip
+    stubs.on("cloudwatch", "describe_alarms", {"MetricAlarms": []})
+    return config
+
+
+def test_everything_the_file_implies_deployed_is_healthy(stubs: Stubs) -> None:
+    config = deployed_platform(stubs)
+    status = collect(config, stubs.facade)
+    assert (status.state, status.exit_code, status.problems) == (status_module.HEALTHY, 0, [])
+    assert status.missing == [] and status.accounting is not None
+    data = json.loads(json.dumps(status.as_json(), default=str))
+    assert data["expected"]["areas"] == environment_areas(config)
+    assert data["expected"]["groups"] == [["controller", 1], ["login", 1], ["gpu", 4], ["spot", 2]]
+    assert data["accounting"]["status"] == "available"
+
+
+@pytest.mark.parametrize("area", environment_areas(platform()))
+def test_a_missing_stack_is_not_deployed(stubs: Stubs, area: str) -> None:
+    config = deployed_platform(stubs, leave_out=(area,))
+    status = collect(config, stubs.facade)
+    assert (status.state, status.exit_code) == (status_module.NOT_DEPLOYED, 1)
+    assert status.missing == [f"stack {config.name}-{area}"]
+    assert f"not deployed: stack {config.name}-{area}" in status.problems
+
+
+@pytest.mark.parametrize(
+    ("handle", "missing"),
+    [
+        ("cluster", "cluster hyperpod-slurm26 (no /hyperpod-kit/hyperpod-slurm26/cluster)"),
+        ("storage", "file system (no file_system_id in /hyperpod-kit/hyperpod-slurm26/storage)"),
+        ("monitoring", "monitoring (no /hyperpod-kit/hyperpod-slurm26/monitoring)"),
+    ],
+)
+def test_a_part_without_its_handle_is_not_deployed(stubs: Stubs, handle: str, missing: str) -> None:
+    config = deployed_platform(stubs, handles_out=(handle,))
+    status = collect(config, stubs.facade)
+    assert (status.state, status.missing) == (status_module.NOT_DEPLOYED, [missing])
+    if handle == "cluster":
+        assert status.cluster is None and json.loads(
+            json.dumps(status.as_json(), default=str))["state"] == "not deployed"  # fmt: skip
+
+
+def test_a_cluster_short_of_a_group_is_not_deployed(stubs: Stubs) -> None:
+    config = deployed_platform(stubs, counts={"controller": (1, 1), "gpu": (4, 4)})
+    status = collect(config, stubs.facade)
+    assert (status.state, status.exit_code) == (status_module.NOT_DEPLOYED, 1)
+    assert status.missing == [
+        "instance group login of cluster hyperpod-slurm26 (1 nodes in the file)",
+        "instance group spot of cluster hyperpod-slurm26 (2 nodes in the file)",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("gpu", "problems"),
+    [
+        ((4, 3), ["group gpu: 3 of 4 nodes"]),  # a group short of nodes
+        ((2, 2), ["group gpu: 2 of 4 nodes",  # a target below the file's (not deployed yet)
+                  "group gpu: target 2 nodes in AWS, 4 in the file (deploy the file)"]),
+        ((4, 0), ["group gpu: 0 of 4 nodes"]),
+    ],
+)  # fmt: skip
+def test_a_group_short_of_nodes_is_degraded(
+    stubs: Stubs, gpu: tuple[int, int], problems: list[str]
+) -> None:
+    counts = {"controller": (1, 1), "login": (1, 1), "gpu": gpu, "spot": (2, 2)}
+    config = deployed_platform(stubs, counts=counts)
+    status = collect(config, stubs.facade)
+    assert (status.state, status.exit_code, status.problems) == (DEGRADED, 1, problems)
+
+
+def test_counts_are_not_judged_while_the_cluster_is_busy(stubs: Stubs) -> None:
+    counts = {"controller": (1, 1), "login": (1, 1), "gpu": (4, 1), "spot": (2, 2)}
+    config = deployed_platform(stubs, counts=counts, cluster_status="Updating")
+    status = collect(config, stubs.facade)
+    assert (status.state, status.problems) == (
+        status_module.IN_PROGRESS, ["cluster hyperpod-slurm26: Updating"])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("database", "state"),
+    [
+        (None, status_module.NOT_DEPLOYED),
+        ("creating", status_module.IN_PROGRESS),
+        ("failed", FAILED),
+        ("stopped", DEGRADED),
+    ],
+)
+def test_the_accounting_database(stubs: Stubs, database: str | None, state: str) -> None:
+    config = deployed_platform(stubs, database=database)
+    status = collect(config, stubs.facade)
+    assert (status.state, status.exit_code) == (state, 1)
+    name = "hyperpod-slurm26-slurm-accounting"
+    expected = f"not deployed: accounting database {name}" if database is None else (
+        f"accounting database {name}: {database}")  # fmt: skip
+    assert status.problems == [expected]
+
+
+def test_studio_without_its_domain_is_not_deployed(stubs: Stubs) -> None:
+    config = load_environment(REPO / "environments" / "studio-slurm.yaml").config
+    every_stack(stubs, config)
+    parameters(stubs, config.name, {"storage": {"file_system_id": FS_ID},
+                                    "cluster": cluster_handle(config),
+                                    "monitoring": MONITORING})  # fmt: skip
+    stubs.on("sagemaker", "describe_cluster", described_cluster(config))
+    stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": []})
+    stubs.on(
+        "fsx",
+        "describe_file_systems",
+        {
+            "FileSystems": [
+                {"FileSystemId": FS_ID, "FileSystemType": "LUSTRE", "Lifecycle": "AVAILABLE"}
+            ]
+        },
+    )
+    stubs.on("fsx", "describe_data_repository_associations", {"Associations": []})
+    stubs.on("cloudwatch", "get_metric_statistics", {"Datapoints": []})
+    stubs.on("cloudwatch", "describe_alarms", {"MetricAlarms": []})
+    status = collect(config, stubs.facade)
+    assert (status.state, status.studio) == (status_module.NOT_DEPLOYED, None)
+    assert status.missing == [
+        "Studio domain hyperpod-studio-studio and its partitions "
+        "(no /hyperpod-kit/hyperpod-studio/studio)"
+    ]
+
+
+def test_an_existing_file_system_is_asked_for_by_its_id(stubs: Stubs) -> None:
+    """The file names an existing file system: it is described even before the storage stack
+    publishes its handle (the stack's absence is reported on its own)."""
+    config = load_environment(REPO / "environments" / "existing-resources.yaml").config
+    every_stack(stubs, config, leave_out=("storage",))
+    parameters(stubs, config.name, {"cluster": cluster_handle(config),
+                                    "monitoring": MONITORING})  # fmt: skip
+    stubs.on("sagemaker", "describe_cluster", described_cluster(config))
+    stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": []})
+    fs = "fs-0a1b2c3d4e5f67890"
+    stubs.on(
+        "fsx",
+        "describe_file_systems",
+        {
+            "FileSystems": [
+                {"FileSystemId": fs, "FileSystemType": "LUSTRE", "Lifecycle": "AVAILABLE"}
+            ]
+        },
+    )
+    stubs.on("fsx", "describe_data_repository_associations", {"Associations": []})
+    stubs.on("cloudwatch", "get_metric_statistics", {"Datapoints": []})
+    stubs.on("cloudwatch", "describe_alarms", {"MetricAlarms": []})
+    status = collect(config, stubs.facade)
+    assert status.file_system is not None and status.file_system.id == fs
+    assert status.missing == ["stack hyperpod-byo-storage"]
+
+
+def test_the_text_names_what_is_not_deployed(stubs: Stubs) -> None:
+    from hyperpod_kit.cli.status import render
+
+    config = deployed_platform(stubs, leave_out=("monitoring",), handles_out=("monitoring",))
+    text = render(collect(config, stubs.facade))
+    assert text.startswith("environment hyperpod-slurm26 (us-west-2): NOT DEPLOYED\n")
+    assert f"  {'hyperpod-slurm26-monitoring':<32} not deployed\n" in text
+    assert "  not deployed: monitoring (no /hyperpod-kit/hyperpod-slurm26/monitoring)" in text
+    assert "accounting database hyperpod-slurm26-slurm-accounting: available" in text
+
+
+def test_status_and_logs_print_no_terminal_controls(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What AWS holds reaches the terminal with its control characters written visibly: a node's
+    log line, a failure message (tab and line feed kept)."""
+    import argparse
+
+    from hyperpod_kit.cli import status as cli
+    from hyperpod_kit.operations import status as operations
+    from hyperpod_kit.operations.status import Status
+
+    hostile = "\x1b]0;owned\x07\x1b[2J\rgone\u202eevil\x9b31m\tkept"
+    monkeypatch.setattr(logs, "events", lambda *a, **k: [logs.LogEvent("s\x1b[8m", 0, hostile)])
+    cli._print(None, "g", [logs.classify("s\x1b[8m")], since=None, grep=None,  # type: ignore[arg-type]
+               follow=False)  # fmt: skip
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\r" not in out and "\u202e" not in out and "\x9b" not in out
+    assert out == ("==> s\\x1b[8m <==\n1970-01-01T00:00:00Z \\x1b]0;owned\\x07\\x1b[2J\\rgone"
+                   "\\u202eevil\\x9b31m\tkept\n")  # fmt: skip
+
+    loaded = load_environment(REPO / "environments" / "default.yaml")
+    monkeypatch.setattr(
+        operations,
+        "collect",
+        lambda config, aws: Status(
+            config.name, config.region, state=FAILED, problems=[f"cluster x: {hostile}"]
+        ),
+    )
+    monkeypatch.setattr(AwsFacade, "has_credentials", lambda self: True)
+    assert cli.status(loaded, argparse.Namespace(format="text", watch=False, interval=30.0)) == 1
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "  cluster x: \\x1b]0;owned" in out
+
+
+@pytest.mark.synth
+def test_the_app_builds_the_stacks_status_expects(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`status` knows the stacks from `environment_areas` alone; the app checks its own stacks
+    against that list, so the two cannot drift apart (every synth of every example runs it)."""
+    from hyperpod_kit import app
+
+    config = load_environment(REPO / "environments" / "default.yaml").config
+    built = app.build_environment(app.create_app(), config)
+    assert [s.stack_name for s in built.all()] == [
+        stack_name(config.name, a) for a in environment_areas(config)
+    ]
+    monkeypatch.setattr(app, "environment_areas", lambda c: ["network", "storage", "cluster"])
+    with pytest.raises(RuntimeError, match="differ from environment_areas"):
+        app.build_environment(app.create_app(), config)
+
+
+def test_status_and_logs_stay_light(tmp_path: Path) -> None:
+    """What the file implies comes from the validated config: status and logs run (here to
+    their "no credentials" line) without aws-cdk-lib, jsii, constructs, cdk-nag or cfn-lint."""
+    code = (
+        "import sys\n"
+        "from hyperpod_kit.cli.main import main\n"
+        "for command in ('status', 'logs'):\n"
+        f"    assert main([command, {str(PLATFORM)!r}, '-q']) == 2\n"
+        "import hyperpod_kit.operations.status, hyperpod_kit.operations.logs\n"
+        "from hyperpod_kit.config.derived import expected_deployment\n"
+        "heavy = {'aws_cdk', 'jsii', 'constructs', 'cdk_nag', 'cfnlint'}\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"
+    )
+    done = run_command([sys.executable, "-c", code], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "[]\n"
 
 
 def test_pages_follow_the_next_token(stubs: Stubs) -> None:
@@ -403,6 +708,21 @@ def test_watch_in_json_is_one_document_a_line(
     assert cli.status(loaded, args) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [json.loads(line)["state"] for line in lines] == [IN_PROGRESS, HEALTHY]
+
+
+@pytest.mark.parametrize("interval", ["nan", "inf", "-inf", "-1", "0", "7201", "1e999", "soon"])
+def test_a_bad_interval_is_refused_by_the_parser(
+    interval: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hyperpod_kit.cli.main import _parser
+
+    with pytest.raises(SystemExit) as exit_:
+        _parser().parse_args(["status", "x.yaml", "--watch", f"--interval={interval}"])
+    assert exit_.value.code == 2
+    assert (f"error: argument --interval: {interval!r} is not a number of seconds above 0 and "
+            "at most 7200. Hint: e.g. --interval 30") in capsys.readouterr().err  # fmt: skip
+    args = _parser().parse_args(["status", "x.yaml", "--watch", "--interval", "0.5"])
+    assert args.interval == 0.5
 
 
 def test_follow_prints_each_event_once_until_interrupted(
