@@ -101,7 +101,7 @@ def synth(loaded: LoadedEnvironment, output: Path, progress: Progress = SILENT) 
 
 
 def check(assembly: Path, progress: Progress = SILENT) -> int:
-    from hyperpod_kit.cloud_assembly import AssemblyFileError, read_json
+    from hyperpod_kit.cloud_assembly import AssemblyFileError
     from hyperpod_kit.files import fileio
 
     hint = "run `hyperpod-kit synth` or `npx cdk synth` first"
@@ -111,7 +111,7 @@ def check(assembly: Path, progress: Progress = SILENT) -> int:
         print(f"{assembly}: no cloud assembly here. Hint: {hint}.", file=sys.stderr)
         return 2
     try:
-        read_json(manifest, "the assembly's manifest")  # before the stage: one line if bad
+        _readable_assembly(assembly)  # before the stage: one line if it is not
         with progress.stage("gates"):
             report = check_assembly(assembly)
     except AssemblyFileError as e:
@@ -126,6 +126,21 @@ def check(assembly: Path, progress: Progress = SILENT) -> int:
         return 2
     _print(report)
     return 0 if report.ok else 1
+
+
+def _readable_assembly(assembly: Path) -> None:
+    """Raise `AssemblyFileError` unless the manifest and each stack's entry have the shape the
+    gates read (a damaged or foreign assembly is one line, before any work)."""
+    from hyperpod_kit.cloud_assembly import AssemblyFileError, read_json, stack_artifacts
+
+    manifest = assembly / "manifest.json"
+    data = read_json(manifest, "the assembly's manifest")
+    if not isinstance(data, dict) or not isinstance(data.get("artifacts", {}), dict):
+        raise AssemblyFileError(f"{manifest}: not a cloud assembly manifest (no artifacts map)")
+    for stack in stack_artifacts(assembly, data.get("artifacts", {})):
+        properties = stack.artifact.get("properties")
+        if not isinstance(properties, dict) or not isinstance(properties.get("templateFile"), str):
+            raise AssemblyFileError(f"{manifest}: the stack {stack.label} names no template file")
 
 
 def rehearse(

@@ -76,13 +76,13 @@ def read_layers(file: str) -> Layered:
         extends, line = _directives(current, doc, top=not chain)
         chain.append(Layer(current, doc))
         lines.append(line)
-        seen.append(Path(current).resolve())
+        seen.append(Path(os.path.realpath(current)))  # never raises on a loop
         if extends is None:
             break
         base = os.path.normpath(os.path.join(os.path.dirname(current), extends))
-        if Path(base).resolve() in seen:
+        if Path(os.path.realpath(base)) in seen:
             # reported at the first `extends:` inside the loop: the file given, when it is in it
-            first = seen.index(Path(base).resolve())
+            first = seen.index(Path(os.path.realpath(base)))
             loop = " -> ".join([*(layer.file for layer in chain[first:]), base])
             _fail(
                 chain[first].file,
