@@ -43,6 +43,7 @@ from typing import Any, NoReturn
 
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.derived import job_partition
+from hyperpod_kit.files import fileio
 from hyperpod_kit.local.health import HealthNode
 from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmJob, SlurmUnavailableError
 from hyperpod_kit.local.training import (
@@ -499,15 +500,16 @@ def parser() -> argparse.ArgumentParser:
         description="Node fault, health runner, replacement, requeue and exact resume, on a "
         "local Slurm (docs/demo.md).",
     )
-    p.add_argument(
+    kind = fileio.PathKind
+    fileio.declare(p.add_argument(
         "-o", "--out", default=DEFAULT_OUT,
         help=f"folder for the timeline, plot and logs (default {DEFAULT_OUT}); a folder with "
         "files it did not write is refused",
-    )  # fmt: skip
-    p.add_argument(
+    ), kind.OUTPUT_FOLDER)  # fmt: skip
+    fileio.declare(p.add_argument(
         "--steps", type=_steps, default=DEFAULT_STEPS,
         help=f"training steps of each run ({MIN_STEPS}-{MAX_STEPS}, default {DEFAULT_STEPS})",
-    )  # fmt: skip
+    ), kind.NOT_A_PATH)  # fmt: skip
     return p
 
 

@@ -60,6 +60,7 @@ class Program:
     name: str
     parsers: Callable[[], dict[tuple[str, ...], argparse.ArgumentParser]]
     main: Callable[[list[str]], int]
+    module: str  # for `python -m`
 
 
 def _kit_parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:
@@ -89,11 +90,26 @@ def _trainer_main(argv: list[str]) -> int:
     return main(argv)
 
 
+def _demo_parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    from hyperpod_kit.local.demo import parser
+
+    return {(): parser()}
+
+
+def _demo_main(argv: list[str]) -> int:
+    from hyperpod_kit.local.demo import main
+
+    return main(argv)
+
+
 PROGRAMS = [
-    Program("hyperpod-kit", _kit_parsers, _kit_main),
+    Program("hyperpod-kit", _kit_parsers, _kit_main, "hyperpod_kit.cli.main"),
+    Program("hyperpod_kit.local.demo", _demo_parsers, _demo_main, "hyperpod_kit.local.demo"),
 ]
 if os.environ.get("MATRIX_TRAINER", "1") == "1":
-    PROGRAMS.append(Program("hyperpod_trainer", _trainer_parsers, _trainer_main))
+    PROGRAMS.append(
+        Program("hyperpod_trainer", _trainer_parsers, _trainer_main, "hyperpod_trainer")
+    )
 
 
 @dataclass(frozen=True)
@@ -330,7 +346,9 @@ def refused_line(outcome: Outcome, shown: str) -> str:
     lines = outcome.stderr.strip().splitlines()
     assert lines, "a refusal says why"
     last = lines[-1]
-    assert last.startswith(shown) and "Hint: " in last, last
+    said = last.split(" Hint: ")[0]
+    # `PATH: ...`, or `PROG: PATH: ...` for a command that names itself (the demo, the trainer)
+    assert (last.startswith(shown) or f": {shown}" in said) and "Hint: " in last, last
     return last
 
 
@@ -504,9 +522,7 @@ def _read_only_case(world: World, argument: Argument) -> None:
     ro.mkdir()
     target = ro / ("out" if argument.spec.kind is K.OUTPUT_FOLDER else "out.txt")
     value = argument.spec.template.format(target)
-    module = "hyperpod_kit.cli.main" if argument.program.name == "hyperpod-kit" else (
-        "hyperpod_trainer"
-    )  # fmt: skip
+    module = argument.program.module
     argv = argv_for(world, argument, value)
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
     env.update(AWS_CONFIG_FILE="/none", AWS_SHARED_CREDENTIALS_FILE="/none")
