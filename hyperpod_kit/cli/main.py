@@ -428,13 +428,18 @@ def _load(
             except LockError as e:
                 raise ConfigError(file, [*loaded.findings, *e.findings]) from None
     except ConfigError as e:
-        _print_findings(e.file, e.findings, as_json=as_json, stream=sys.stderr)
+        # --quiet is errors only, also when the file has one: its warnings and infos stay hidden
+        _print_findings(e.file, _shown(e.findings, quiet), as_json=as_json, stream=sys.stderr)
         return None
-    shown = [f for f in loaded.findings if not quiet or f.level is Level.ERROR]
-    _print_findings(loaded.file, shown, as_json=as_json, stream=sys.stderr)
+    _print_findings(loaded.file, _shown(loaded.findings, quiet), as_json=as_json, stream=sys.stderr)
     if not quiet and not as_json:
         print(f"{loaded.file}: valid ({_counts(loaded.findings)})", file=sys.stderr)
     return loaded
+
+
+def _shown(findings: list[Finding], quiet: bool) -> list[Finding]:
+    """What is printed: every finding, or with --quiet the errors only."""
+    return [f for f in findings if not quiet or f.level is Level.ERROR]
 
 
 def _region_of(file: str) -> str:

@@ -113,6 +113,26 @@ def test_validate_quiet_still_shows_errors(capsys: pytest.CaptureFixture[str]) -
     assert err.startswith(f"{file}:7 storage.lustre.storage_capacity_gib: 2000 is not 1200")
 
 
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_validate_quiet_hides_warnings_of_a_file_with_an_error(
+    fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file with an error also has warnings and infos (this one: enroot, throughput): with
+    `-q` only the error is printed, in text and in JSON; without it, all three."""
+    file = BAD / "lustre-capacity.yaml"
+    code, _, loud = run(["validate", str(file)], capsys)
+    assert code == 2 and "warning: " in loud and "info: " in loud
+    code, out, err = run(["validate", str(file), "-q", "--format", fmt], capsys)
+    assert code == 2
+    if fmt == "json":
+        assert [f["level"] for f in json.loads(out)] == ["error"]
+    else:
+        assert err.splitlines() == [
+            f"{file}:7 storage.lustre.storage_capacity_gib: 2000 is not 1200 or a multiple of "
+            "2400 (PERSISTENT_2). Hint: use 2400."
+        ]
+
+
 def test_validate_suppress_hides_info(capsys: pytest.CaptureFixture[str]) -> None:
     """`--suppress NAME` hides that check's infos, and the summary counts what is shown."""
     _, _, before = run(["validate", str(DEFAULT)], capsys)
