@@ -110,7 +110,10 @@ class Estimate:
 
 
 def _num(value: float, digits: int = 1) -> str:
-    """1200 -> "1,200", 1.2 -> "1.2", 2.0 -> "2" (no trailing zeros)."""
+    """1200 -> "1,200", 1.2 -> "1.2", 2.0 -> "2" (no trailing zeros); from 10^15 on,
+    "1.23e+15" (never a line of digits)."""
+    if abs(value) >= 1e15:
+        return f"{value:.3g}"
     text = f"{value:,.{digits}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
@@ -122,7 +125,9 @@ def _bytes(value: float) -> str:
 def _seconds(value: float) -> str:
     if value < 120:
         return f"{_num(value)} s"
-    return f"{_num(value / 60)} min" if value < 7200 else f"{_num(value / 3600)} h"
+    if value < 7200:
+        return f"{_num(value / 60)} min"
+    return f"{_num(value / 3600)} h" if value < 172_800 else f"{_num(value / 86_400)} days"
 
 
 def _usd(value: float) -> str:

@@ -234,13 +234,37 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith(f"{PROD}:{line} warning: trainer.job.checkpoint_every:")
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "inf"])
+@pytest.mark.parametrize(
+    "value", ["0", "-1", "abc", "nan", "inf", "-inf", "1e300", "1e-300", "86401", "0.0009"]
+)
 def test_bad_step_time_is_one_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["estimate", str(DEFAULT), f"--step-time={value}"])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"--step-time: {value!r}")
     assert "Hint:" in err
+
+
+@pytest.mark.parametrize("value", ["0.001", "86400"])
+def test_step_time_at_its_bounds_is_taken_and_printed_short(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bounds themselves are accepted; no number on the share line runs to a line of
+    digits (one day x 100 steps is shown in days)."""
+    code = cli.main(["estimate", str(DEFAULT), f"--step-time={value}"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    (line,) = [t for t in out.splitlines() if "share of the checkpoint interval" in t]
+    assert max(len(w) for w in line.split()) < 20, line
+    if value == "86400":
+        assert "= 100 days" in line
+
+
+def test_huge_numbers_are_shown_in_scientific_notation() -> None:
+    from hyperpod_kit.estimate import _num, _seconds
+
+    assert _num(1e300) == "1e+300" and _num(123_456_789_012_345_678) == "1.23e+17"
+    assert _num(1200) == "1,200" and _seconds(3 * 86_400) == "3 days"
 
 
 def test_estimate_reads_the_trainer_without_torch() -> None:
