@@ -295,3 +295,48 @@ def test_the_accounting_database_is_named_without_a_price() -> None:
     assert database.missing == "no price data for Aurora Serverless v2 in us-west-2"
     assert database.hourly_usd is None and "at least 0.5 ACU every hour" in database.how
     assert not [c for c in of(DEFAULT).costs if c.kind == "accounting"]
+
+
+def test_endpoints_prometheus_and_grafana_are_named_without_a_price() -> None:
+    """What the platform examples create besides nodes, file system and NAT is listed with why
+    it has no price: interface endpoints (one per service the network stack creates), the
+    Prometheus workspace (new, or existing and billed to its account) and Grafana."""
+    eks = of(REPO / "environments" / "eks-platform.yaml")
+    (endpoints,) = [c for c in eks.costs if c.kind == "endpoints"]
+    assert endpoints.item.startswith("interface endpoints: 13 (sagemaker.api, sts,")
+    assert "eks-auth" in endpoints.item and "aps-workspaces" in endpoints.item
+    assert endpoints.missing == "no price data for interface VPC endpoints in us-east-1"
+    assert "every hour" in endpoints.how
+    (amp,) = [c for c in eks.costs if c.kind == "prometheus"]
+    assert amp.item.endswith("workspace/ws-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+    assert amp.missing is not None and "workspace's account" in amp.how
+    assert not [c for c in eks.costs if c.kind == "grafana"]
+
+    slurm = of(REPO / "environments" / "slurm-platform.yaml")
+    assert not [c for c in slurm.costs if c.kind == "endpoints"]  # NAT, no endpoints
+    (amp,) = [c for c in slurm.costs if c.kind == "prometheus"]
+    assert amp.item == "Amazon Managed Service for Prometheus: a new workspace"
+    assert "scrape every 30 s" in amp.how
+    (grafana,) = [c for c in slurm.costs if c.kind == "grafana"]
+    assert grafana.missing == "no price data for Amazon Managed Grafana in us-west-2"
+    assert {c.missing for c in slurm.unpriced} >= {amp.missing, grafana.missing}
+    text = render_text(slurm)
+    assert "  Amazon Managed Grafana: 1 workspace: unknown (no price data" in text
+
+    default = of(DEFAULT)
+    assert not [c for c in default.costs if c.kind in ("endpoints", "prometheus", "grafana")]
+
+
+def test_interface_endpoints_are_the_network_stacks_list(write_env: WriteEnv) -> None:
+    """The estimate counts the endpoints the network construct creates (one list), e.g. with
+    accounting the Secrets Manager endpoint is one more."""
+    from hyperpod_kit.config.derived import interface_endpoints
+
+    config = load_environment(REPO / "environments" / "existing-resources.yaml").config
+    (endpoints,) = [c for c in estimate(config).costs if c.kind == "endpoints"]
+    assert endpoints.item == (
+        f"interface endpoints: {len(interface_endpoints(config))} "
+        f"({', '.join(interface_endpoints(config))})"
+    )
+    path = write_env({"network": {"interface_endpoints": False}})
+    assert not [c for c in of(path).costs if c.kind == "endpoints"]
