@@ -310,6 +310,19 @@ def observability_stack(config: EnvironmentConfig) -> bool:
     )
 
 
+def remediation_function(config: EnvironmentConfig) -> bool:
+    """Whether monitoring deploys the remediation Lambda (fed by a queue that the node-health
+    rule targets): auto_repair on while HyperPod's own recovery is off. With node_recovery:
+    Automatic HyperPod performs the repairs itself, and a Lambda would only race it."""
+    return config.monitoring.auto_repair and config.cluster.node_recovery == "None"
+
+
+def alert_topics(config: EnvironmentConfig) -> int:
+    """How many SNS topics get every alert: monitoring's own topic and each existing one the
+    file lists. Each is a target of every EventBridge rule and an action of every alarm state."""
+    return 1 + len(config.monitoring.subscribers.sns_topic_arns)
+
+
 def creates_grafana_workspace(config: EnvironmentConfig) -> bool:
     """Whether the environment creates an Amazon Managed Grafana workspace."""
     return prometheus_enabled(config) and config.monitoring.prometheus.grafana.enabled

@@ -639,3 +639,20 @@ def test_jobs_twice_and_after_an_edit(tmp_path: Path, capsys: pytest.CaptureFixt
     assert job.read_text().endswith("# my change\n")
     assert run(["jobs", str(DEFAULT), "-o", str(out), "-q", "--force"], capsys)[0] == 0
     assert not job.read_text().endswith("# my change\n")
+
+
+def test_too_many_alert_topics_is_one_line_at_the_topic(
+    write_env: WriteEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five existing topics passed validate, then synth died with a jsii traceback: now the
+    error is at the line of the first topic past EventBridge's and CloudWatch's limit of 5."""
+    arns = [f"arn:aws:sns:us-west-2:111122223333:pager-{i}" for i in range(5)]
+    path = write_env({"monitoring": {"subscribers": {"sns_topic_arns": arns}}})
+    code, out, err = run(["validate", str(path), "-q"], capsys)
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if arns[4] in t)
+    assert code == 2 and out == ""
+    assert err.startswith(f"{path}:{line} monitoring.subscribers.sns_topic_arns[4]: 5 topics")
+    assert err.count("\n") == 1 and "Hint: list at most 4 topics here" in err
+    assert "Traceback" not in err
+    path = write_env({"monitoring": {"subscribers": {"sns_topic_arns": arns[:4]}}})
+    assert run(["validate", str(path), "-q"], capsys)[0] == 0

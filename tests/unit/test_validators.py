@@ -298,6 +298,14 @@ AUTOSCALING = merge(
 )
 
 
+def topics(n: int) -> list[str]:
+    """`n` SNS topic ARNs in the default environment's region."""
+    return [f"arn:aws:sns:us-west-2:111122223333:pager-{i}" for i in range(n)]
+
+
+REPAIRED_BY_LAMBDA = {"node_recovery": "None"}  # with auto_repair (default): the queue target
+
+
 # --- expected findings --------------------------------------------------------------------------
 
 
@@ -796,6 +804,34 @@ GOOD: list[Any] = [
     ),
     pytest.param(
         "monitoring-subscribers", {"monitoring": {"enabled": False}}, id="subscribers-off-empty"
+    ),
+    # monitoring-targets
+    pytest.param("monitoring-targets", {}, id="targets-own-topic-only"),
+    pytest.param(
+        "monitoring-targets",
+        {"monitoring": {"subscribers": {"sns_topic_arns": topics(4)}}},
+        id="targets-four-topics-make-five",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {
+            "cluster": REPAIRED_BY_LAMBDA,
+            "monitoring": {"subscribers": {"sns_topic_arns": topics(3)}},
+        },
+        id="targets-three-topics-and-the-queue-make-five",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {
+            "cluster": REPAIRED_BY_LAMBDA,
+            "monitoring": {"auto_repair": False, "subscribers": {"sns_topic_arns": topics(4)}},
+        },
+        id="targets-no-queue-without-auto-repair",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {"monitoring": {"enabled": False, "subscribers": {"sns_topic_arns": topics(9)}}},
+        id="targets-monitoring-off",
     ),
     # monitoring-node-checks
     pytest.param("monitoring-node-checks", {}, id="node-checks-default"),
@@ -2971,6 +3007,43 @@ BAD: list[Any] = [
             )
         ],
         id="subscribers-while-off",
+    ),
+    # monitoring-targets
+    pytest.param(
+        "monitoring-targets",
+        {"monitoring": {"subscribers": {"sns_topic_arns": topics(5)}}},
+        [
+            err(
+                "monitoring.subscribers.sns_topic_arns[4]",
+                "5 topics here and monitoring's own make 6: the node-health EventBridge rule "
+                "would have 6 targets (6 topics); EventBridge takes at most 5 a rule; each alarm "
+                "would have 6 actions a state; CloudWatch takes at most 5 (limits checked ",
+                "list at most 4 topics here; to reach more, add their subscriptions (e-mail, "
+                "SQS, Lambda, HTTPS) to one of these topics, or list the people in "
+                "monitoring.subscribers.emails",
+            )
+        ],
+        id="targets-five-topics",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {
+            "cluster": REPAIRED_BY_LAMBDA,
+            "monitoring": {"subscribers": {"sns_topic_arns": topics(4)}},
+        },
+        [
+            err(
+                "monitoring.subscribers.sns_topic_arns[3]",
+                "4 topics here and monitoring's own make 5: the node-health EventBridge rule "
+                "would have 6 targets (5 topics and the remediation queue); EventBridge takes "
+                "at most 5 a rule (limits checked ",
+                "list at most 3 topics here (the remediation queue takes one target: "
+                "cluster.node_recovery: None with auto_repair); to reach more, add their "
+                "subscriptions (e-mail, SQS, Lambda, HTTPS) to one of these topics, or list the "
+                "people in monitoring.subscribers.emails",
+            )
+        ],
+        id="targets-four-topics-and-the-queue",
     ),
     # monitoring-node-checks
     pytest.param(
