@@ -17,7 +17,7 @@ import yaml
 
 from hyperpod_kit.cli import main as cli
 from hyperpod_kit.config.validators import REGISTRY
-from tests.conftest import REPO, WriteEnv
+from tests.conftest import REPO, WriteEnv, merge
 
 DEFAULT = REPO / "environments" / "default.yaml"
 ENVIRONMENTS = sorted([*REPO.glob("environments/*.yaml"), *REPO.glob("environments/*.yml")])
@@ -656,3 +656,38 @@ def test_too_many_alert_topics_is_one_line_at_the_topic(
     assert "Traceback" not in err
     path = write_env({"monitoring": {"subscribers": {"sns_topic_arns": arns[:4]}}})
     assert run(["validate", str(path), "-q"], capsys)[0] == 0
+
+
+STUDIO_ON_EXISTING_EKS = {
+    "orchestrator": "eks",
+    "network": {"vpc": {"control_plane_subnet_cidr": None}},
+    "cluster": {
+        "instance_groups": [
+            {"name": "workers", "role": "worker", "instance_type": "ml.g5.12xlarge",
+             "instance_count": 2}
+        ],
+        "eks": {"existing_cluster_name": "ml-platform"},
+    },
+    "users": [{"name": "alice", "uid": 10001}],
+    "studio": {"enabled": True},
+}  # fmt: skip
+
+
+def test_studio_on_an_existing_eks_cluster_needs_its_security_group(
+    write_env: WriteEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the control plane's security group, Studio's HTTPS rule would open a group the
+    control plane does not carry: one error at `eks:` (the key is not in the file) with the
+    command that finds the group; with it, the file is valid."""
+    path = write_env(STUDIO_ON_EXISTING_EKS)
+    code, out, err = run(["validate", str(path), "-q"], capsys)
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if t.strip() == "eks:")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"{path}:{line} cluster.eks.existing_cluster_security_group_id: ")
+    assert "Hint: set cluster.eks.existing_cluster_security_group_id" in err
+    with_group = merge(
+        STUDIO_ON_EXISTING_EKS,
+        {"cluster": {"eks": {"existing_cluster_security_group_id": "sg-0c0ffee0c0ffee000"}}},
+    )
+    code, _, err = run(["validate", str(write_env(with_group)), "-q"], capsys)
+    assert code == 0, err

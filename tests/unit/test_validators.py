@@ -364,6 +364,7 @@ def studio(**kw: Any) -> dict[str, Any]:
 
 
 STUDIO_EKS = merge(eks_network(), {"users": PEOPLE, "studio": {"enabled": True}})
+CONTROL_PLANE_SG = "sg-0c0ffee0c0ffee000"
 
 
 # --- the tables ---------------------------------------------------------------------------------
@@ -628,6 +629,17 @@ GOOD: list[Any] = [
     # eks
     pytest.param("eks", {}, id="eks-not-used-on-slurm"),
     pytest.param(
+        "eks",
+        merge(
+            eks_network(),
+            eks(
+                existing_cluster_name="ml-platform",
+                existing_cluster_security_group_id=CONTROL_PLANE_SG,
+            ),
+        ),
+        id="eks-existing-cluster-security-group",
+    ),
+    pytest.param(
         "eks", merge(eks_network(), eks(helm_chart=str(CHART))), id="eks-default-versions"
     ),
     pytest.param(
@@ -770,6 +782,22 @@ GOOD: list[Any] = [
     ),
     pytest.param("studio-cluster-client", studio(), id="studio-slurm-merge"),
     pytest.param("studio-cluster-client", STUDIO_EKS, id="studio-eks-pinned-kubectl"),
+    pytest.param(
+        "studio-cluster-client",
+        merge(
+            STUDIO_EKS,
+            eks(
+                existing_cluster_name="ml-platform",
+                existing_cluster_security_group_id=CONTROL_PLANE_SG,
+            ),
+        ),
+        id="studio-eks-existing-cluster-with-its-security-group",
+    ),
+    pytest.param(
+        "studio-cluster-client",
+        merge(eks_network(), eks(existing_cluster_name="ml-platform")),
+        id="studio-off-existing-cluster-needs-no-security-group",
+    ),
     pytest.param("studio-instance-types", studio(), id="studio-default-instance-type"),
     pytest.param(
         "studio-instance-types",
@@ -2275,6 +2303,21 @@ BAD: list[Any] = [
     # eks
     pytest.param(
         "eks",
+        merge(
+            eks_network(),
+            eks(helm_chart=str(CHART), existing_cluster_security_group_id=CONTROL_PLANE_SG),
+        ),
+        [
+            err(
+                "cluster.eks.existing_cluster_security_group_id",
+                "is only for an existing cluster (existing_cluster_name)",
+                "remove it, or set cluster.eks.existing_cluster_name",
+            )
+        ],
+        id="eks-security-group-of-a-new-cluster",
+    ),
+    pytest.param(
+        "eks",
         merge(eks_network(), eks(kubernetes_version="1.27", helm_chart=str(CHART))),
         [
             err(
@@ -2897,6 +2940,20 @@ BAD: list[Any] = [
             )
         ],
         id="studio-eks-no-kubectl",
+    ),
+    pytest.param(
+        "studio-cluster-client",
+        merge(STUDIO_EKS, eks(existing_cluster_name="ml-platform")),
+        [
+            err(
+                "cluster.eks.existing_cluster_security_group_id",
+                "Studio's kubectl needs HTTPS to the API endpoint of 'ml-platform'",
+                "set cluster.eks.existing_cluster_security_group_id to the cluster's security "
+                "group (aws eks describe-cluster --name ml-platform --query "
+                "cluster.resourcesVpcConfig.clusterSecurityGroupId), or leave Studio off",
+            )
+        ],
+        id="studio-eks-existing-cluster-without-its-security-group",
     ),
     pytest.param(
         "studio-instance-types",
