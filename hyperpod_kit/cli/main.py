@@ -324,6 +324,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         aws=getattr(args, "aws", False),
         lock=args.command in LOCKED_COMMANDS,
         update_lock=getattr(args, "update_lock", False),
+        warn_drift=args.command in DRIFT_WARNS,
     )
     if loaded is None:
         return EXIT_BAD_INPUT
@@ -337,6 +338,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 # Commands whose result depends on the version lock: it is read (a drift refused) before them.
 LOCKED_COMMANDS = frozenset({"validate", "synth", "plan", "check", "diff", "deploy", "destroy"})
+# ...except these, which deploy nothing: a drifted lock is a warning (the locked values are used).
+DRIFT_WARNS = frozenset({"destroy"})
 
 
 def _lock(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
@@ -409,10 +412,11 @@ def _load(
     aws: bool = False,
     lock: bool = False,
     update_lock: bool = False,
+    warn_drift: bool = False,
 ) -> LoadedEnvironment | None:
     """Load and print findings; None (after printing why) when the file has an error. With
     `lock`, the environment's version lock is applied too (hyperpod_kit/lock.py), and a lock that
-    refuses is an error like the file's."""
+    refuses is an error like the file's (a drift only a warning with `warn_drift`)."""
     facade = None
     if aws:
         from hyperpod_kit.config.aws import AwsFacade
@@ -424,7 +428,9 @@ def _load(
             from hyperpod_kit.lock import LockError, lock_environment
 
             try:
-                loaded, _ = lock_environment(loaded, update=update_lock)
+                loaded, _ = lock_environment(
+                    loaded, update=update_lock, warn_drift=warn_drift
+                )
             except LockError as e:
                 raise ConfigError(file, [*loaded.findings, *e.findings]) from None
     except ConfigError as e:

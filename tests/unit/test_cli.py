@@ -337,6 +337,34 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 # --- the gated path to the CDK CLI --------------------------------------------------------------
 
 
+def no_aws(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """A clean environment for credentials: no AWS_* variable, HOME an empty folder; only the
+    instance-metadata lookup is turned off (on a CI machine with an instance role it would find
+    one)."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def aws_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made-up credentials in the shared files of an empty HOME: profiles `default` and `dev`
+    (nothing here calls AWS: the CDK CLI is a fake)."""
+    home = tmp_path / "aws-home"
+    no_aws(monkeypatch, home)
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text(
+        "".join(
+            f"[{p}]\naws_access_key_id = AKIAEXAMPLE{i}\naws_secret_access_key = example\n"
+            for i, p in enumerate(("default", "dev"))
+        )
+    )
+
+
 def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, exit_code: int = 0) -> Path:
     """A `cdk` that records its arguments, and the assembly it was given, in tmp_path/calls."""
     calls = tmp_path / "calls"
@@ -358,6 +386,7 @@ def recorded(calls: Path) -> list[list[str]]:
     return [p.read_text().splitlines() for p in sorted(calls.glob("*.args"))]
 
 
+@pytest.mark.usefixtures("aws_credentials")
 def test_deploy_hands_the_gated_assembly_to_the_pinned_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -389,6 +418,7 @@ def test_deploy_hands_the_gated_assembly_to_the_pinned_cli(
     assert "hyperpod-kit: deploy: handing over to the CDK CLI (cdk deploy)" in err
 
 
+@pytest.mark.usefixtures("aws_credentials")
 def test_a_gate_error_stops_deploy_before_the_cdk_cli(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -691,3 +721,108 @@ def test_studio_on_an_existing_eks_cluster_needs_its_security_group(
     )
     code, _, err = run(["validate", str(write_env(with_group)), "-q"], capsys)
     assert code == 0, err
+
+
+# --- deploy and destroy: credentials first, a drifted lock ------------------------------------
+
+
+def _never_synthesized(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_synth(*args: object, **kwargs: object) -> None:
+        raise AssertionError("synthesized")
+
+    monkeypatch.setattr("hyperpod_kit.cli.synth.gated_assembly", no_synth)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [command, *profile]
+        for command in ("deploy", "destroy")
+        for profile in ([], ["--profile", "dev"], ["--profile=dev"])
+    ],
+)
+def test_without_credentials_deploy_and_destroy_stop_before_synth(
+    argv: list[str],
+    tmp_path: Path,
+    write_env: WriteEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No AWS_* variable and an empty HOME: one line, exit 2, before any synth, rehearsal, lock
+    write or CDK CLI (they used to run for a minute before the CDK CLI said so)."""
+    no_aws(monkeypatch, tmp_path / "home")
+    calls = fake_cdk(tmp_path, monkeypatch)
+    _never_synthesized(monkeypatch)
+    command, profile = argv[0], argv[1:]
+    env = write_env()
+    code, out, err = run([command, str(env), *profile], capsys)
+    assert code == 2 and out == ""
+    (line,) = [t for t in err.splitlines() if t.startswith(f"{command}: ")]
+    assert err.endswith(line + "\n"), "the last line says why"
+    if profile:  # a profile that is not configured is named
+        assert line.startswith(f"{command}: --profile dev: ") and "could not be found" in line
+    else:
+        assert line.startswith(f"{command}: no AWS credentials found, so the CDK CLI could not")
+    assert "nothing was synthesized. Hint: configure credentials" in line
+    assert recorded(calls) == [] and not (tmp_path / "env.lock.json").exists()
+    assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("aws_credentials")
+@pytest.mark.parametrize("profile", [[], ["--profile", "dev"]])
+def test_with_credentials_destroy_goes_on_to_the_cdk_cli(
+    profile: list[str],
+    tmp_path: Path,
+    write_env: WriteEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The good neighbour: credentials in ~/.aws/credentials (default or the profile passed on)
+    and the command goes on (the assembly stands in: the gated path is tested above)."""
+    from types import SimpleNamespace
+
+    calls = fake_cdk(tmp_path, monkeypatch)
+    monkeypatch.setattr(
+        "hyperpod_kit.cli.synth.gated_assembly", lambda *a, **k: SimpleNamespace(ok=True)
+    )
+    code, _, err = run(["destroy", str(write_env()), *profile], capsys)
+    assert code == 0, err
+    (args,) = recorded(calls)
+    assert args[0] == "destroy" and "--all" in args
+
+
+@pytest.mark.usefixtures("aws_credentials")
+def test_destroy_is_not_refused_for_a_drifted_lock(
+    tmp_path: Path,
+    write_env: WriteEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A lock whose default moved blocks synth and deploy (they would deploy something else),
+    not destroy, which deploys nothing: a warning at the lock's line, the lock unchanged, and
+    the CDK CLI runs."""
+    from types import SimpleNamespace
+
+    from hyperpod_kit.lock import lock_path
+
+    env = write_env()
+    assert run(["lock", str(env)], capsys)[0] == 0
+    lock = lock_path(env)
+    data = json.loads(lock.read_text())
+    data["pins"]["cluster.slurm.config_strategy"]["value"] = "Overwrite"  # an older default
+    lock.write_text(json.dumps(data, indent=1) + "\n")
+    before = lock.read_text()
+    calls = fake_cdk(tmp_path, monkeypatch)
+    monkeypatch.setattr(
+        "hyperpod_kit.cli.synth.gated_assembly", lambda *a, **k: SimpleNamespace(ok=True)
+    )
+    code, _, err = run(["deploy", str(env)], capsys)
+    assert code == 2 and "cluster.slurm.config_strategy: locked at Overwrite" in err
+    assert recorded(calls) == []
+    code, _, err = run(["destroy", str(env)], capsys)
+    assert code == 0, err
+    warning = rf"^{re.escape(str(lock))}:\d+ warning: cluster.slurm.config_strategy: locked at "
+    assert re.search(warning + "Overwrite", err, re.M), err
+    assert "Hint: nothing is deployed, so the lock stays as it is; synthesize with" in err
+    assert lock.read_text() == before
+    assert recorded(calls)[0][0] == "destroy"
