@@ -167,7 +167,8 @@ def test_a_cited_price_is_used_with_its_sources() -> None:
     assert nat.monthly_usd == pytest.approx(0.045 * 730)
     assert nat.sources and all(s["url"].startswith("https://") for s in nat.sources)
     assert result.hourly_usd == pytest.approx(0.045)
-    assert len(result.unpriced) == 4
+    # three groups, the file system and the interface endpoints
+    assert [c.kind for c in result.unpriced] == ["instances"] * 3 + ["lustre", "endpoints"]
 
 
 def test_training_plan_nodes_are_prepaid(write_env: WriteEnv) -> None:
@@ -214,7 +215,7 @@ def test_text_shows_each_figure_how_and_the_tables_dates() -> None:
     assert re.search(r"Lustre throughput +2,400 MB/s +4\.8 TiB x 500 MB/s/TiB", text)
     assert re.search(r"write one checkpoint +40\.2 s +96\.4 GB written at 2,400 MB/s", text)
     assert "no price data for ml.p5.48xlarge in us-east-1" in text
-    assert "total of what has a price: $0.045/hour, $32.85/month; 4 item(s) without" in text
+    assert "total of what has a price: $0.045/hour, $32.85/month; 5 item(s) without" in text
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
