@@ -628,7 +628,7 @@ def _intrinsic(node: Any) -> bool:
     """A CloudFormation function (`Ref`, `Fn::...`): its value is not known offline."""
     if not isinstance(node, dict) or len(node) != 1:
         return False
-    key = next(iter(node))
+    key = str(next(iter(node)))
     return key == "Ref" or key.startswith("Fn::")
 
 
