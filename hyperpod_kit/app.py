@@ -186,7 +186,7 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             file_system=storage.lustre, cluster=cluster.cluster, data_bucket=storage.data.bucket,
             eks=StudioEks(
                 cluster_name=eks.eks.cluster_name, cluster_arn=eks.eks.cluster_arn,
-                security_group_id=eks.eks.node_security_group_id,
+                security_group_id=eks.eks.control_plane_security_group_id,
             ) if eks else None,
             **stack_args("studio", "SageMaker Studio domain, profiles and FSx partitions"),
         )  # fmt: skip

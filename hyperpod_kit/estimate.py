@@ -14,9 +14,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hyperpod_kit.config.derived import (
+    creates_grafana_workspace,
+    creates_prometheus_workspace,
+    interface_endpoints,
     job_group,
     lustre_throughput_mb_s,
     lustre_tib,
+    prometheus_enabled,
     slurm_accounting,
     trainer_settings,
     training_plan_of,
@@ -49,7 +53,7 @@ class Figure:
 class CostLine:
     """One thing that costs money while the environment exists."""
 
-    kind: str  # "instances", "lustre", "nat", "accounting"
+    kind: str  # "instances", "lustre", "nat", "accounting", "endpoints", "prometheus", "grafana"
     item: str
     hourly_usd: float | None  # None: no price data, or prepaid
     monthly_usd: float | None
@@ -110,7 +114,10 @@ class Estimate:
 
 
 def _num(value: float, digits: int = 1) -> str:
-    """1200 -> "1,200", 1.2 -> "1.2", 2.0 -> "2" (no trailing zeros)."""
+    """1200 -> "1,200", 1.2 -> "1.2", 2.0 -> "2" (no trailing zeros); from 10^15 on,
+    "1.23e+15" (never a line of digits)."""
+    if abs(value) >= 1e15:
+        return f"{value:.3g}"
     text = f"{value:,.{digits}f}"
     return text.rstrip("0").rstrip(".") if "." in text else text
 
@@ -122,7 +129,9 @@ def _bytes(value: float) -> str:
 def _seconds(value: float) -> str:
     if value < 120:
         return f"{_num(value)} s"
-    return f"{_num(value / 60)} min" if value < 7200 else f"{_num(value / 3600)} h"
+    if value < 7200:
+        return f"{_num(value / 60)} min"
+    return f"{_num(value / 3600)} h" if value < 172_800 else f"{_num(value / 86_400)} days"
 
 
 def _usd(value: float) -> str:
@@ -439,6 +448,48 @@ def _accounting_cost(config: EnvironmentConfig) -> CostLine | None:
     return CostLine("accounting", item, None, None, how, missing=missing)
 
 
+def _endpoints_cost(config: EnvironmentConfig) -> CostLine | None:
+    """The network stack's interface endpoints: no price table here quotes them, so they are
+    named, with what they bill for, and left unpriced."""
+    services = interface_endpoints(config)
+    if not services:
+        return None
+    item = f"interface endpoints: {len(services)} ({', '.join(services)})"
+    missing = f"no price data for interface VPC endpoints in {config.region}"
+    how = f"{missing}: each endpoint bills every hour in its one zone, plus each GB it processes"
+    return CostLine("endpoints", item, None, None, how, missing=missing)
+
+
+def _prometheus_cost(config: EnvironmentConfig) -> CostLine | None:
+    """The Prometheus workspace (created or existing): billed by use, not by the hour, and no
+    price table here quotes it."""
+    if not prometheus_enabled(config):
+        return None
+    prometheus = config.monitoring.prometheus
+    if creates_prometheus_workspace(config):
+        item = "Amazon Managed Service for Prometheus: a new workspace"
+    else:
+        item = f"Amazon Managed Service for Prometheus: {prometheus.workspace_arn}"
+    missing = f"no price data for Amazon Managed Service for Prometheus in {config.region}"
+    how = (
+        f"{missing}: it bills the metric samples ingested, the GB stored and the samples queried "
+        "(ingestion grows with nodes x exporters x one scrape every "
+        f"{prometheus.scrape_interval_seconds} s)"
+        + ("" if creates_prometheus_workspace(config) else ", to the workspace's account")
+    )
+    return CostLine("prometheus", item, None, None, how, missing=missing)
+
+
+def _grafana_cost(config: EnvironmentConfig) -> CostLine | None:
+    if not creates_grafana_workspace(config):
+        return None
+    missing = f"no price data for Amazon Managed Grafana in {config.region}"
+    how = f"{missing}: it bills each active editor or admin and each active viewer per month"
+    return CostLine(
+        "grafana", "Amazon Managed Grafana: 1 workspace", None, None, how, missing=missing
+    )
+
+
 # --- all of it ---------------------------------------------------------------------------------
 
 
@@ -470,8 +521,14 @@ def estimate(
     costs.append(_lustre_cost(config, book))
     if (nat := _nat_cost(config, book)) is not None:
         costs.append(nat)
-    if (database := _accounting_cost(config)) is not None:
-        costs.append(database)
+    for line in (
+        _accounting_cost(config),
+        _endpoints_cost(config),
+        _prometheus_cost(config),
+        _grafana_cost(config),
+    ):
+        if line is not None:
+            costs.append(line)
     tables = {INSTANCE_TABLE: instance_types_checked(), book.name: book.date}
     return Estimate(config.name, config.region, figures, costs, warnings, tables, book.label)
 

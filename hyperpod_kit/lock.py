@@ -252,12 +252,17 @@ def deployed_pins(
 
 
 def lock_environment(
-    loaded: LoadedEnvironment, *, update: bool = False, replace_foreign: bool = False
+    loaded: LoadedEnvironment,
+    *,
+    update: bool = False,
+    replace_foreign: bool = False,
+    warn_drift: bool = False,
 ) -> tuple[LoadedEnvironment, Resolution]:
     """The environment with its lock applied (deployed values where the file leaves them open),
     and the resolution to write; `LockError` on a lock that is not ours (unless
-    `replace_foreign`: then as if there were none), on drift (unless `update`), or on a locked
-    value the compatibility table refuses."""
+    `replace_foreign`: then as if there were none), on drift (unless `update`; with
+    `warn_drift` the locked values stay and the drift is a warning among the findings: `destroy`
+    deploys nothing), or on a locked value the compatibility table refuses."""
     try:
         lock = read_lock(lock_path(loaded.file))
     except LockError:
@@ -293,8 +298,18 @@ def lock_environment(
                 )
             ]
         ) from None  # fmt: skip
-    if res.drift:
+    if res.drift and not warn_drift:
         raise LockError(res.drift)
+    if res.drift:
+        warnings = [
+            replace(
+                f,
+                level=Level.WARNING,
+                hint="nothing is deployed, so the lock stays as it is; " + (f.hint or ""),
+            )
+            for f in res.drift
+        ]
+        loaded = replace(loaded, findings=[*loaded.findings, *warnings])
     if res.config is not loaded.config and lock is not None:
         refused = [f for f in incompatible(res.config) if f.level is Level.ERROR]
         if refused:

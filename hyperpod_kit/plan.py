@@ -614,10 +614,65 @@ def _template(path: Path, label: str) -> dict[str, Any]:
     template = read_json(path, f"the template of {label}")
     if not isinstance(template, dict) or not isinstance(template.get("Resources", {}), dict):
         raise PlanInputError(f"{path}: the template of {label} has no Resources object")
+    rules = update_rules()
     for logical, resource in template.get("Resources", {}).items():
         if not isinstance(resource, dict) or not isinstance(resource.get("Type"), str):
             raise PlanInputError(f"{path}: resource {logical} of {label} has no Type")
+        malformed = _malformed(resource, logical, rules)
+        if malformed is not None:
+            raise PlanInputError(f"{path}: {malformed} (stack {label})")
     return template
+
+
+def _intrinsic(node: Any) -> bool:
+    """A CloudFormation function (`Ref`, `Fn::...`): its value is not known offline."""
+    if not isinstance(node, dict) or len(node) != 1:
+        return False
+    key = str(next(iter(node)))
+    return key == "Ref" or key.startswith("Fn::")
+
+
+def _a(node: Any) -> str:
+    kinds = {str: "a string", bool: "a boolean", int: "a number", float: "a number", list: "a list"}
+    shown = json.dumps(node)
+    shown = shown if len(shown) <= 40 else shown[:37] + "..."
+    return f"{kinds.get(type(node), 'an object')} ({shown})"
+
+
+def _malformed(resource: dict[str, Any], logical: str, rules: Rules) -> str | None:
+    """Where a resource's properties are not the shape the update rules walk (a list where the
+    rule goes through items, an object where it names a key), as a JSON path and what is there,
+    or None. Without this a string for `InstanceGroups` read as "no groups", and the plan an
+    update."""
+    where = f"Resources.{logical}.Properties"
+    props = resource.get("Properties")
+    if props is None:
+        return None
+    if not isinstance(props, dict):
+        return f"{where} is {_a(props)}, not an object"
+    pointers = {r.path for r in rules.for_type(resource["Type"])}
+    pointers |= {r.within for r in rules.for_type(resource["Type"]) if r.within}
+
+    def walk(node: Any, parts: list[str], at: str) -> str | None:
+        if not parts or node is None or _intrinsic(node):
+            return None
+        part, rest = parts[0], parts[1:]
+        if part == "*":
+            if not isinstance(node, list):
+                return f"{at} is {_a(node)}, not a list"
+            for i, item in enumerate(node):
+                if (found := walk(item, rest, f"{at}[{i}]")) is not None:
+                    return found
+            return None
+        if not isinstance(node, dict):
+            return f"{at} is {_a(node)}, not an object"
+        return walk(node.get(part), rest, f"{at}.{part}")
+
+    for pointer in sorted(pointers):
+        parts = pointer.split("/")[2:]  # "/properties/A/*/B" -> A, *, B
+        if parts and (found := walk(props.get(parts[0]), parts[1:], f"{where}.{parts[0]}")):
+            return found
+    return None
 
 
 def _add_stack(

@@ -115,18 +115,61 @@ def cdk_arguments(command: str, assembly: Path, extra: Sequence[str]) -> list[st
     return args + list(extra)
 
 
-def _cannot_run(cdk: Path | None, command: str, extra: Sequence[str]) -> str | None:
-    """Why the CDK CLI cannot be handed this command (one line), or None."""
+def _cannot_run(cdk: Path | None, command: str, extra: Sequence[str], region: str) -> str | None:
+    """Why the CDK CLI cannot be handed this command (one line), or None. All of it is known
+    before anything is synthesized."""
     if cdk is None:
         return (
             "node_modules/.bin/cdk: the CDK CLI is not installed. Hint: run `make setup` (npm ci "
             "installs the pinned aws-cdk into node_modules)."
         )
     why = refusal(command, extra)
-    return why + "." if why is not None else None
+    if why is not None:
+        return why + "."
+    return missing_credentials(command, region, extra) if command in NEEDS_CREDENTIALS else None
 
 
 QUIET = ("-q", "--quiet")  # the CDK CLI's (and passed on); they silence our progress lines too
+# Commands the CDK CLI cannot run without credentials: checked before anything is synthesized
+# (`diff` is left alone: CI runs it without credentials, and the CDK CLI says what it could not do).
+NEEDS_CREDENTIALS = frozenset({"deploy", "destroy"})
+
+
+def _option_value(extra: Sequence[str], option: str) -> str | None:
+    """The value of `option` (`--profile NAME` or `--profile=NAME`) among the CDK options."""
+    for i, arg in enumerate(extra):
+        if arg == option and i + 1 < len(extra):
+            return extra[i + 1]
+        if arg.startswith(option + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def missing_credentials(command: str, region: str, extra: Sequence[str]) -> str | None:
+    """Why the CDK CLI would find no credentials (one line), or None: botocore's own chain (the
+    environment, AWS_PROFILE or the `--profile` passed on, the shared files, SSO, a container or
+    instance role), resolved locally as botocore does; no AWS API is called."""
+    from botocore.exceptions import BotoCoreError
+
+    from hyperpod_kit.config.aws import AwsFacade, resolve_session
+
+    profile = _option_value(extra, "--profile")
+    hint = (
+        "configure credentials (aws configure, AWS_PROFILE or --profile NAME, aws sso login, "
+        "or an instance role); `hyperpod-kit synth`, `plan` and `diff` need none"
+    )
+    try:
+        session = resolve_session(region, profile=profile)
+        found = AwsFacade(region, session=session).has_credentials()
+    except BotoCoreError as e:  # a profile that is not configured
+        return f"{command}: --profile {profile}: {e}; nothing was synthesized. Hint: {hint}."
+    if found:
+        return None
+    where = f" for --profile {profile}" if profile else ""
+    return (
+        f"{command}: no AWS credentials found{where}, so the CDK CLI could not {command}; nothing "
+        f"was synthesized. Hint: {hint}."
+    )
 
 
 def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
@@ -134,7 +177,7 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
     from hyperpod_kit.outputs import write_error
 
     cdk = cdk_binary()
-    why = _cannot_run(cdk, command, extra)
+    why = _cannot_run(cdk, command, extra, loaded.config.region)
     if why is not None or cdk is None:
         print(why, file=sys.stderr)
         return 2

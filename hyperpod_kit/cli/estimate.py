@@ -17,10 +17,14 @@ from hyperpod_kit.estimate import Estimate, render_text
 from hyperpod_kit.estimate import estimate as compute
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
+# What a training step can take: refused outside (1e300 s printed a 300-digit interval, and 1e-300
+# a 300-digit share). A step of a real job takes milliseconds to minutes.
+MIN_STEP_S, MAX_STEP_S = 0.001, 86_400.0
 
 
 def step_time(text: str | None) -> float | None:
-    """`--step-time`: a positive, finite number of seconds; ValueError with the reason."""
+    """`--step-time`: a finite number of seconds from 1 ms to one day; ValueError with the
+    reason (checked before the estimate is computed)."""
     if text is None:
         return None
     try:
@@ -29,6 +33,11 @@ def step_time(text: str | None) -> float | None:
         raise ValueError("is not a number") from None
     if not math.isfinite(value) or value <= 0:
         raise ValueError("is not a positive number of seconds")
+    if not MIN_STEP_S <= value <= MAX_STEP_S:
+        raise ValueError(
+            f"is outside {MIN_STEP_S:g}-{MAX_STEP_S:,.0f} s (1 ms to one day) that a training "
+            "step takes"
+        )
     return value
 
 
@@ -63,8 +72,8 @@ def add_estimate_arguments(est: argparse.ArgumentParser) -> None:
     est.add_argument(
         "--step-time",
         metavar="SECONDS",
-        help="seconds one training step takes: then the share of the checkpoint interval spent "
-        "writing a checkpoint (a warning above 5%%)",
+        help="seconds one training step takes (0.001 to 86400): then the share of the "
+        "checkpoint interval spent writing a checkpoint (a warning above 5%%)",
     )
     est.add_argument(
         "--format",

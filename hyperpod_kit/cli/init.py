@@ -167,7 +167,17 @@ def check_count(value: str | int) -> int:
 
 
 def check_users(value: str) -> tuple[str, ...]:
-    names = tuple(n.strip() for n in value.split(",") if n.strip())
+    """Comma-separated login names, each given once; an empty name (`,,`, a trailing comma, an
+    empty value) is refused rather than dropped: `--users ',,'` must not mean "nobody"."""
+    names = tuple(n.strip() for n in value.split(","))
+    if not all(names):
+        raise ChoiceError(
+            "--users",
+            value,
+            "has an empty name" if any(names) else "names nobody",
+            "comma-separated login names without empty ones, e.g. --users alice,bob; "
+            "leave --users out for nobody",
+        )
     for name in names:
         if not re.match(USER_NAME, name):
             raise ChoiceError(

@@ -327,6 +327,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         aws=getattr(args, "aws", False),
         lock=args.command in LOCKED_COMMANDS,
         update_lock=getattr(args, "update_lock", False),
+        warn_drift=args.command in DRIFT_WARNS,
     )
     if loaded is None:
         return EXIT_BAD_INPUT
@@ -340,6 +341,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
 # Commands whose result depends on the version lock: it is read (a drift refused) before them.
 LOCKED_COMMANDS = frozenset({"validate", "synth", "plan", "check", "diff", "deploy", "destroy"})
+# ...except these, which deploy nothing: a drifted lock is a warning (the locked values are used).
+DRIFT_WARNS = frozenset({"destroy"})
 
 
 def _lock(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
@@ -412,10 +415,11 @@ def _load(
     aws: bool = False,
     lock: bool = False,
     update_lock: bool = False,
+    warn_drift: bool = False,
 ) -> LoadedEnvironment | None:
     """Load and print findings; None (after printing why) when the file has an error. With
     `lock`, the environment's version lock is applied too (hyperpod_kit/lock.py), and a lock that
-    refuses is an error like the file's."""
+    refuses is an error like the file's (a drift only a warning with `warn_drift`)."""
     facade = None
     if aws:
         from hyperpod_kit.config.aws import AwsFacade
@@ -427,17 +431,24 @@ def _load(
             from hyperpod_kit.lock import LockError, lock_environment
 
             try:
-                loaded, _ = lock_environment(loaded, update=update_lock)
+                loaded, _ = lock_environment(
+                    loaded, update=update_lock, warn_drift=warn_drift
+                )
             except LockError as e:
                 raise ConfigError(file, [*loaded.findings, *e.findings]) from None
     except ConfigError as e:
-        _print_findings(e.file, e.findings, as_json=as_json, stream=sys.stderr)
+        # --quiet is errors only, also when the file has one: its warnings and infos stay hidden
+        _print_findings(e.file, _shown(e.findings, quiet), as_json=as_json, stream=sys.stderr)
         return None
-    shown = [f for f in loaded.findings if not quiet or f.level is Level.ERROR]
-    _print_findings(loaded.file, shown, as_json=as_json, stream=sys.stderr)
+    _print_findings(loaded.file, _shown(loaded.findings, quiet), as_json=as_json, stream=sys.stderr)
     if not quiet and not as_json:
         print(f"{loaded.file}: valid ({_counts(loaded.findings)})", file=sys.stderr)
     return loaded
+
+
+def _shown(findings: list[Finding], quiet: bool) -> list[Finding]:
+    """What is printed: every finding, or with --quiet the errors only."""
+    return [f for f in findings if not quiet or f.level is Level.ERROR]
 
 
 def _region_of(file: str) -> str:

@@ -310,6 +310,69 @@ def observability_stack(config: EnvironmentConfig) -> bool:
     )
 
 
+def remediation_function(config: EnvironmentConfig) -> bool:
+    """Whether monitoring deploys the remediation Lambda (fed by a queue that the node-health
+    rule targets): auto_repair on while HyperPod's own recovery is off. With node_recovery:
+    Automatic HyperPod performs the repairs itself, and a Lambda would only race it."""
+    return config.monitoring.auto_repair and config.cluster.node_recovery == "None"
+
+
+def alert_topics(config: EnvironmentConfig) -> int:
+    """How many SNS topics get every alert: monitoring's own topic and each existing one the
+    file lists. Each is a target of every EventBridge rule and an action of every alarm state."""
+    return 1 + len(config.monitoring.subscribers.sns_topic_arns)
+
+
+def creates_grafana_workspace(config: EnvironmentConfig) -> bool:
+    """Whether the environment creates an Amazon Managed Grafana workspace."""
+    return prometheus_enabled(config) and config.monitoring.prometheus.grafana.enabled
+
+
+# The interface endpoints the network stack creates (`network.interface_endpoints`), by what the
+# environment runs; here so that the network construct and `estimate` read one list.
+BASE_ENDPOINTS = (
+    "sagemaker.api",
+    "sts",
+    "ecr.api",
+    "ecr.dkr",
+    "logs",
+    "monitoring",
+    "ssm",
+    "ssmmessages",
+    "ec2messages",
+)
+# EKS nodes also call EKS (joining, Pod Identity) and EC2: the VPC CNI (aws-node) assigns pod
+# addresses and reads the instance's interfaces through the EC2 API.
+EKS_ENDPOINTS = ("eks", "eks-auth", "ec2")
+# Slurm accounting: HyperPod reads the database's secret for slurmdbd on the controller, and the
+# rotation function (when rotation is on) calls Secrets Manager from the cluster's subnet.
+ACCOUNTING_ENDPOINTS = ("secretsmanager",)
+# Amazon Managed Service for Prometheus: remote write (and queries) go to the workspaces' data
+# plane, `aps-workspaces` (the control plane, `aps`, is not called from the VPC).
+PROMETHEUS_ENDPOINTS = ("aps-workspaces",)
+
+
+def endpoint_services(*, eks: bool, accounting: bool, prometheus: bool) -> tuple[str, ...]:
+    """The services that get an interface endpoint when `network.interface_endpoints` is on."""
+    return (
+        BASE_ENDPOINTS
+        + (EKS_ENDPOINTS if eks else ())
+        + (ACCOUNTING_ENDPOINTS if accounting else ())
+        + (PROMETHEUS_ENDPOINTS if prometheus else ())
+    )
+
+
+def interface_endpoints(config: EnvironmentConfig) -> tuple[str, ...]:
+    """The interface endpoints this environment's network stack creates (none when off)."""
+    if not config.network.interface_endpoints:
+        return ()
+    return endpoint_services(
+        eks=config.orchestrator == "eks",
+        accounting=slurm_accounting(config),
+        prometheus=prometheus_enabled(config),
+    )
+
+
 def workspace_id_of(arn: str) -> str:
     """``ws-...`` from a workspace ARN."""
     return arn.rsplit("/", 1)[-1]

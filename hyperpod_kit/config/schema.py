@@ -913,6 +913,14 @@ class EksConfig(Section):
         description="Use this EKS cluster (same account and region; authentication mode API or "
         "API_AND_CONFIG_MAP, HyperPod's Helm chart installed) instead of creating one.",
     )
+    existing_cluster_security_group_id: SecurityGroupId | None = Field(
+        default=None,
+        description="With existing_cluster_name: a security group on that cluster's control "
+        "plane (its cluster security group, `aws eks describe-cluster --query "
+        "cluster.resourcesVpcConfig.clusterSecurityGroupId`). Studio's apps get HTTPS (443) "
+        "to it for kubectl, through an ingress rule the Studio stack adds and removes; "
+        "required with studio.enabled.",
+    )
     admin_role_arns: list[Annotated[str, Field(pattern=ROLE_ARN)]] = Field(
         default_factory=list,
         description="IAM roles given cluster-admin through EKS access entries.",

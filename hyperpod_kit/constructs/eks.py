@@ -64,6 +64,8 @@ class EksCluster(Construct):
     - ``node_security_group_id``: the one security group HyperPod nodes carry (the network's
       cluster group: all traffic to itself, for EFA). A new cluster's control plane carries it too,
       so nodes and control plane reach each other through that self rule and no other rule;
+    - ``control_plane_security_group_id``: a security group on the control plane: the node group
+      on a new cluster, ``existing_cluster_security_group_id`` on an existing one (or None);
     - ``addons``: the core EKS add-ons (empty for an existing cluster);
     - ``kubectl_role``: the kubectl handler's role (cluster admin through an access entry);
     - ``secrets_key``: the KMS key of a new cluster's secrets (None for an existing cluster);
@@ -88,6 +90,14 @@ class EksCluster(Construct):
         self.config = config
         self.secrets_key: kms.IKey | None = None
         self.node_security_group_id: str = network.cluster_security_group_id
+        # A security group on the control plane (what Studio's kubectl is let in through): a new
+        # cluster carries the nodes' group; an existing one the group the file names (None when
+        # it names none: validate refuses Studio then).
+        self.control_plane_security_group_id: str | None = (
+            network.cluster_security_group_id
+            if config.existing_cluster_name is None
+            else config.existing_cluster_security_group_id
+        )
         self.addons: dict[str, eks.CfnAddon] = {}
         self._kubectl_barrier: list[IConstruct] = []
 

@@ -38,6 +38,7 @@ from constructs import Construct
 
 from hyperpod_kit.config.derived import (
     continuous_provisioning,
+    remediation_function,
     ships_job_events,
 )
 from hyperpod_kit.config.schema import EnvironmentConfig
@@ -194,7 +195,6 @@ class ClusterMonitoring(Construct):
     ) -> None:
         super().__init__(scope, id)
         self.config = config
-        mon = config.monitoring
         self.region = Stack.of(self).region
         self.namespace = f"HyperPodKit/{config.name}"
         self.log_group_name = cluster_log_group_name(cluster.cluster_name, cluster.cluster_id)
@@ -204,7 +204,7 @@ class ClusterMonitoring(Construct):
         # With node_recovery: Automatic HyperPod performs the repairs its health events name;
         # a Lambda doing the same would only race it. It acts only where HyperPod will not.
         self.remediation: RemediationFunction | None = None
-        if mon.auto_repair and config.cluster.node_recovery == "None":
+        if remediation_function(config):
             self.remediation = RemediationFunction(
                 self, "Remediation", config=config, cluster=cluster, alerts=self.alerts
             )

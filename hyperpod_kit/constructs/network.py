@@ -14,31 +14,12 @@ from aws_cdk import aws_logs as logs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from hyperpod_kit.config.derived import endpoint_services
 from hyperpod_kit.config.schema import NetworkConfig, NewVpcConfig
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 """TCP ports between Lustre clients and servers."""
-
-BASE_ENDPOINTS = (
-    "sagemaker.api",
-    "sts",
-    "ecr.api",
-    "ecr.dkr",
-    "logs",
-    "monitoring",
-    "ssm",
-    "ssmmessages",
-    "ec2messages",
-)
-# EKS nodes also call EKS (joining, Pod Identity) and EC2: the VPC CNI (aws-node) assigns pod
-# addresses and reads the instance's interfaces through the EC2 API.
-EKS_ENDPOINTS = ("eks", "eks-auth", "ec2")
-# Slurm accounting: HyperPod reads the database's secret for slurmdbd on the controller, and the
-# rotation function (when rotation is on) calls Secrets Manager from the cluster's subnet.
-ACCOUNTING_ENDPOINTS = ("secretsmanager",)
-# Amazon Managed Service for Prometheus: remote write (and queries) go to the workspaces' data
-# plane, `aps-workspaces` (the control plane, `aps`, is not called from the VPC).
-PROMETHEUS_ENDPOINTS = ("aps-workspaces",)
+# Which services get an interface endpoint: `config.derived.endpoint_services` (estimate reads it).
 
 
 class ClusterNetwork(Construct):
@@ -101,10 +82,7 @@ class ClusterNetwork(Construct):
         self.studio_fsx_security_group_id: str = self.studio_fsx_security_group.attr_group_id
         if config.interface_endpoints:
             self._interface_endpoints(
-                BASE_ENDPOINTS
-                + (EKS_ENDPOINTS if eks else ())
-                + (ACCOUNTING_ENDPOINTS if accounting else ())
-                + (PROMETHEUS_ENDPOINTS if prometheus else ())
+                endpoint_services(eks=eks, accounting=accounting, prometheus=prometheus)
             )
 
     # --- VPC -----------------------------------------------------------------------------------

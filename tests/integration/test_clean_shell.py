@@ -160,8 +160,13 @@ def test_a_bad_file_never_reaches_the_cdk_cli(
 def test_a_gate_error_never_reaches_the_cdk_cli(
     tmp_path: Path, home: Path, write_env: WriteEnv
 ) -> None:
-    """`diff` takes the same path (tests/unit/test_cli.py checks both with a fake CDK CLI)."""
+    """`diff` takes the same path (tests/unit/test_cli.py checks both with a fake CDK CLI).
+    Made-up credentials in HOME: deploy checks for some before it synthesizes."""
     command = "deploy"
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text(
+        "[default]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = example\n"
+    )
     file = write_env({"network": {"vpc": {"flow_logs": False}}})
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
@@ -171,6 +176,27 @@ def test_a_gate_error_never_reaches_the_cdk_cli(
     assert f"{command} stopped by the gates: 1 errors; the CDK CLI was not run" in result.stderr
     assert BANNER not in result.stderr
     assert list(tmpdir.iterdir()) == [], "the staging assembly is removed"
+
+
+@pytest.mark.parametrize("command", ["deploy", "destroy"])
+def test_without_credentials_deploy_and_destroy_stop_before_synth(
+    command: str, tmp_path: Path, home: Path
+) -> None:
+    """No AWS_* variable, an empty HOME: one line and exit 2 within seconds, with nothing
+    synthesized or staged, and the CDK CLI never started."""
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    result = clean(
+        [HYPERPOD_KIT, command, REPO / "environments/default.yaml"],
+        cwd=tmp_path, home=home, tmpdir=tmpdir,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"{command}: no AWS credentials found"), result.stderr
+    assert "Hint: configure credentials" in last
+    assert "cdk-nag" not in result.stderr and BANNER not in result.stderr
+    assert "Traceback" not in result.stderr
+    assert list(tmpdir.iterdir()) == []
 
 
 def test_diff_hands_the_cdk_cli_the_gated_assembly(tmp_path: Path, home: Path) -> None:

@@ -17,7 +17,7 @@ import yaml
 
 from hyperpod_kit.cli import main as cli
 from hyperpod_kit.config.validators import REGISTRY
-from tests.conftest import REPO, WriteEnv
+from tests.conftest import REPO, WriteEnv, merge
 
 DEFAULT = REPO / "environments" / "default.yaml"
 ENVIRONMENTS = sorted([*REPO.glob("environments/*.yaml"), *REPO.glob("environments/*.yml")])
@@ -111,6 +111,26 @@ def test_validate_quiet_still_shows_errors(capsys: pytest.CaptureFixture[str]) -
     code, _, err = run(["validate", str(file), "-q"], capsys)
     assert code == 2
     assert err.startswith(f"{file}:7 storage.lustre.storage_capacity_gib: 2000 is not 1200")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+def test_validate_quiet_hides_warnings_of_a_file_with_an_error(
+    fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A file with an error also has warnings and infos (this one: enroot, throughput): with
+    `-q` only the error is printed, in text and in JSON; without it, all three."""
+    file = BAD / "lustre-capacity.yaml"
+    code, _, loud = run(["validate", str(file)], capsys)
+    assert code == 2 and "warning: " in loud and "info: " in loud
+    code, out, err = run(["validate", str(file), "-q", "--format", fmt], capsys)
+    assert code == 2
+    if fmt == "json":
+        assert [f["level"] for f in json.loads(out)] == ["error"]
+    else:
+        assert err.splitlines() == [
+            f"{file}:7 storage.lustre.storage_capacity_gib: 2000 is not 1200 or a multiple of "
+            "2400 (PERSISTENT_2). Hint: use 2400."
+        ]
 
 
 def test_validate_suppress_hides_info(capsys: pytest.CaptureFixture[str]) -> None:
@@ -317,6 +337,34 @@ def test_version(capsys: pytest.CaptureFixture[str]) -> None:
 # --- the gated path to the CDK CLI --------------------------------------------------------------
 
 
+def no_aws(monkeypatch: pytest.MonkeyPatch, home: Path) -> None:
+    """A clean environment for credentials: no AWS_* variable, HOME an empty folder; only the
+    instance-metadata lookup is turned off (on a CI machine with an instance role it would find
+    one)."""
+    import os
+
+    for name in [n for n in os.environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    home.mkdir(exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+
+
+@pytest.fixture
+def aws_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Made-up credentials in the shared files of an empty HOME: profiles `default` and `dev`
+    (nothing here calls AWS: the CDK CLI is a fake)."""
+    home = tmp_path / "aws-home"
+    no_aws(monkeypatch, home)
+    (home / ".aws").mkdir()
+    (home / ".aws" / "credentials").write_text(
+        "".join(
+            f"[{p}]\naws_access_key_id = AKIAEXAMPLE{i}\naws_secret_access_key = example\n"
+            for i, p in enumerate(("default", "dev"))
+        )
+    )
+
+
 def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, exit_code: int = 0) -> Path:
     """A `cdk` that records its arguments, and the assembly it was given, in tmp_path/calls."""
     calls = tmp_path / "calls"
@@ -338,6 +386,7 @@ def recorded(calls: Path) -> list[list[str]]:
     return [p.read_text().splitlines() for p in sorted(calls.glob("*.args"))]
 
 
+@pytest.mark.usefixtures("aws_credentials")
 def test_deploy_hands_the_gated_assembly_to_the_pinned_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -369,6 +418,7 @@ def test_deploy_hands_the_gated_assembly_to_the_pinned_cli(
     assert "hyperpod-kit: deploy: handing over to the CDK CLI (cdk deploy)" in err
 
 
+@pytest.mark.usefixtures("aws_credentials")
 def test_a_gate_error_stops_deploy_before_the_cdk_cli(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
@@ -619,3 +669,160 @@ def test_jobs_twice_and_after_an_edit(tmp_path: Path, capsys: pytest.CaptureFixt
     assert job.read_text().endswith("# my change\n")
     assert run(["jobs", str(DEFAULT), "-o", str(out), "-q", "--force"], capsys)[0] == 0
     assert not job.read_text().endswith("# my change\n")
+
+
+def test_too_many_alert_topics_is_one_line_at_the_topic(
+    write_env: WriteEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Five existing topics passed validate, then synth died with a jsii traceback: now the
+    error is at the line of the first topic past EventBridge's and CloudWatch's limit of 5."""
+    arns = [f"arn:aws:sns:us-west-2:111122223333:pager-{i}" for i in range(5)]
+    path = write_env({"monitoring": {"subscribers": {"sns_topic_arns": arns}}})
+    code, out, err = run(["validate", str(path), "-q"], capsys)
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if arns[4] in t)
+    assert code == 2 and out == ""
+    assert err.startswith(f"{path}:{line} monitoring.subscribers.sns_topic_arns[4]: 5 topics")
+    assert err.count("\n") == 1 and "Hint: list at most 4 topics here" in err
+    assert "Traceback" not in err
+    path = write_env({"monitoring": {"subscribers": {"sns_topic_arns": arns[:4]}}})
+    assert run(["validate", str(path), "-q"], capsys)[0] == 0
+
+
+STUDIO_ON_EXISTING_EKS = {
+    "orchestrator": "eks",
+    "network": {"vpc": {"control_plane_subnet_cidr": None}},
+    "cluster": {
+        "instance_groups": [
+            {"name": "workers", "role": "worker", "instance_type": "ml.g5.12xlarge",
+             "instance_count": 2}
+        ],
+        "eks": {"existing_cluster_name": "ml-platform"},
+    },
+    "users": [{"name": "alice", "uid": 10001}],
+    "studio": {"enabled": True},
+}  # fmt: skip
+
+
+def test_studio_on_an_existing_eks_cluster_needs_its_security_group(
+    write_env: WriteEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without the control plane's security group, Studio's HTTPS rule would open a group the
+    control plane does not carry: one error at `eks:` (the key is not in the file) with the
+    command that finds the group; with it, the file is valid."""
+    path = write_env(STUDIO_ON_EXISTING_EKS)
+    code, out, err = run(["validate", str(path), "-q"], capsys)
+    line = next(i for i, t in enumerate(path.read_text().splitlines(), 1) if t.strip() == "eks:")
+    assert code == 2 and out == "" and err.count("\n") == 1, err
+    assert err.startswith(f"{path}:{line} cluster.eks.existing_cluster_security_group_id: ")
+    assert "Hint: set cluster.eks.existing_cluster_security_group_id" in err
+    with_group = merge(
+        STUDIO_ON_EXISTING_EKS,
+        {"cluster": {"eks": {"existing_cluster_security_group_id": "sg-0c0ffee0c0ffee000"}}},
+    )
+    code, _, err = run(["validate", str(write_env(with_group)), "-q"], capsys)
+    assert code == 0, err
+
+
+# --- deploy and destroy: credentials first, a drifted lock ------------------------------------
+
+
+def _never_synthesized(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_synth(*args: object, **kwargs: object) -> None:
+        raise AssertionError("synthesized")
+
+    monkeypatch.setattr("hyperpod_kit.cli.synth.gated_assembly", no_synth)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [command, *profile]
+        for command in ("deploy", "destroy")
+        for profile in ([], ["--profile", "dev"], ["--profile=dev"])
+    ],
+)
+def test_without_credentials_deploy_and_destroy_stop_before_synth(
+    argv: list[str],
+    tmp_path: Path,
+    write_env: WriteEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """No AWS_* variable and an empty HOME: one line, exit 2, before any synth, rehearsal, lock
+    write or CDK CLI (they used to run for a minute before the CDK CLI said so)."""
+    no_aws(monkeypatch, tmp_path / "home")
+    calls = fake_cdk(tmp_path, monkeypatch)
+    _never_synthesized(monkeypatch)
+    command, profile = argv[0], argv[1:]
+    env = write_env()
+    code, out, err = run([command, str(env), *profile], capsys)
+    assert code == 2 and out == ""
+    (line,) = [t for t in err.splitlines() if t.startswith(f"{command}: ")]
+    assert err.endswith(line + "\n"), "the last line says why"
+    if profile:  # a profile that is not configured is named
+        assert line.startswith(f"{command}: --profile dev: ") and "could not be found" in line
+    else:
+        assert line.startswith(f"{command}: no AWS credentials found, so the CDK CLI could not")
+    assert "nothing was synthesized. Hint: configure credentials" in line
+    assert recorded(calls) == [] and not (tmp_path / "env.lock.json").exists()
+    assert "Traceback" not in err
+
+
+@pytest.mark.usefixtures("aws_credentials")
+@pytest.mark.parametrize("profile", [[], ["--profile", "dev"]])
+def test_with_credentials_destroy_goes_on_to_the_cdk_cli(
+    profile: list[str],
+    tmp_path: Path,
+    write_env: WriteEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The good neighbour: credentials in ~/.aws/credentials (default or the profile passed on)
+    and the command goes on (the assembly stands in: the gated path is tested above)."""
+    from types import SimpleNamespace
+
+    calls = fake_cdk(tmp_path, monkeypatch)
+    monkeypatch.setattr(
+        "hyperpod_kit.cli.synth.gated_assembly", lambda *a, **k: SimpleNamespace(ok=True)
+    )
+    code, _, err = run(["destroy", str(write_env()), *profile], capsys)
+    assert code == 0, err
+    (args,) = recorded(calls)
+    assert args[0] == "destroy" and "--all" in args
+
+
+@pytest.mark.usefixtures("aws_credentials")
+def test_destroy_is_not_refused_for_a_drifted_lock(
+    tmp_path: Path,
+    write_env: WriteEnv,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A lock whose default moved blocks synth and deploy (they would deploy something else),
+    not destroy, which deploys nothing: a warning at the lock's line, the lock unchanged, and
+    the CDK CLI runs."""
+    from types import SimpleNamespace
+
+    from hyperpod_kit.lock import lock_path
+
+    env = write_env()
+    assert run(["lock", str(env)], capsys)[0] == 0
+    lock = lock_path(env)
+    data = json.loads(lock.read_text())
+    data["pins"]["cluster.slurm.config_strategy"]["value"] = "Overwrite"  # an older default
+    lock.write_text(json.dumps(data, indent=1) + "\n")
+    before = lock.read_text()
+    calls = fake_cdk(tmp_path, monkeypatch)
+    monkeypatch.setattr(
+        "hyperpod_kit.cli.synth.gated_assembly", lambda *a, **k: SimpleNamespace(ok=True)
+    )
+    code, _, err = run(["deploy", str(env)], capsys)
+    assert code == 2 and "cluster.slurm.config_strategy: locked at Overwrite" in err
+    assert recorded(calls) == []
+    code, _, err = run(["destroy", str(env)], capsys)
+    assert code == 0, err
+    warning = rf"^{re.escape(str(lock))}:\d+ warning: cluster.slurm.config_strategy: locked at "
+    assert re.search(warning + "Overwrite", err, re.M), err
+    assert "Hint: nothing is deployed, so the lock stays as it is; synthesize with" in err
+    assert lock.read_text() == before
+    assert recorded(calls)[0][0] == "destroy"

@@ -167,7 +167,8 @@ def test_a_cited_price_is_used_with_its_sources() -> None:
     assert nat.monthly_usd == pytest.approx(0.045 * 730)
     assert nat.sources and all(s["url"].startswith("https://") for s in nat.sources)
     assert result.hourly_usd == pytest.approx(0.045)
-    assert len(result.unpriced) == 4
+    # three groups, the file system and the interface endpoints
+    assert [c.kind for c in result.unpriced] == ["instances"] * 3 + ["lustre", "endpoints"]
 
 
 def test_training_plan_nodes_are_prepaid(write_env: WriteEnv) -> None:
@@ -214,7 +215,7 @@ def test_text_shows_each_figure_how_and_the_tables_dates() -> None:
     assert re.search(r"Lustre throughput +2,400 MB/s +4\.8 TiB x 500 MB/s/TiB", text)
     assert re.search(r"write one checkpoint +40\.2 s +96\.4 GB written at 2,400 MB/s", text)
     assert "no price data for ml.p5.48xlarge in us-east-1" in text
-    assert "total of what has a price: $0.045/hour, $32.85/month; 4 item(s) without" in text
+    assert "total of what has a price: $0.045/hour, $32.85/month; 5 item(s) without" in text
 
 
 def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
@@ -234,13 +235,37 @@ def test_json_output(capsys: pytest.CaptureFixture[str]) -> None:
     assert err.startswith(f"{PROD}:{line} warning: trainer.job.checkpoint_every:")
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "abc", "nan", "inf"])
+@pytest.mark.parametrize(
+    "value", ["0", "-1", "abc", "nan", "inf", "-inf", "1e300", "1e-300", "86401", "0.0009"]
+)
 def test_bad_step_time_is_one_line(value: str, capsys: pytest.CaptureFixture[str]) -> None:
     code = cli.main(["estimate", str(DEFAULT), f"--step-time={value}"])
     out, err = capsys.readouterr()
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"--step-time: {value!r}")
     assert "Hint:" in err
+
+
+@pytest.mark.parametrize("value", ["0.001", "86400"])
+def test_step_time_at_its_bounds_is_taken_and_printed_short(
+    value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The bounds themselves are accepted; no number on the share line runs to a line of
+    digits (one day x 100 steps is shown in days)."""
+    code = cli.main(["estimate", str(DEFAULT), f"--step-time={value}"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    (line,) = [t for t in out.splitlines() if "share of the checkpoint interval" in t]
+    assert max(len(w) for w in line.split()) < 20, line
+    if value == "86400":
+        assert "= 100 days" in line
+
+
+def test_huge_numbers_are_shown_in_scientific_notation() -> None:
+    from hyperpod_kit.estimate import _num, _seconds
+
+    assert _num(1e300) == "1e+300" and _num(123_456_789_012_345_678) == "1.23e+17"
+    assert _num(1200) == "1,200" and _seconds(3 * 86_400) == "3 days"
 
 
 def test_estimate_reads_the_trainer_without_torch() -> None:
@@ -271,3 +296,48 @@ def test_the_accounting_database_is_named_without_a_price() -> None:
     assert database.missing == "no price data for Aurora Serverless v2 in us-west-2"
     assert database.hourly_usd is None and "at least 0.5 ACU every hour" in database.how
     assert not [c for c in of(DEFAULT).costs if c.kind == "accounting"]
+
+
+def test_endpoints_prometheus_and_grafana_are_named_without_a_price() -> None:
+    """What the platform examples create besides nodes, file system and NAT is listed with why
+    it has no price: interface endpoints (one per service the network stack creates), the
+    Prometheus workspace (new, or existing and billed to its account) and Grafana."""
+    eks = of(REPO / "environments" / "eks-platform.yaml")
+    (endpoints,) = [c for c in eks.costs if c.kind == "endpoints"]
+    assert endpoints.item.startswith("interface endpoints: 13 (sagemaker.api, sts,")
+    assert "eks-auth" in endpoints.item and "aps-workspaces" in endpoints.item
+    assert endpoints.missing == "no price data for interface VPC endpoints in us-east-1"
+    assert "every hour" in endpoints.how
+    (amp,) = [c for c in eks.costs if c.kind == "prometheus"]
+    assert amp.item.endswith("workspace/ws-0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0")
+    assert amp.missing is not None and "workspace's account" in amp.how
+    assert not [c for c in eks.costs if c.kind == "grafana"]
+
+    slurm = of(REPO / "environments" / "slurm-platform.yaml")
+    assert not [c for c in slurm.costs if c.kind == "endpoints"]  # NAT, no endpoints
+    (amp,) = [c for c in slurm.costs if c.kind == "prometheus"]
+    assert amp.item == "Amazon Managed Service for Prometheus: a new workspace"
+    assert "scrape every 30 s" in amp.how
+    (grafana,) = [c for c in slurm.costs if c.kind == "grafana"]
+    assert grafana.missing == "no price data for Amazon Managed Grafana in us-west-2"
+    assert {c.missing for c in slurm.unpriced} >= {amp.missing, grafana.missing}
+    text = render_text(slurm)
+    assert "  Amazon Managed Grafana: 1 workspace: unknown (no price data" in text
+
+    default = of(DEFAULT)
+    assert not [c for c in default.costs if c.kind in ("endpoints", "prometheus", "grafana")]
+
+
+def test_interface_endpoints_are_the_network_stacks_list(write_env: WriteEnv) -> None:
+    """The estimate counts the endpoints the network construct creates (one list), e.g. with
+    accounting the Secrets Manager endpoint is one more."""
+    from hyperpod_kit.config.derived import interface_endpoints
+
+    config = load_environment(REPO / "environments" / "existing-resources.yaml").config
+    (endpoints,) = [c for c in estimate(config).costs if c.kind == "endpoints"]
+    assert endpoints.item == (
+        f"interface endpoints: {len(interface_endpoints(config))} "
+        f"({', '.join(interface_endpoints(config))})"
+    )
+    path = write_env({"network": {"interface_endpoints": False}})
+    assert not [c for c in of(path).costs if c.kind == "endpoints"]

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from hyperpod_kit.cli import main as cli
-from hyperpod_kit.cli.init import Choices, default_choices, render
+from hyperpod_kit.cli.init import Choices, check_users, default_choices, render
 from hyperpod_kit.config import Level, load_environment
 from hyperpod_kit.templating import json_value
 
@@ -152,6 +152,11 @@ def test_refuses_to_overwrite_without_force(
         (["--orchestrator", "k8s"], "--orchestrator: 'k8s' is not an orchestrator"),
         (["--users", "Alice"], "--users: 'Alice' is not a login name"),
         (["--users", "bob,bob"], "--users: 'bob,bob' names someone twice"),
+        (["--users", ",,"], "--users: ',,' names nobody"),
+        (["--users", ""], "--users: '' names nobody"),
+        (["--users", " , "], "--users: ' , ' names nobody"),
+        (["--users", "alice,,bob"], "--users: 'alice,,bob' has an empty name"),
+        (["--users", "alice,"], "--users: 'alice,' has an empty name"),
         (["--name", "X"], "--name: 'X' is not an environment name"),
         (["--studio"], "--studio: 'on' needs people"),
         (["--count", "100000"], "--count: these choices make a file that does not validate"),
@@ -219,3 +224,9 @@ TRICKY = ["yes", "on", "no", "1.0", "null", "~", "a: b", "#x", "it's", "x\ny", "
 def test_yaml_filter_keeps_the_value(value: object) -> None:
     """What the template writes through the filter reads back as the same value."""
     assert yaml.safe_load(f"key: {json_value(value)}\n") == {"key": value}
+
+
+def test_users_good_neighbours() -> None:
+    """Spaces around names are fine; only an empty name is refused."""
+    assert check_users(" alice , bob ") == ("alice", "bob")
+    assert check_users("carol") == ("carol",)

@@ -273,6 +273,39 @@ def test_subscribers_get_every_alert_once(built: Any) -> None:
         assert len(alarm["AlarmActions"]) == 2, name
 
 
+def _topics(n: int) -> list[str]:
+    return [f"arn:aws:sns:us-west-2:111122223333:pager-{i}" for i in range(n)]
+
+
+def test_validate_allows_exactly_what_eventbridge_and_cloudwatch_take(tmp_path: Path) -> None:
+    """`monitoring-targets` and the construct agree: at the validator's limit (3 topics, the own
+    topic and the remediation queue: 5 targets) the stack builds, with 5 targets on the
+    node-health rule and 4 actions a state; one topic more, validate refuses it and CDK would
+    have died at synth with a jsii traceback."""
+    from hyperpod_kit.config.facts import limit
+    from hyperpod_kit.config.validators import run_validators
+
+    most = limit("eventbridge_targets_per_rule")
+    at_limit = merge(REMEDIATION, {"monitoring": {"subscribers": {"sns_topic_arns": _topics(3)}}})
+    b = Built(at_limit, tmp_path / "at-limit")
+    assert not [f for f in run_validators(b.config, only=["monitoring-targets"])]
+    assert len(b.rule(monitoring.NODE_HEALTH)["Targets"]) == most
+    for name, alarm in b.alarms().items():
+        assert len(alarm["AlarmActions"]) == len(alarm["OKActions"]) == 4, name
+
+    over = merge(REMEDIATION, {"monitoring": {"subscribers": {"sns_topic_arns": _topics(4)}}})
+    config = EnvironmentConfig.model_validate(merge(default_data(), over))
+    (finding,) = run_validators(config, only=["monitoring-targets"])
+    assert finding.path == "monitoring.subscribers.sns_topic_arns[3]"
+    app = cdk.App(outdir=str(tmp_path / "over"), context=dict(FEATURE_FLAGS))
+    stack = MonitoringStack(
+        app, "over", config=config, cluster=Cluster(), file_system_id=FS_ID,
+        env=cdk.Environment(region=config.region),
+    )  # fmt: skip
+    errors = [e for c in stack.node.find_all() for e in c.node.validate()]  # what synth runs
+    assert errors == [f"Event rule cannot have more than {most} targets."], errors
+
+
 def test_no_subscribers_still_makes_the_topic(built: Any) -> None:
     b = built("default")
     assert b.props("AWS::SNS::Subscription") == []

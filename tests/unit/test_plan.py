@@ -6,7 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hyperpod_kit.plan import create_only_properties, plan
+import pytest
+
+from hyperpod_kit.plan import PlanInputError, create_only_properties, plan
 
 
 def _assembly(folder: Path, stacks: dict[str, dict[str, Any]]) -> Path:
@@ -184,3 +186,63 @@ def test_switching_orchestrator_replaces_the_cluster(tmp_path: Path) -> None:
     assert change.why[0].startswith("ClusterName stays dev while the resource is replaced")
     assert [e.kind for e in change.effects] == ["refused", "replace"]
     assert "Orchestrator.Eks changed" in change.why[1]
+
+
+# --- a baseline plan cannot read as what it says ----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("groups", "where", "what"),
+    [
+        ("gpu", "InstanceGroups", 'is a string ("gpu"), not a list'),
+        ({"gpu": 1}, "InstanceGroups", 'is an object ({"gpu": 1}), not a list'),
+        (["gpu"], "InstanceGroups[0]", 'is a string ("gpu"), not an object'),
+        ([{"InstanceGroupName": "gpu", "SlurmConfig": "Compute"}], "InstanceGroups[0].SlurmConfig",
+         'is a string ("Compute"), not an object'),
+    ],
+)  # fmt: skip
+def test_a_malformed_baseline_is_refused_naming_the_file_and_the_json_path(
+    tmp_path: Path, groups: Any, where: str, what: str
+) -> None:
+    """A cluster whose InstanceGroups is a string was planned as an update (no groups on one
+    side): now it is bad input, with the template and the JSON path."""
+    broken = _cluster(_group("gpu"))
+    broken["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"] = groups
+    base = _assembly(tmp_path / "a", {"c": broken})
+    new = _assembly(tmp_path / "b", {"c": _cluster(_group("gpu"))})
+    with pytest.raises(PlanInputError) as error:
+        plan(base, new)
+    assert str(error.value) == (
+        f"{base / 'c.template.json'}: Resources.HyperPodCluster.Properties.{where} {what} (stack c)"
+    )
+
+
+def test_functions_and_absent_properties_are_not_malformed(tmp_path: Path) -> None:
+    """The good neighbours: a CloudFormation function where a list goes, and a property left
+    out, are read as before (nothing to compare inside them)."""
+    before = _cluster(_group("gpu"))
+    props = before["Resources"]["HyperPodCluster"]["Properties"]
+    props["InstanceGroups"] = {"Fn::If": ["c", [_group("gpu")], []]}
+    props.pop("Orchestrator")
+    (change,) = _plan_clusters(tmp_path, before, _cluster(_group("gpu")))
+    assert change.logical_id == "HyperPodCluster"
+
+
+def test_plan_command_refuses_a_malformed_baseline_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Exit 2 before anything is synthesized (the baseline is read first)."""
+    from hyperpod_kit.cli import main as cli
+    from tests.conftest import REPO
+
+    broken = _cluster(_group("gpu"))
+    broken["Resources"]["HyperPodCluster"]["Properties"]["InstanceGroups"] = "gpu"
+    base = _assembly(tmp_path / "a", {"c": broken})
+    code = cli.main(["plan", str(REPO / "environments" / "default.yaml"), "--baseline",
+                     str(base), "-q"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 2 and out == ""
+    assert err == (
+        f"{base / 'c.template.json'}: Resources.HyperPodCluster.Properties.InstanceGroups is a "
+        'string ("gpu"), not a list (stack c). Hint: synthesize the baseline again.\n'
+    )

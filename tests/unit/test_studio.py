@@ -406,6 +406,34 @@ def test_existing_file_system_gets_the_studio_group_through_the_custom_resource(
     assert all(access_id in r["DependsOn"] for r in nested)
 
 
+CONTROL_PLANE_SG = "sg-0c0ffee0c0ffee000"
+EKS_EXISTING_CLUSTER = merge(
+    EKS,
+    {
+        "network": {"vpc": {"control_plane_subnet_cidr": None}},
+        "cluster": {
+            "eks": {
+                "existing_cluster_name": "ml-platform",
+                "existing_cluster_security_group_id": CONTROL_PLANE_SG,
+            }
+        },
+    },
+)
+EKS_EXISTING_CLUSTER["network"].pop("control_plane_availability_zone_id")
+
+
+def test_on_an_existing_eks_cluster_the_api_port_opens_on_its_own_security_group(
+    built: Any,
+) -> None:
+    """The environment's cluster group is on a new cluster's control plane only: on an existing
+    cluster, Studio's HTTPS rule goes on the group the file names, and on no other group."""
+    b = built(EKS_EXISTING_CLUSTER)
+    ingress = [v["Properties"] for v in b.of_type("AWS::EC2::SecurityGroupIngress").values()]
+    https = [i for i in ingress if i["FromPort"] == 443]
+    assert [i["GroupId"] for i in https] == [CONTROL_PLANE_SG]
+    assert https[0]["ToPort"] == 443 and https[0]["IpProtocol"] == "tcp"
+
+
 def test_eks_gets_kubectl_settings_and_the_api_port(built: Any) -> None:
     b = built(EKS)
     ingress = [v["Properties"] for v in b.of_type("AWS::EC2::SecurityGroupIngress").values()]

@@ -298,6 +298,14 @@ AUTOSCALING = merge(
 )
 
 
+def topics(n: int) -> list[str]:
+    """`n` SNS topic ARNs in the default environment's region."""
+    return [f"arn:aws:sns:us-west-2:111122223333:pager-{i}" for i in range(n)]
+
+
+REPAIRED_BY_LAMBDA = {"node_recovery": "None"}  # with auto_repair (default): the queue target
+
+
 # --- expected findings --------------------------------------------------------------------------
 
 
@@ -356,6 +364,7 @@ def studio(**kw: Any) -> dict[str, Any]:
 
 
 STUDIO_EKS = merge(eks_network(), {"users": PEOPLE, "studio": {"enabled": True}})
+CONTROL_PLANE_SG = "sg-0c0ffee0c0ffee000"
 
 
 # --- the tables ---------------------------------------------------------------------------------
@@ -620,6 +629,17 @@ GOOD: list[Any] = [
     # eks
     pytest.param("eks", {}, id="eks-not-used-on-slurm"),
     pytest.param(
+        "eks",
+        merge(
+            eks_network(),
+            eks(
+                existing_cluster_name="ml-platform",
+                existing_cluster_security_group_id=CONTROL_PLANE_SG,
+            ),
+        ),
+        id="eks-existing-cluster-security-group",
+    ),
+    pytest.param(
         "eks", merge(eks_network(), eks(helm_chart=str(CHART))), id="eks-default-versions"
     ),
     pytest.param(
@@ -762,6 +782,22 @@ GOOD: list[Any] = [
     ),
     pytest.param("studio-cluster-client", studio(), id="studio-slurm-merge"),
     pytest.param("studio-cluster-client", STUDIO_EKS, id="studio-eks-pinned-kubectl"),
+    pytest.param(
+        "studio-cluster-client",
+        merge(
+            STUDIO_EKS,
+            eks(
+                existing_cluster_name="ml-platform",
+                existing_cluster_security_group_id=CONTROL_PLANE_SG,
+            ),
+        ),
+        id="studio-eks-existing-cluster-with-its-security-group",
+    ),
+    pytest.param(
+        "studio-cluster-client",
+        merge(eks_network(), eks(existing_cluster_name="ml-platform")),
+        id="studio-off-existing-cluster-needs-no-security-group",
+    ),
     pytest.param("studio-instance-types", studio(), id="studio-default-instance-type"),
     pytest.param(
         "studio-instance-types",
@@ -796,6 +832,34 @@ GOOD: list[Any] = [
     ),
     pytest.param(
         "monitoring-subscribers", {"monitoring": {"enabled": False}}, id="subscribers-off-empty"
+    ),
+    # monitoring-targets
+    pytest.param("monitoring-targets", {}, id="targets-own-topic-only"),
+    pytest.param(
+        "monitoring-targets",
+        {"monitoring": {"subscribers": {"sns_topic_arns": topics(4)}}},
+        id="targets-four-topics-make-five",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {
+            "cluster": REPAIRED_BY_LAMBDA,
+            "monitoring": {"subscribers": {"sns_topic_arns": topics(3)}},
+        },
+        id="targets-three-topics-and-the-queue-make-five",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {
+            "cluster": REPAIRED_BY_LAMBDA,
+            "monitoring": {"auto_repair": False, "subscribers": {"sns_topic_arns": topics(4)}},
+        },
+        id="targets-no-queue-without-auto-repair",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {"monitoring": {"enabled": False, "subscribers": {"sns_topic_arns": topics(9)}}},
+        id="targets-monitoring-off",
     ),
     # monitoring-node-checks
     pytest.param("monitoring-node-checks", {}, id="node-checks-default"),
@@ -2239,6 +2303,21 @@ BAD: list[Any] = [
     # eks
     pytest.param(
         "eks",
+        merge(
+            eks_network(),
+            eks(helm_chart=str(CHART), existing_cluster_security_group_id=CONTROL_PLANE_SG),
+        ),
+        [
+            err(
+                "cluster.eks.existing_cluster_security_group_id",
+                "is only for an existing cluster (existing_cluster_name)",
+                "remove it, or set cluster.eks.existing_cluster_name",
+            )
+        ],
+        id="eks-security-group-of-a-new-cluster",
+    ),
+    pytest.param(
+        "eks",
         merge(eks_network(), eks(kubernetes_version="1.27", helm_chart=str(CHART))),
         [
             err(
@@ -2863,6 +2942,20 @@ BAD: list[Any] = [
         id="studio-eks-no-kubectl",
     ),
     pytest.param(
+        "studio-cluster-client",
+        merge(STUDIO_EKS, eks(existing_cluster_name="ml-platform")),
+        [
+            err(
+                "cluster.eks.existing_cluster_security_group_id",
+                "Studio's kubectl needs HTTPS to the API endpoint of 'ml-platform'",
+                "set cluster.eks.existing_cluster_security_group_id to the cluster's security "
+                "group (aws eks describe-cluster --name ml-platform --query "
+                "cluster.resourcesVpcConfig.clusterSecurityGroupId), or leave Studio off",
+            )
+        ],
+        id="studio-eks-existing-cluster-without-its-security-group",
+    ),
+    pytest.param(
         "studio-instance-types",
         studio(default_instance_type="ml.g5.xlarge"),
         [
@@ -2971,6 +3064,43 @@ BAD: list[Any] = [
             )
         ],
         id="subscribers-while-off",
+    ),
+    # monitoring-targets
+    pytest.param(
+        "monitoring-targets",
+        {"monitoring": {"subscribers": {"sns_topic_arns": topics(5)}}},
+        [
+            err(
+                "monitoring.subscribers.sns_topic_arns[4]",
+                "5 topics here and monitoring's own make 6: the node-health EventBridge rule "
+                "would have 6 targets (6 topics); EventBridge takes at most 5 a rule; each alarm "
+                "would have 6 actions a state; CloudWatch takes at most 5 (limits checked ",
+                "list at most 4 topics here; to reach more, add their subscriptions (e-mail, "
+                "SQS, Lambda, HTTPS) to one of these topics, or list the people in "
+                "monitoring.subscribers.emails",
+            )
+        ],
+        id="targets-five-topics",
+    ),
+    pytest.param(
+        "monitoring-targets",
+        {
+            "cluster": REPAIRED_BY_LAMBDA,
+            "monitoring": {"subscribers": {"sns_topic_arns": topics(4)}},
+        },
+        [
+            err(
+                "monitoring.subscribers.sns_topic_arns[3]",
+                "4 topics here and monitoring's own make 5: the node-health EventBridge rule "
+                "would have 6 targets (5 topics and the remediation queue); EventBridge takes "
+                "at most 5 a rule (limits checked ",
+                "list at most 3 topics here (the remediation queue takes one target: "
+                "cluster.node_recovery: None with auto_repair); to reach more, add their "
+                "subscriptions (e-mail, SQS, Lambda, HTTPS) to one of these topics, or list the "
+                "people in monitoring.subscribers.emails",
+            )
+        ],
+        id="targets-four-topics-and-the-queue",
     ),
     # monitoring-node-checks
     pytest.param(

@@ -435,10 +435,19 @@ def _version(text: str) -> tuple[int, ...]:
 @validator("eks", area="cluster")
 def check_eks(config: EnvironmentConfig) -> Iterator[Finding]:
     """EKS: a Kubernetes version HyperPod supports, VPC CNI 1.18.3 or newer, the HyperPod Helm
-    chart for the resilience pieces."""
+    chart for the resilience pieces; the control plane's security group is given only for an
+    existing cluster (a new one's control plane carries the environment's cluster group)."""
     if config.orchestrator != "eks":
         return
     eks = config.cluster.eks
+    if eks.existing_cluster_security_group_id is not None and eks.existing_cluster_name is None:
+        yield Finding(
+            Level.ERROR,
+            "cluster.eks.existing_cluster_security_group_id",
+            "is only for an existing cluster (existing_cluster_name); the cluster created here "
+            "carries the environment's cluster security group, which Studio's rule uses",
+            "remove it, or set cluster.eks.existing_cluster_name",
+        )
     version = eks.kubernetes_version
     if (
         eks.existing_cluster_name is None

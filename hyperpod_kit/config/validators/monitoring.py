@@ -7,6 +7,8 @@ import difflib
 import re
 from collections.abc import Iterator
 
+from hyperpod_kit.config.derived import alert_topics, remediation_function
+from hyperpod_kit.config.facts import limit, limits_checked
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import (
     AGENT_COVERED_CHECKS,
@@ -116,6 +118,54 @@ def check_subscribers(config: EnvironmentConfig) -> Iterator[Finding]:
                 "its access policy must let this account's EventBridge rules and CloudWatch "
                 "alarms publish, or alerts are dropped",
             )
+
+
+@validator("monitoring-targets", area="monitoring")
+def check_alert_targets(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Every alert topic is a target of each EventBridge rule (and the remediation queue one more
+    of the node-health rule) and an action of each alarm state: EventBridge takes at most 5
+    targets a rule, CloudWatch 5 actions a state (`limits.json`). Past either, synth (or the
+    deploy) fails; here it is the file's line."""
+    mon = config.monitoring
+    if not mon.enabled:
+        return
+    arns = mon.subscribers.sns_topic_arns
+    topics = alert_topics(config)
+    queue = remediation_function(config)
+    most_targets = limit("eventbridge_targets_per_rule")
+    most_actions = limit("cloudwatch_alarm_actions_per_state")
+    targets = topics + (1 if queue else 0)  # the node-health rule, the one with the most
+    over: list[str] = []
+    if targets > most_targets:
+        over.append(
+            f"the node-health EventBridge rule would have {targets} targets ({topics} topics"
+            + (" and the remediation queue" if queue else "")
+            + f"); EventBridge takes at most {most_targets} a rule"
+        )
+    if topics > most_actions:
+        over.append(
+            f"each alarm would have {topics} actions a state; CloudWatch takes at most "
+            f"{most_actions}"
+        )
+    if not over:
+        return
+    room = min(most_targets - 1 - (1 if queue else 0), most_actions - 1)
+    yield Finding(
+        Level.ERROR,
+        f"{AT}.subscribers.sns_topic_arns[{room}]",
+        f"{len(arns)} topics here and monitoring's own make {topics}: "
+        + "; ".join(over)
+        + f" (limits checked {limits_checked()})",
+        f"list at most {room} topics here"
+        + (
+            " (the remediation queue takes one target: cluster.node_recovery: None with "
+            "auto_repair)"
+            if queue
+            else ""
+        )
+        + "; to reach more, add their subscriptions (e-mail, SQS, Lambda, HTTPS) to one of "
+        "these topics, or list the people in monitoring.subscribers.emails",
+    )
 
 
 @validator("monitoring-node-checks", area="monitoring")

@@ -285,7 +285,9 @@ def check_studio_file_system(config: EnvironmentConfig) -> Iterator[Finding]:
 @validator("studio-cluster-client", area="studio")
 def check_cluster_client(config: EnvironmentConfig) -> Iterator[Finding]:
     """Studio's cluster clients: on Slurm, JWT authentication edits slurm.conf, which the Managed
-    strategy treats as drift; on EKS, a pinned kubectl exists for the cluster's version."""
+    strategy treats as drift; on EKS, a pinned kubectl exists for the cluster's version, and an
+    existing cluster names the control plane's security group that Studio's kubectl reaches (the
+    environment's cluster group is on a new cluster's control plane only)."""
     if not config.studio.enabled:
         return
     if config.orchestrator == "slurm":
@@ -310,7 +312,20 @@ def check_cluster_client(config: EnvironmentConfig) -> Iterator[Finding]:
                 "use Merge",
             )
         return
-    version = config.cluster.eks.kubernetes_version
+    eks = config.cluster.eks
+    if eks.existing_cluster_name is not None and eks.existing_cluster_security_group_id is None:
+        yield Finding(
+            Level.ERROR,
+            "cluster.eks.existing_cluster_security_group_id",
+            f"Studio's kubectl needs HTTPS to the API endpoint of {eks.existing_cluster_name!r}, "
+            "and hyperpod-kit does not know which security group its control plane carries "
+            "(the environment's cluster security group is on a new cluster's control plane "
+            "only, so a rule there would open nothing)",
+            "set cluster.eks.existing_cluster_security_group_id to the cluster's security "
+            f"group (aws eks describe-cluster --name {eks.existing_cluster_name} --query "
+            "cluster.resourcesVpcConfig.clusterSecurityGroupId), or leave Studio off",
+        )
+    version = eks.kubernetes_version
     if kubectl_version(version) is None:
         yield Finding(
             Level.ERROR,
