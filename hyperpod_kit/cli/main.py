@@ -431,9 +431,7 @@ def _load(
             from hyperpod_kit.lock import LockError, lock_environment
 
             try:
-                loaded, _ = lock_environment(
-                    loaded, update=update_lock, warn_drift=warn_drift
-                )
+                loaded, _ = lock_environment(loaded, update=update_lock, warn_drift=warn_drift)
             except LockError as e:
                 raise ConfigError(file, [*loaded.findings, *e.findings]) from None
     except ConfigError as e:

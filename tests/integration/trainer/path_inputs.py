@@ -1,4 +1,4 @@
-"""Good inputs of the trainer's commands, for the path matrix (tests/integration/test_path_matrix.py)."""
+"""Good inputs of the trainer's commands, for the path matrix (test_path_matrix.py)."""
 
 from __future__ import annotations
 
