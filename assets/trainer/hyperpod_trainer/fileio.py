@@ -327,7 +327,9 @@ def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def _check_against_inputs(target: Path, shown: str, hint: str, allowed: Iterable[Path]) -> None:
+def _check_against_inputs(
+    target: Path, shown: str, hint: str, allowed: Iterable[Path | str]
+) -> None:
     real = _real(target)
     allow = {Path(os.path.realpath(a)) for a in allowed}
     for source in inputs_read():
