@@ -7,6 +7,11 @@ Exit codes: 0 success (including a graceful stop on SIGTERM/SIGUSR1), 2 bad conf
 command line (one line on stderr naming the field, no traceback), 3, 4, 5 final failures
 (train.FINAL_EXIT_CODES: no launcher should retry them), anything else is a crash.
 Validation runs before torch is imported, so `--check` and bad configs answer in a moment.
+
+`parsers()` returns every parser by subcommand ("" is train); each argument declares what it names
+(`fileio.declare`). Every path goes through the one input and output layer (`fileio`, `paths`):
+inputs first, then the output folder, all before torch is imported; a refusal is one line
+`PATH: message. Hint: ...` and exit 2, as is an OS error while writing the output.
 """
 
 from __future__ import annotations

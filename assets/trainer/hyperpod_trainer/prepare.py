@@ -9,7 +9,8 @@ writes
     DIR/eval/eval-00000.tokens ... the held-out documents (data.path: DIR/eval)
     DIR/tokenizer.json             the tokenizer (the trainer checks the shards against it;
                                    export-hf ships it with the model)
-    DIR/prepare-data.json          what was read and written (also prepare-data's marker)
+    DIR/prepare-data.json          what was read and written
+    DIR/.hyperpod-kit              the output layer's marker (fileio): kind, every file written
 
 Inputs: JSON lines (`.jsonl`, the `--text-field`), plain text (`.txt`, `.text`, `.md`: one
 document per file), Parquet (`.parquet`, needs pyarrow) and a Hugging Face dataset saved with
