@@ -233,6 +233,44 @@ def test_export_hf_replaces_its_own_output_only_with_force(
     _one_line(other, "did not write")
 
 
+def test_an_os_error_while_writing_is_one_line(
+    tmp_path: Path, run: Callable[..., Ran], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A read-only or full file system (root writes through mode 555, so it is simulated)."""
+    src = _hf_model(tmp_path / "models" / "llama")
+
+    def refused(self: fileio.FolderOutput) -> Any:
+        raise PermissionError(13, "Permission denied", str(self.target.parent / ".ck.new.1.x"))
+
+    monkeypatch.setattr(fileio.FolderOutput, "staging", refused)
+    before = _snapshot(tmp_path)
+    line = _one_line(run(["import-hf", src, tmp_path / "ck"]), "cannot write", "Permission denied")
+    assert line.startswith("hyperpod_trainer import-hf: error: ")
+    assert _snapshot(tmp_path) == before
+
+
+def test_export_hf_ships_the_tokenizer_it_is_given(
+    imported: Path, run: Callable[..., Ran], tmp_path: Path
+) -> None:
+    tok = tmp_path / "tok"
+    tok.mkdir()
+    (tok / "my-tokenizer.json").write_text('{"model": {}}')
+    (tok / "special_tokens_map.json").write_text("{}")
+    out = tmp_path / "exported"
+    result = run(["export-hf", imported, out, "--tokenizer", tok / "my-tokenizer.json"])
+    assert result.returncode == 0, result.explain()
+    assert (out / "tokenizer.json").read_text() == '{"model": {}}'
+    assert (out / "special_tokens_map.json").read_text() == "{}"
+    assert (out / "tokenizer_config.json").is_file()  # the minimal one, none came with it
+    (tmp_path / "empty").mkdir()
+    result = run(["export-hf", imported, tmp_path / "e2", "--tokenizer", tmp_path / "empty"])
+    _one_line(result, "no tokenizer.json")
+    os.mkfifo(tok / "tokenizer_config.json")  # beside it: refused, not skipped, never opened
+    result = run(["export-hf", imported, tmp_path / "e3", "--tokenizer", tok / "my-tokenizer.json"])
+    _one_line(result, "tokenizer_config.json", "named pipe")
+    assert not (tmp_path / "e2").exists() and not (tmp_path / "e3").exists()
+
+
 # --- the checkpoint logic is not confused by the marker ----------------------------------------
 
 
