@@ -316,6 +316,25 @@ def test_special_files_in_the_source_are_refused_unopened(
     assert not (tmp_path / "ck").exists()
 
 
+def test_a_fifo_as_a_checkpoints_record_is_never_opened(
+    imported: Path, run: Callable[..., Ran], tmp_path: Path
+) -> None:
+    """COMPLETE.json and FAILED.json are read through the input layer too (checkpoint.py)."""
+    from hyperpod_trainer.checkpoint import final_failure
+
+    marker = imported / "step_000000" / "COMPLETE.json"
+    marker.unlink()
+    os.mkfifo(marker)
+    result = run(["export-hf", imported, tmp_path / "out"], timeout=60)
+    _one_line(result, "not a checkpoint")
+    assert complete_checkpoints(imported) == []
+    os.mkfifo(imported / "FAILED.json")
+    assert final_failure(imported, unreadable_code=5) == (
+        5,
+        f"{imported / 'FAILED.json'} is unreadable",
+    )
+
+
 def test_a_fifo_as_config_is_refused_at_once(tmp_path: Path, harness: Any) -> None:
     os.mkfifo(tmp_path / "job.yaml")
     started = time.monotonic()
