@@ -37,6 +37,9 @@ from torch.distributed.checkpoint.filesystem import FileSystemReader
 from torch.distributed.checkpoint.staging import AsyncStager, DefaultStager, StagingOptions
 from torch.distributed.checkpoint.state_dict_saver import AsyncSaveResponse
 
+from . import fileio
+from .fileio import MiB
+
 MARKER = "COMPLETE.json"
 OWNER = "OWNER.json"  # written first into every folder the trainer creates
 LATEST = "latest"
@@ -60,11 +63,22 @@ class CheckpointInfo:
     meta: dict[str, Any]
 
 
+# COMPLETE.json lists every file of a checkpoint with its size: about 100 bytes a file, so even
+# thousands of DCP shards stay far below this; FAILED.json is one line.
+RECORD_LIMIT = 64 * MiB
+
+
+def _read_record(path: Path) -> Any:
+    """A JSON record of ours through the input layer: a regular file within RECORD_LIMIT (a FIFO
+    or device put there is refused from stat, never opened, so nothing waits on it)."""
+    return json.loads(fileio.read_text(path, limit=RECORD_LIMIT, what="checkpoint record"))
+
+
 def read_marker(path: Path) -> dict[str, Any] | None:
     """The folder's COMPLETE.json as a mapping with an integer step, else None."""
     try:
-        meta = json.loads((path / MARKER).read_text())
-    except (OSError, ValueError):
+        meta = _read_record(path / MARKER)
+    except (OSError, ValueError, RecursionError, fileio.PathError):
         return None
     if not isinstance(meta, dict) or not isinstance(meta.get("step"), int):
         return None
@@ -253,11 +267,13 @@ def final_failure(root: Path, *, unreadable_code: int) -> tuple[int, str] | None
     """(exit code, reason) of a recorded final failure in this folder, else None; a record
     that cannot be read is still final (`unreadable_code`), never a crash that loops."""
     try:
-        record = json.loads((root / FAILED).read_text())
+        if not os.path.lexists(root / FAILED):
+            return None
+        record = _read_record(root / FAILED)
         return int(record["exit_code"]), str(record["reason"])
     except FileNotFoundError:
         return None
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError, fileio.PathError):
         return unreadable_code, f"{root / FAILED} is unreadable"
 
 

@@ -7,6 +7,11 @@ Exit codes: 0 success (including a graceful stop on SIGTERM/SIGUSR1), 2 bad conf
 command line (one line on stderr naming the field, no traceback), 3, 4, 5 final failures
 (train.FINAL_EXIT_CODES: no launcher should retry them), anything else is a crash.
 Validation runs before torch is imported, so `--check` and bad configs answer in a moment.
+
+`parsers()` returns every parser by subcommand ("" is train); each argument declares what it names
+(`fileio.declare`). Every path goes through the one input and output layer (`fileio`, `paths`):
+inputs first, then the output folder, all before torch is imported; a refusal is one line
+`PATH: message. Hint: ...` and exit 2, as is an OS error while writing the output.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NoReturn
 
+from . import fileio, paths
 from .config import ConfigError, grad_accum_steps, load_config
+from .fileio import PathKind, declare
 
 PROG = "hyperpod_trainer"
 
@@ -30,43 +37,195 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{PROG}: error: {message} (see --help)\n")
 
 
-def _parser() -> argparse.ArgumentParser:
+# Every argument of every parser declares what it names (`fileio.declare`): an input file or
+# folder with its size limit, an output folder, or not a path (flags and `choices` are not paths
+# by nature). The matrix test walks `parsers()` and runs each path argument with hostile paths.
+IN_FILE, IN_FOLDER, IN_PATH = PathKind.INPUT_FILE, PathKind.INPUT_FOLDER, PathKind.INPUT_PATH
+OUT_FOLDER, NOT_A_PATH = PathKind.OUTPUT_FOLDER, PathKind.NOT_A_PATH
+
+
+def _train_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=f"python -m {PROG}",
         description=__doc__.splitlines()[0],
         epilog="other commands: import-hf, export-hf, prepare-data (each with --help)",
     )
-    parser.add_argument("--config", help="YAML file (sections: model, data, train, optim, ...)")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override one field, e.g. --set train.steps=50 (repeatable; applied after --config)",
+    add = parser.add_argument
+    declare(
+        add("--config", help="YAML file (sections: model, data, train, optim, ...)"),
+        IN_FILE,
+        limit=paths.CONFIG_LIMIT,
     )
-    parser.add_argument(
+    # KEY=VALUE: the folders a value may name (checkpoint.dir, data.path) are the job's, on the
+    # cluster; the config validates them and the checkpointer never touches what it did not write.
+    declare(
+        add(
+            "--set",
+            action="append",
+            default=[],
+            metavar="KEY=VALUE",
+            help="override one field, e.g. --set train.steps=50 (repeatable; applied after "
+            "--config)",
+        ),
+        NOT_A_PATH,
+    )
+    add(
         "--check",
         action="store_true",
         help="validate, print the resolved config as JSON and exit (no torch import)",
     )
-    parser.add_argument(
-        "--world-size",
-        type=int,
-        help="with --check: world size to validate the batch split for (default: $WORLD_SIZE)",
+    declare(
+        add(
+            "--world-size",
+            type=int,
+            help="with --check: world size to validate the batch split for (default: $WORLD_SIZE)",
+        ),
+        NOT_A_PATH,
     )
     return parser
 
 
-def _import_hf(argv: list[str]) -> int:
+def _import_hf_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=f"python -m {PROG} import-hf",
         description="Hugging Face Llama (config.json + safetensors) -> a checkpoint folder the "
         "trainer starts from (model weights at step 0, fresh optimizer).",
     )
-    parser.add_argument("src", type=Path, help="folder with config.json and *.safetensors")
-    parser.add_argument("out", type=Path, help="new checkpoint folder (use as checkpoint.dir)")
-    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    args = parser.parse_args(argv)
+    add = parser.add_argument
+    declare(add("src", type=Path, help="folder with config.json and *.safetensors"), IN_FOLDER)
+    declare(add("out", type=Path, help="new checkpoint folder (use as checkpoint.dir)"), OUT_FOLDER)
+    add(
+        "--force",
+        action="store_true",
+        help="replace OUT if an earlier import-hf wrote it (never a folder holding anything else)",
+    )
+    return parser
+
+
+def _export_hf_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=f"python -m {PROG} export-hf",
+        description="A trainer checkpoint -> safetensors + config.json (+ tokenizer) that "
+        "transformers' AutoModelForCausalLM.from_pretrained loads. Reads the model tensors "
+        "only, never the optimizer state.",
+    )
+    add = parser.add_argument
+    declare(
+        add("checkpoint", type=Path, help="a step_NNNNNN folder, or a checkpoint.dir (its newest)"),
+        IN_FOLDER,
+    )
+    declare(add("out", type=Path, help="new folder for the Hugging Face model"), OUT_FOLDER)
+    add(
+        "--dtype",
+        choices=["fp32", "bf16"],
+        default="fp32",
+        help="weights' dtype (default fp32: the checkpoint's master weights)",
+    )
+    declare(
+        add(
+            "--tokenizer",
+            type=Path,
+            help="tokenizer.json (or its folder) to ship with the model; default: the one "
+            "prepare-data wrote beside the data the checkpoint was trained on, if any",
+        ),
+        IN_PATH,
+        limit=paths.TOKENIZER_LIMIT,
+    )
+    add(
+        "--force",
+        action="store_true",
+        help="replace OUT if an earlier export-hf wrote it (never a folder holding anything else)",
+    )
+    return parser
+
+
+def _prepare_data_parser() -> argparse.ArgumentParser:
+    from .shards import DTYPES
+
+    parser = _Parser(
+        prog=f"python -m {PROG} prepare-data",
+        description="Tokenize text into the trainer's headered .tokens shards, with a held-out "
+        "split (DIR/eval/).",
+    )
+    add = parser.add_argument
+    declare(
+        add(
+            "--tokenizer",
+            type=Path,
+            required=True,
+            help="a Hugging Face tokenizers tokenizer.json",
+        ),
+        IN_FILE,
+        limit=paths.TOKENIZER_LIMIT,
+    )
+    declare(
+        add(
+            "--input",
+            type=Path,
+            action="append",
+            required=True,
+            help="a .jsonl, .parquet or text file, a folder of them, or a datasets "
+            "save_to_disk folder (repeatable)",
+        ),
+        IN_PATH,
+        limit=paths.DATA_FILE_LIMIT,
+    )
+    declare(add("--output", type=Path, required=True, help="new folder for the shards"), OUT_FOLDER)
+    declare(
+        add(
+            "--eval-fraction",
+            type=float,
+            default=0.0,
+            help="share of documents held out into DIR/eval/ (default 0)",
+        ),
+        NOT_A_PATH,
+    )
+    declare(
+        add(
+            "--workers",
+            type=int,
+            default=max(1, (os.cpu_count() or 2) - 1),
+            help="tokenizing processes (default: CPUs - 1)",
+        ),
+        NOT_A_PATH,
+    )
+    declare(add("--text-field", default="text", help="JSON/Parquet/datasets field"), NOT_A_PATH)
+    declare(
+        add("--eos", help="token appended after every document (e.g. '<|end_of_text|>')"),
+        NOT_A_PATH,
+    )
+    declare(
+        add("--shard-tokens", type=int, default=100_000_000, help="tokens per shard (about)"),
+        NOT_A_PATH,
+    )
+    add("--dtype", choices=list(DTYPES), help="token dtype (default: the smallest that fits)")
+    declare(add("--seed", type=int, default=0, help="seed of the held-out split"), NOT_A_PATH)
+    add(
+        "--force",
+        action="store_true",
+        help="replace DIR if an earlier prepare-data wrote it (never a folder holding anything "
+        "else)",
+    )
+    return parser
+
+
+_PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
+    "": _train_parser,  # no subcommand: train (as the rendered jobs call it)
+    "import-hf": _import_hf_parser,
+    "export-hf": _export_hf_parser,
+    "prepare-data": _prepare_data_parser,
+}
+
+
+def parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every parser of the command, by subcommand ("" is train, the command without one); the
+    handlers parse with these same parsers."""
+    return {name: build() for name, build in _PARSERS.items()}
+
+
+def _import_hf(args: argparse.Namespace) -> int:
+    # Paths first, before torch is imported or anything is read.
+    paths.import_hf_paths(args.src, args.out, force=args.force)
     from .hf import import_hf, print_import_summary
 
     shape = import_hf(args.src, args.out, force=args.force)
@@ -74,31 +233,8 @@ def _import_hf(argv: list[str]) -> int:
     return 0
 
 
-def _export_hf(argv: list[str]) -> int:
-    parser = _Parser(
-        prog=f"python -m {PROG} export-hf",
-        description="A trainer checkpoint -> safetensors + config.json (+ tokenizer) that "
-        "transformers' AutoModelForCausalLM.from_pretrained loads. Reads the model tensors "
-        "only, never the optimizer state.",
-    )
-    parser.add_argument(
-        "checkpoint", type=Path, help="a step_NNNNNN folder, or a checkpoint.dir (its newest)"
-    )
-    parser.add_argument("out", type=Path, help="new folder for the Hugging Face model")
-    parser.add_argument(
-        "--dtype",
-        choices=["fp32", "bf16"],
-        default="fp32",
-        help="weights' dtype (default fp32: the checkpoint's master weights)",
-    )
-    parser.add_argument(
-        "--tokenizer",
-        type=Path,
-        help="tokenizer.json (or its folder) to ship with the model; default: the one "
-        "prepare-data wrote beside the data the checkpoint was trained on, if any",
-    )
-    parser.add_argument("--force", action="store_true", help="replace OUT if it exists")
-    args = parser.parse_args(argv)
+def _export_hf(args: argparse.Namespace) -> int:
+    paths.export_hf_paths(args.checkpoint, args.out, tokenizer=args.tokenizer, force=args.force)
     from .hf import export_hf
 
     folder = export_hf(
@@ -108,32 +244,49 @@ def _export_hf(argv: list[str]) -> int:
     return 0
 
 
-def _prepare_data(argv: list[str]) -> int:
-    from .prepare import main as prepare_main
+def _prepare_data(args: argparse.Namespace) -> int:
+    paths.prepare_data_paths(args.tokenizer, args.input, args.output, force=args.force)
+    from .prepare import run as prepare_run
 
-    return prepare_main(argv, prog=f"python -m {PROG} prepare-data", parser_class=_Parser)
+    return prepare_run(args)
 
 
-COMMANDS: dict[str, Callable[[list[str]], int]] = {
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import-hf": _import_hf,
     "export-hf": _export_hf,
     "prepare-data": _prepare_data,
 }
+_OUTPUT_OF = {"import-hf": "out", "export-hf": "out", "prepare-data": "output"}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] in COMMANDS:
-        try:
-            return COMMANDS[argv[0]](argv[1:])
-        except ConfigError as exc:
-            print(f"{PROG} {argv[0]}: error: {exc}", file=sys.stderr, flush=True)
-            return 2
-    return _train(argv)
+    fileio.reset_inputs()  # a command's inputs are its own (tests run several in one process)
+    if not (argv and argv[0] in COMMANDS):
+        return _train(argv)
+    name = argv[0]
+    args = _PARSERS[name]().parse_args(argv[1:])
+    try:
+        return COMMANDS[name](args)
+    except (ConfigError, fileio.PathError) as exc:
+        print(f"{PROG} {name}: error: {exc}", file=sys.stderr, flush=True)
+        return 2
+    except OSError as exc:  # writing the output: permissions, a full disk, a read-only folder
+        line = fileio.os_error_line(exc, getattr(args, _OUTPUT_OF[name]), writing=_writing(exc))
+        print(f"{PROG} {name}: error: {line}", file=sys.stderr, flush=True)
+        return 2
+
+
+def _writing(exc: OSError) -> bool:
+    """Whether an OSError is about the output (not about a file inside one of the inputs)."""
+    if exc.filename is None:
+        return True
+    real = Path(os.path.realpath(exc.filename))
+    return not any(real == src or src in real.parents for src in fileio.inputs_read())
 
 
 def _train(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = _train_parser().parse_args(argv)
     try:
         cfg = load_config(args.config, args.set)
         world_size = args.world_size or int(os.environ.get("WORLD_SIZE", "1"))
@@ -150,6 +303,9 @@ def _train(argv: list[str]) -> int:
         from .train import run  # torch import deferred until the config is known to be good
 
         return run(cfg)
+    except fileio.PathError as exc:  # --config: a FIFO, a device, too large, not UTF-8, ...
+        print(f"{PROG}: config error: {exc}", file=sys.stderr, flush=True)
+        return 2
     except ConfigError as exc:
         # Every rank prints: when the ranks of a torchrun job all fail at once, torchrun stops
         # the slower ones, so "rank 0 only" could print nothing at all.

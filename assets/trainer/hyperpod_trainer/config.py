@@ -16,6 +16,8 @@ from typing import Any, Literal
 
 import yaml
 
+from . import fileio
+from .paths import CONFIG_LIMIT
 from .presets import PRESETS, ROPE_SCALING_FIELDS, ModelShape, checkpoint_bytes, resolve_shape
 
 
@@ -221,10 +223,11 @@ def _parse_value(key: str, text: str) -> Any:
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError("--config", f"cannot read {path}: {exc.strerror}") from None
+    # A regular file within its limit, UTF-8: anything else is a one-line `fileio.PathError`
+    # (a FIFO or a device is refused from stat, never opened; the command exits 2).
+    text = fileio.read_text(
+        path, limit=CONFIG_LIMIT, what="config file", hint="give the YAML file of the job"
+    )
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

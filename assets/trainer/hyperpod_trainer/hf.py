@@ -12,7 +12,12 @@ checkpoint (never the optimizer state, which is twice the model) and writes safe
 config.json and, when known, the tokenizer, for `transformers.AutoModelForCausalLM`.
 
 Uses `safetensors` and torch's DCP only; never `transformers`. Every refusal is a `ConfigError`
-naming the file (or the field) and why, before anything is written.
+naming the file (or the field) or a `fileio.PathError` naming the path, before anything is
+written. Every path goes through the one input and output layer (`paths`, `fileio`): SRC and
+CHECKPOINT are inputs (an output may not be, hold or lie inside them), config.json and each
+safetensors file are checked as regular files within their limits (a truncated one is one line),
+and OUT is written as a sibling folder renamed into place, replacing only an earlier output of
+the same command, and only with --force.
 """
 
 from __future__ import annotations
@@ -20,21 +25,22 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import save_file
 from torch.distributed.checkpoint import state_dict_loader, state_dict_saver
 from torch.distributed.checkpoint.filesystem import FileSystemReader
 from torch.distributed.checkpoint.metadata import TensorStorageMetadata
 
+from . import fileio, paths
 from .checkpoint import (
     LATEST,
     MARKER,
@@ -123,16 +129,13 @@ def param_shapes(shape: ModelShape) -> dict[str, tuple[int, ...]]:
 # config.json <-> ModelShape
 
 
-def _read_json(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        raise ConfigError(str(path), "not found")
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise ConfigError(str(path), f"not readable JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ConfigError(str(path), "expected a JSON object")
-    return data
+def _read_json(path: Path, *, limit: int, what: str) -> dict[str, Any]:
+    return fileio.read_json_object(
+        path,
+        limit=limit,
+        what=what,
+        hint="give a Hugging Face model folder, as save_pretrained writes it",
+    )
 
 
 def _rope_parameters(hf: dict[str, Any], where: str) -> tuple[float, dict[str, Any]]:
@@ -286,52 +289,61 @@ def hf_config(shape: ModelShape, *, seq_len: int, dtype: torch.dtype) -> dict[st
 # import-hf
 
 
-def _weight_files(src: Path) -> dict[str, Path]:
-    """Hugging Face tensor name -> the safetensors file that holds it."""
+def _weight_files(src: Path) -> dict[str, paths.Safetensors]:
+    """Hugging Face tensor name -> the safetensors file that holds it, every file checked whole
+    (regular, within its limit, its size what its header describes) before a tensor is read."""
     index = src / "model.safetensors.index.json"
-    if index.is_file():
-        weight_map = _read_json(index).get("weight_map")
+    if os.path.lexists(index):
+        weight_map = _read_json(
+            index, limit=paths.SAFETENSORS_INDEX_LIMIT, what="safetensors index"
+        ).get("weight_map")
         if not isinstance(weight_map, dict) or not weight_map:
             raise ConfigError(str(index), "has no weight_map")
-        out = {name: src / str(file) for name, file in weight_map.items()}
-        for path in sorted(set(out.values())):
-            if not path.is_file():
-                raise ConfigError(str(index), f"names {path.name}, which is not in {src}")
-        return out
+        names = sorted({str(file) for file in weight_map.values()})
+        for name in names:
+            if Path(name).name != name or name in ("", ".", ".."):
+                raise ConfigError(str(index), f"names {name!r}, which is not a file of {src}")
+            if not os.path.lexists(src / name):
+                raise ConfigError(str(index), f"names {name}, which is not in {src}")
+        # What the files hold, as their headers say (what is loaded), not what the index says.
+        return {
+            tensor: file
+            for file in (paths.safetensors(src / name) for name in names)
+            for tensor in file.tensors
+        }
     single = src / "model.safetensors"
-    if not single.is_file():
+    if not os.path.lexists(single):
         raise ConfigError(
             str(src),
             "no model.safetensors or model.safetensors.index.json (import-hf reads safetensors "
             "only; convert .bin weights with transformers' save_pretrained first)",
         )
-    with safe_open(str(single), framework="pt") as f:
-        return dict.fromkeys(f.keys(), single)
+    checked_one = paths.safetensors(single)
+    return dict.fromkeys(checked_one.tensors, checked_one)
 
 
-def _refuse_existing(out: Path, force: bool) -> None:
-    if out.exists() and not force:
-        raise ConfigError(str(out), "already exists; choose a new folder or pass --force")
-
-
-def _publish(tmp: Path, out: Path) -> None:
-    """Replace `out` by the finished `tmp` sibling (only ever one of ours, or asked by --force)."""
-    if out.exists():
-        shutil.rmtree(out)
-    os.rename(tmp, out)
-
-
-def _sibling_tmp(out: Path) -> Path:
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    return tmp
+@contextmanager
+def _open_safetensors(path: Path) -> Iterator[Any]:
+    """`safe_open`, its own errors (a damaged header it finds first, a dtype it does not know)
+    as one line naming the file."""
+    try:
+        with safe_open(str(path), framework="pt") as f:
+            yield f
+    except (SafetensorError, OSError) as exc:
+        raise fileio.InputError(
+            path, f"cannot be read as safetensors ({exc})", "download or copy that file again"
+        ) from None
 
 
 def import_hf(src: Path, out: Path, *, force: bool = False) -> ModelShape:
-    """Write `out` as a trainer checkpoint folder holding `src`'s weights in fp32 at step 0."""
+    """Write `out` as a trainer checkpoint folder holding `src`'s weights in fp32 at step 0.
+
+    `out` may be missing or empty, or (with `force`) a folder an earlier import-hf wrote that
+    holds nothing else; anything else is refused before a tensor is read."""
+    output = paths.import_hf_paths(src, out, force=force)
     config_path = src / "config.json"
-    shape = shape_from_hf_config(_read_json(config_path), str(config_path))
+    hf = _read_json(config_path, limit=paths.HF_CONFIG_LIMIT, what="Hugging Face config.json")
+    shape = shape_from_hf_config(hf, str(config_path))
     files = _weight_files(src)
     names = name_map(shape)
     expected = param_shapes(shape)
@@ -343,10 +355,9 @@ def import_hf(src: Path, out: Path, *, force: bool = False) -> ModelShape:
     missing = sorted(set(names) - set(files))
     if missing:
         raise ConfigError(str(src), f"missing tensors: {', '.join(missing[:3])}")
-    _refuse_existing(out, force)
     weights: dict[str, torch.Tensor] = {}
-    for path in sorted(set(files.values())):
-        with safe_open(str(path), framework="pt") as f:
+    for path in sorted({file.path for file in files.values()}):
+        with _open_safetensors(path) as f:
             for hf_name in f.keys():  # noqa: SIM118 - safe_open is not a mapping
                 if hf_name not in names:
                     continue
@@ -358,8 +369,7 @@ def import_hf(src: Path, out: Path, *, force: bool = False) -> ModelShape:
                         f"shape {tuple(tensor.shape)}, config.json implies {expected[ours]}",
                     )
                 weights[ours] = tensor.to(torch.float32)
-    tmp = _sibling_tmp(out)
-    try:
+    with output.staging() as tmp:
         step = tmp / step_dir_name(IMPORT_STEP)
         step.mkdir()
         write_owner(
@@ -378,10 +388,7 @@ def import_hf(src: Path, out: Path, *, force: bool = False) -> ModelShape:
         }
         _write_atomic(step / MARKER, json.dumps(marker, indent=1, sort_keys=True))
         _write_atomic(tmp / LATEST, step.name + "\n")
-        _publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        output.commit(tmp)
     return shape
 
 
@@ -389,7 +396,6 @@ def import_hf(src: Path, out: Path, *, force: bool = False) -> ModelShape:
 # export-hf
 
 _DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 
 
 def _checkpoint(path: Path) -> CheckpointInfo:
@@ -423,18 +429,18 @@ def _groups(items: list[tuple[str, int]], max_bytes: int) -> Iterator[list[tuple
         yield group
 
 
-def tokenizer_dir(checkpoint_meta: dict[str, Any], explicit: Path | None) -> Path | None:
-    """Where the tokenizer files come from: --tokenizer (a file or a folder), else the prepared
-    data folder the checkpoint was trained on, when prepare-data wrote one there."""
+def tokenizer_files(checkpoint_meta: dict[str, Any], explicit: Path | None) -> dict[str, bytes]:
+    """The tokenizer files to ship, read through the input layer: from --tokenizer (a
+    tokenizer.json or its folder), else from the prepared data folder the checkpoint was trained
+    on, when prepare-data wrote one there; {} when none is known."""
     if explicit is not None:
-        folder = explicit.parent if explicit.is_file() else explicit
-        if not (folder / "tokenizer.json").is_file():
-            raise ConfigError("--tokenizer", f"no tokenizer.json at {explicit}")
-        return folder
+        if os.path.isdir(explicit) and not os.path.lexists(explicit / "tokenizer.json"):
+            raise ConfigError("--tokenizer", f"no tokenizer.json in {explicit}")
+        return paths.tokenizer_files(explicit)
     data_path = checkpoint_meta.get("data_path")
-    if data_path and (Path(data_path) / "tokenizer.json").is_file():
-        return Path(data_path)
-    return None
+    if data_path and os.path.lexists(Path(data_path) / "tokenizer.json"):
+        return paths.tokenizer_files(Path(data_path))
+    return {}
 
 
 def export_hf(
@@ -449,7 +455,10 @@ def export_hf(
     """Write `out` (safetensors, config.json, tokenizer files if known); returns the step folder.
 
     Reads the model's tensors only, a shard's worth at a time, so memory stays near one shard.
+    `out` may be missing or empty, or (with `force`) a folder an earlier export-hf wrote that
+    holds nothing else; anything else is refused before a tensor is read.
     """
+    output = paths.export_hf_paths(checkpoint, out, tokenizer=tokenizer, force=force)
     info = _checkpoint(checkpoint)
     folder = info.path
     raw_shape = info.meta.get("model_shape")
@@ -457,8 +466,7 @@ def export_hf(
         raise ConfigError(str(folder / MARKER), "has no model_shape")
     shape = ModelShape(**raw_shape)
     torch_dtype = _DTYPES[dtype]
-    tok_dir = tokenizer_dir(info.meta, tokenizer)
-    _refuse_existing(out, force)
+    tok_files = tokenizer_files(info.meta, tokenizer)
     reader = FileSystemReader(str(folder))
     stored = reader.read_metadata().state_dict_metadata
     ours_to_hf = {ours: hf for hf, ours in name_map(shape).items()}
@@ -469,8 +477,7 @@ def export_hf(
             raise ConfigError(str(folder), f"model tensor {ours} missing or of another shape")
         items.append((ours, math.prod(dims) * torch_dtype.itemsize))
     groups = list(_groups(items, max_shard_bytes))
-    tmp = _sibling_tmp(out)
-    try:
+    with output.staging() as tmp:
         weight_map: dict[str, str] = {}
         total = 0
         for number, group in enumerate(groups, start=1):
@@ -494,17 +501,13 @@ def export_hf(
         seq_len = int(info.meta.get("seq_len") or 2048)
         config = hf_config(shape, seq_len=seq_len, dtype=torch_dtype)
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
-        if tok_dir is not None:
-            for name in _TOKENIZER_FILES:
-                if (tok_dir / name).is_file():
-                    shutil.copyfile(tok_dir / name, tmp / name)
-            if not (tmp / "tokenizer_config.json").is_file():
+        if tok_files:
+            for name, raw in tok_files.items():
+                (tmp / name).write_bytes(raw)
+            if "tokenizer_config.json" not in tok_files:
                 minimal = {"tokenizer_class": "PreTrainedTokenizerFast"}
                 (tmp / "tokenizer_config.json").write_text(json.dumps(minimal, indent=2) + "\n")
-        _publish(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        output.commit(tmp)
     return folder
 
 

@@ -9,7 +9,8 @@ writes
     DIR/eval/eval-00000.tokens ... the held-out documents (data.path: DIR/eval)
     DIR/tokenizer.json             the tokenizer (the trainer checks the shards against it;
                                    export-hf ships it with the model)
-    DIR/prepare-data.json          what was read and written (also prepare-data's marker)
+    DIR/prepare-data.json          what was read and written
+    DIR/.hyperpod-kit              the output layer's marker (fileio): kind, every file written
 
 Inputs: JSON lines (`.jsonl`, the `--text-field`), plain text (`.txt`, `.text`, `.md`: one
 document per file), Parquet (`.parquet`, needs pyarrow) and a Hugging Face dataset saved with
@@ -17,18 +18,25 @@ document per file), Parquet (`.parquet`, needs pyarrow) and a Hugging Face datas
 is read file by file in name order. pyarrow and datasets are imported only when such an input
 is given. Tokenizing runs in `--workers` processes; the output is the same for any number of
 them (documents are split and sharded in input order, the split is seeded). Progress goes to
-stderr. Everything is written into a sibling folder and renamed into place at the end; an
-existing DIR is replaced only if prepare-data wrote it and --force is given.
+stderr.
+
+Every path goes through the one input and output layer (`paths`, `fileio`): the tokenizer and
+every input file are checked as regular files within their limits (a FIFO, a device or a loop of
+links is one line, never opened), text is decoded with a one-line error naming the file, the
+line and the byte, and DIR may not be, hold or lie inside an input. Everything is written into
+a sibling folder and renamed into place at the end; an existing DIR is replaced only if
+prepare-data wrote it, holds nothing else, and --force is given.
 """
 
 from __future__ import annotations
 
 import argparse
+import codecs
+import itertools
 import json
 import multiprocessing
 import os
 import random
-import shutil
 import sys
 import time
 from collections import deque
@@ -39,13 +47,12 @@ from typing import Any
 
 import numpy as np
 
-from . import __version__
+from . import __version__, fileio, paths
 from .config import ConfigError
 from .shards import (
     DTYPES,
     HEADERED_SUFFIX,
     dtype_for_vocab,
-    tokenizer_sha256,
     write_shard,
 )
 
@@ -59,21 +66,63 @@ DOCS_PER_TASK = 256
 # Reading documents
 
 
-def _jsonl(path: Path, field: str) -> Iterator[str]:
-    with path.open(encoding="utf-8") as f:
-        for number, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                raise ConfigError(f"{path}:{number}", "not a JSON line") from None
-            text = record.get(field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise ConfigError(
-                    f"{path}:{number}", f"no string field {field!r} (choose it with --text-field)"
+def _line_text(path: Path, raw: bytes, number: int, offset: int) -> str:
+    """One line of a .jsonl as text, or one line naming the file, the line and the byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        if number == 1 and (problem := fileio.decode_problem(raw)) and problem.line is None:
+            raise fileio.InputError(path, problem.message, problem.hint) from None  # UTF-16...
+        bad = raw[e.start]
+        column = len(raw[: e.start].decode("utf-8", errors="replace")) + 1
+        raise fileio.InputError(
+            path,
+            f"byte 0x{bad:02x} on line {number}, column {column} (byte {offset + e.start} of "
+            "the file) is not UTF-8 text",
+            "save the file as UTF-8",
+        ) from None
+
+
+def _lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(number, text) of each line of a checked input file, streamed: at most one line (of at
+    most JSONL_LINE_LIMIT bytes) in memory. The file is opened without waiting (a FIFO put in
+    its place since the check is refused by fstat, never read)."""
+    hint = "give a .jsonl file with one JSON object per line"
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if (kind := fileio.not_regular(os.fstat(f.fileno()).st_mode)) is not None:
+            raise fileio.InputError(path, f"{kind}; a .jsonl file was expected", hint)
+        offset = 0
+        for number in itertools.count(1):
+            raw = f.readline(paths.JSONL_LINE_LIMIT + 1)
+            if not raw:
+                return
+            if len(raw) > paths.JSONL_LINE_LIMIT and not raw.endswith(b"\n"):
+                raise fileio.InputError(
+                    path,
+                    f"line {number} is longer than {fileio.size_text(paths.JSONL_LINE_LIMIT)}",
+                    hint,
                 )
-            yield text
+            if number == 1:
+                raw = raw.removeprefix(codecs.BOM_UTF8)
+            yield number, _line_text(path, raw, number, offset)
+            offset += len(raw)
+
+
+def _jsonl(path: Path, field: str) -> Iterator[str]:
+    for number, line in _lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):
+            raise ConfigError(f"{path}:{number}", "not a JSON line") from None
+        text = record.get(field) if isinstance(record, dict) else None
+        if not isinstance(text, str):
+            raise ConfigError(
+                f"{path}:{number}", f"no string field {field!r} (choose it with --text-field)"
+            )
+        yield text
 
 
 def _parquet(path: Path, field: str) -> Iterator[str]:
@@ -117,30 +166,37 @@ def _is_saved_dataset(path: Path) -> bool:
     )
 
 
+def _input_file(path: Path) -> Path:
+    """Check one input file through the input layer (regular, within its type's limit)."""
+    limit = paths.TEXT_LIMIT if path.suffix in TEXT_SUFFIXES else paths.DATA_FILE_LIMIT
+    return fileio.input_file(
+        path, limit=limit, what=f"{path.suffix} input", hint="give a .jsonl, .parquet or text file"
+    )
+
+
 def input_files(inputs: list[Path]) -> list[Path]:
-    """Every readable input, folders expanded in name order; refuses what it cannot read."""
+    """Every input, folders expanded in name order, each file checked through the input layer
+    (a FIFO, device or socket with a known suffix in a folder is refused, not skipped)."""
+    suffixes = (".jsonl", ".parquet", *TEXT_SUFFIXES)
     out: list[Path] = []
     for item in inputs:
+        if os.path.isdir(item):
+            fileio.input_folder(item, what="input folder")
         if _is_saved_dataset(item):
             out.append(item)
-        elif item.is_dir():
-            found = sorted(
-                p
-                for p in item.rglob("*")
-                if p.is_file() and p.suffix in (".jsonl", ".parquet", *TEXT_SUFFIXES)
-            )
+        elif os.path.isdir(item):
+            found = sorted(p for p in item.rglob("*") if p.suffix in suffixes and not p.is_dir())
             if not found:
                 raise ConfigError(str(item), "no .jsonl, .parquet or text files in this folder")
-            out += found
-        elif item.is_file():
-            if item.suffix not in (".jsonl", ".parquet", *TEXT_SUFFIXES):
+            out += [_input_file(p) for p in found]
+        else:
+            _input_file(item)
+            if item.suffix not in suffixes:
                 raise ConfigError(
                     str(item),
                     "unknown input type (.jsonl, .parquet, .txt/.text/.md, or a datasets folder)",
                 )
             out.append(item)
-        else:
-            raise ConfigError(str(item), "not found")
     return out
 
 
@@ -153,7 +209,7 @@ def documents(files: list[Path], field: str) -> Iterator[str]:
         elif path.suffix == ".parquet":
             yield from _parquet(path, field)
         else:
-            yield path.read_text(encoding="utf-8")
+            yield fileio.read_text(path, limit=paths.TEXT_LIMIT, what="text input")
 
 
 def _batches(docs: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -174,20 +230,20 @@ _worker_tokenizer: Any = None
 _worker_eos: int | None = None
 
 
-def _load_tokenizer(path: Path) -> Any:
+def _load_tokenizer(text: str, shown: str) -> Any:
     from tokenizers import Tokenizer
 
     try:
-        return Tokenizer.from_file(str(path))
+        return Tokenizer.from_str(text)
     except Exception as exc:  # tokenizers raises its own Exception subclasses
         raise ConfigError(
-            "--tokenizer", f"{path}: not a tokenizers tokenizer.json ({exc})"
+            "--tokenizer", f"{shown}: not a tokenizers tokenizer.json ({exc})"
         ) from None
 
 
-def _init_worker(path: str, eos: int | None) -> None:
+def _init_worker(text: str, eos: int | None) -> None:
     global _worker_tokenizer, _worker_eos  # noqa: PLW0603 - one tokenizer per worker process
-    _worker_tokenizer = _load_tokenizer(Path(path))
+    _worker_tokenizer = _load_tokenizer(text, "tokenizer.json")
     _worker_eos = eos
 
 
@@ -243,17 +299,6 @@ def _eos_id(tokenizer: Any, eos: str | None) -> int | None:
     return int(found)
 
 
-def _check_output(out: Path, force: bool) -> None:
-    if not out.exists():
-        return
-    if not (out / MANIFEST).is_file():
-        raise ConfigError(
-            str(out), f"exists and was not written by prepare-data (no {MANIFEST}); not touched"
-        )
-    if not force:
-        raise ConfigError(str(out), "exists (an earlier prepare-data); pass --force to replace it")
-
-
 class _Progress:
     def __init__(self) -> None:
         self.started = time.monotonic()
@@ -288,33 +333,34 @@ def prepare(
     seed: int = 0,
     force: bool = False,
 ) -> dict[str, Any]:
-    """Tokenize `inputs` into `out`; returns the manifest it wrote."""
-    if not tokenizer_path.is_file():
-        raise ConfigError("--tokenizer", f"{tokenizer_path} is not a file")
+    """Tokenize `inputs` into `out`; returns the manifest it wrote.
+
+    `out` may be missing or empty, or (with `force`) a folder an earlier prepare-data wrote that
+    holds nothing else; anything else is refused before a document is read."""
+    output = paths.prepare_data_paths(tokenizer_path, inputs, out, force=force)
     if not 0 <= eval_fraction < 1:
         raise ConfigError("--eval-fraction", f"must be in [0, 1), got {eval_fraction:g}")
-    tokenizer = _load_tokenizer(tokenizer_path)
+    tok_files = paths.tokenizer_files(tokenizer_path)
+    tok_text = fileio.decode(tokenizer_path, tok_files["tokenizer.json"])
+    tokenizer = _load_tokenizer(tok_text, str(tokenizer_path))
     vocab_size = int(tokenizer.get_vocab_size(with_added_tokens=True))
     dtype = dtype or dtype_for_vocab(vocab_size)
     if vocab_size > np.iinfo(DTYPES[dtype]).max + 1:
         raise ConfigError("--dtype", f"{dtype} cannot hold the ids of a {vocab_size}-token vocab")
     eos_id = _eos_id(tokenizer, eos)
     files = input_files(inputs)
-    _check_output(out, force)
     header = {
         "dtype": dtype,
         "vocab_size": vocab_size,
-        "tokenizer_sha": tokenizer_sha256(tokenizer_path),
+        # The tokenizer's identity in shard headers (shards.tokenizer_sha256): its file's bytes.
+        "tokenizer_sha": paths.sha256(tok_files["tokenizer.json"]),
     }
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    try:
+    with output.staging() as tmp:
         manifest = _tokenize_into(
             tmp,
             files=files,
             text_field=text_field,
-            tokenizer_path=tokenizer_path,
+            tokenizer_text=tok_text,
             eos_id=eos_id,
             workers=workers,
             eval_fraction=eval_fraction,
@@ -333,17 +379,10 @@ def prepare(
             eval_fraction=eval_fraction,
             seed=seed,
         )
-        shutil.copyfile(tokenizer_path, tmp / "tokenizer.json")
-        for extra in ("tokenizer_config.json", "special_tokens_map.json"):
-            if (tokenizer_path.parent / extra).is_file():
-                shutil.copyfile(tokenizer_path.parent / extra, tmp / extra)
+        for name, raw in tok_files.items():
+            (tmp / name).write_bytes(raw)
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
-        if out.exists():
-            shutil.rmtree(out)
-        os.rename(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        output.commit(tmp)
     return manifest
 
 
@@ -352,7 +391,7 @@ def _tokenize_into(
     *,
     files: list[Path],
     text_field: str,
-    tokenizer_path: Path,
+    tokenizer_text: str,
     eos_id: int | None,
     workers: int,
     eval_fraction: float,
@@ -366,7 +405,7 @@ def _tokenize_into(
     progress = _Progress()
     docs = tokens = 0
     batches = _batches(documents(files, text_field), DOCS_PER_TASK)
-    for batch in _encoded(batches, workers, (str(tokenizer_path), eos_id)):
+    for batch in _encoded(batches, workers, (tokenizer_text, eos_id)):
         for ids in batch:
             if not ids:
                 continue
@@ -406,55 +445,8 @@ def _encoded(
             yield in_flight.popleft().get()
 
 
-def _parser(prog: str, parser_class: type[argparse.ArgumentParser]) -> argparse.ArgumentParser:
-    parser = parser_class(
-        prog=prog,
-        description="Tokenize text into the trainer's headered .tokens shards, with a held-out "
-        "split (DIR/eval/).",
-    )
-    parser.add_argument(
-        "--tokenizer", type=Path, required=True, help="a Hugging Face tokenizers tokenizer.json"
-    )
-    parser.add_argument(
-        "--input",
-        type=Path,
-        action="append",
-        required=True,
-        help="a .jsonl, .parquet or text file, a folder of them, or a datasets save_to_disk "
-        "folder (repeatable)",
-    )
-    parser.add_argument("--output", type=Path, required=True, help="new folder for the shards")
-    parser.add_argument(
-        "--eval-fraction",
-        type=float,
-        default=0.0,
-        help="share of documents held out into DIR/eval/ (default 0)",
-    )
-    parser.add_argument(
-        "--workers",
-        type=int,
-        default=max(1, (os.cpu_count() or 2) - 1),
-        help="tokenizing processes (default: CPUs - 1)",
-    )
-    parser.add_argument("--text-field", default="text", help="JSON/Parquet/datasets field")
-    parser.add_argument(
-        "--eos", help="token appended after every document (e.g. '<|end_of_text|>')"
-    )
-    parser.add_argument(
-        "--shard-tokens", type=int, default=100_000_000, help="tokens per shard (about)"
-    )
-    parser.add_argument(
-        "--dtype", choices=list(DTYPES), help="token dtype (default: the smallest that fits)"
-    )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the held-out split")
-    parser.add_argument(
-        "--force", action="store_true", help="replace DIR if an earlier prepare-data wrote it"
-    )
-    return parser
-
-
-def main(argv: list[str], *, prog: str, parser_class: type[argparse.ArgumentParser]) -> int:
-    args = _parser(prog, parser_class).parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    """`prepare-data` with the arguments `cli.parsers()["prepare-data"]` parsed."""
     if args.workers < 1:
         raise ConfigError("--workers", f"must be >= 1, got {args.workers}")
     if args.shard_tokens < 1:

@@ -83,8 +83,9 @@ def test_example_configs_are_valid(harness, example: str, world_size: int) -> No
 def test_missing_config_file_names_it(harness, tmp_path: Path) -> None:
     result = harness.direct(["--config", str(tmp_path / "nope.yaml")])
     assert result.returncode == 2
-    assert result.stderr.strip().endswith(
-        f"--config: cannot read {tmp_path / 'nope.yaml'}: No such file or directory"
+    assert result.stderr.strip() == (
+        f"hyperpod_trainer: config error: {tmp_path / 'nope.yaml'}: no such file. "
+        "Hint: give the YAML file of the job."
     )
 
 

@@ -221,7 +221,8 @@ def test_a_folder_prepare_data_did_not_write_is_never_replaced(
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "notes.txt").write_text("mine")
     result = _prepare(harness, corpus, tmp_path / "data", "--force")
-    assert result.returncode == 2 and "not written by prepare-data" in result.stderr
+    assert result.returncode == 2 and "hyperpod-trainer did not write" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
     assert (tmp_path / "data" / "notes.txt").read_text() == "mine"
 
 
