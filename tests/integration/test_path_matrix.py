@@ -158,7 +158,7 @@ def _path_arguments() -> list[Argument]:
 class World:
     """The test's folder: `work` (the current folder), `inputs` (good inputs), `elsewhere`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, program: Program) -> None:
         self.root = root
         self.work = root / "work"
         self.inputs = self.work / "inputs"
@@ -171,7 +171,8 @@ class World:
         (self.elsewhere / "invalid.yaml").write_text(INVALID_ENV)
         (self.elsewhere / "user-folder").mkdir()
         (self.elsewhere / "user-folder" / "thesis.tex").write_text("years of work\n")
-        self.trainer = _trainer_inputs(self.inputs)
+        trainer = program.name == "hyperpod_trainer"
+        self.trainer = _trainer_inputs(self.inputs) if trainer else {}
 
     def good(self, argument: Argument, action: argparse.Action) -> str | None:
         """A value that works for `action` (another argument of the same command)."""
@@ -183,7 +184,7 @@ class World:
         name = (argument.program.name, *argument.words, action.dest)
         if argument.program.name == "hyperpod_trainer" and name in self.trainer:
             return spec.template.format(self.trainer[name])
-        if spec.kind is K.INPUT_FILE:
+        if spec.kind is K.INPUT_FILE and argument.program.name != "hyperpod_trainer":
             return spec.template.format(self.env)
         if spec.kind in OUTPUTS:
             return spec.template.format(self.work / f"new-{action.dest}")
@@ -370,7 +371,7 @@ def _cases() -> Iterator[object]:
 
 @pytest.mark.parametrize(("argument", "case"), list(_cases()))
 def test_hostile_path(tmp_path: Path, argument: Argument, case: str) -> None:
-    world = World(tmp_path)
+    world = World(tmp_path, argument.program)
     if argument.spec.kind in INPUTS:
         _input_case(world, argument, case)
     else:
