@@ -38,7 +38,7 @@ def _template(provider_arn: str | None, *, plan_role: bool = False) -> dict[str,
         provider_arn=provider_arn,
         plan_role=plan_role,
     )
-    return Template.from_stack(stack).to_json()
+    return dict(Template.from_stack(stack).to_json())
 
 
 def _resources(template: dict[str, Any], kind: str) -> list[dict[str, Any]]:
