@@ -116,6 +116,20 @@ DEPLOY_SESSION_SECONDS = 4 * 3600
 # subject the plan role of `pipeline bootstrap --plan-role` trusts.
 PLAN_ENVIRONMENT = "plan"
 
+# The GitHub environment of the nightly drift jobs, whose OIDC subject the read-only role of
+# `pipeline bootstrap` trusts (never the deploy role).
+DRIFT_ENVIRONMENT = "drift"
+
+# The GitHub environment names the bootstrap's roles tell apart: no environment that deploys may
+# take one (its subject would then be trusted by the deploy role), in any `pipeline` command.
+RESERVED_ENVIRONMENTS = (PLAN_ENVIRONMENT, DRIFT_ENVIRONMENT)
+
+# The read-only role of `pipeline bootstrap` (drift, and `status --watch` after each deploy) allows
+# sessions this long and the workflows ask for them. Assumed through GitHub OIDC, not chained from
+# another role (a chained session ends after 1 hour), and longer than the longest watch
+# (`status --watch` gives up after 2 hours; tested).
+READ_SESSION_SECONDS = 3 * 3600
+
 
 def alarm_name(environment: str, alarm: str) -> str:
     """A fixed alarm name of the monitoring stack (the cluster's rolling deployments name some

@@ -79,6 +79,16 @@ EXIT_OK, EXIT_DANGEROUS, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 1, 2, 3
 PlanInputError = AssemblyFileError
 
 
+class NoStageError(PlanInputError):
+    """A pipeline's assembly as the baseline, none of whose stages deploys the candidate's stacks:
+    comparing with all of it would report every stack of the pipeline as removed."""
+
+    hint = (
+        "plan against the assembly of a pipeline that deploys this file (a stage of its "
+        "`pipeline codepipeline --env`), or against `hyperpod-kit synth` of the file on main"
+    )
+
+
 # --- the rule table ---------------------------------------------------------------------------
 
 
@@ -713,7 +723,7 @@ def load_templates(assembly: Path) -> dict[str, dict[str, Any]]:
 def plan(baseline: Path, candidate: Path) -> Plan:
     """Compare two assemblies. Raises PlanInputError when either cannot be read."""
     old, new = read_assembly(baseline), read_assembly(candidate)
-    old = _stage_of(old, new)
+    old = _stage_of(old, new, baseline)
     rules = update_rules()
     changes: dict[tuple[str, str], Change] = {}
     for stack in sorted(old.templates.keys() | new.templates.keys()):
@@ -735,10 +745,11 @@ def _lock_of(assembly: Path) -> dict[str, Any] | None:
     return read_json(path, "the version lock in the assembly") if path.is_file() else None
 
 
-def _stage_of(baseline: Assembly, candidate: Assembly) -> Assembly:
+def _stage_of(baseline: Assembly, candidate: Assembly, folder: Path) -> Assembly:
     """A pipeline's assembly as the baseline of one environment's synth: only the stage that
     deploys the candidate's stacks (the others, and the pipeline's own stack, are not what the
-    candidate would change). Unchanged when the candidate has stages too, or no stage matches."""
+    candidate would change). Unchanged when the candidate has stages too; NoStageError when no
+    stage deploys any of the candidate's stacks."""
     if any(candidate.stages.values()) or not any(baseline.stages.values()):
         return baseline
     ours = set(candidate.stages)
@@ -748,7 +759,12 @@ def _stage_of(baseline: Assembly, candidate: Assembly) -> Assembly:
         if stage
     }
     best = max(overlap, key=lambda stage: (overlap[stage], stage), default=None)
-    return baseline.only_stage(best) if best is not None and overlap[best] else baseline
+    if best is None or not overlap[best]:
+        raise NoStageError(
+            f"{folder}: no stage of this pipeline's assembly deploys the environment's stacks "
+            f"({', '.join(sorted(ours))}); its stages are {', '.join(sorted(overlap))}"
+        )
+    return baseline.only_stage(best)
 
 
 def _compare(

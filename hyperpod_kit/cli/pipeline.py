@@ -8,7 +8,8 @@ through the `json` or `comment` filter; GitHub's own `${{ }}` expressions are co
     hyperpod-kit-plan-comment.yml  workflow_run: one comment per environment from that upload
     hyperpod-kit-deploy.yml        push to main: synth once, deploy in order with GitHub OIDC,
                                    `status` healthy before the next; each job names its environment
-    hyperpod-kit-drift.yml         schedule: `cdk drift` and `status`, one issue per environment
+    hyperpod-kit-drift.yml         schedule: `cdk drift` and `status` as the GitHub environment
+                                   `drift` with the read-only role, one issue per environment
 
 Every `uses:` is pinned to the commit of a release tag from `config/facts/github_actions.json`.
 The toolkit is checked out from `--toolkit-repository` at `--toolkit-ref` and installed with its
@@ -32,7 +33,13 @@ from typing import TYPE_CHECKING, Any
 
 from hyperpod_kit import __version__
 from hyperpod_kit.config.facts import action_pins, regions
-from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS, PLAN_ENVIRONMENT
+from hyperpod_kit.naming import (
+    DEPLOY_SESSION_SECONDS,
+    DRIFT_ENVIRONMENT,
+    PLAN_ENVIRONMENT,
+    READ_SESSION_SECONDS,
+    RESERVED_ENVIRONMENTS,
+)
 from hyperpod_kit.paths import REPO
 
 if TYPE_CHECKING:
@@ -83,6 +90,8 @@ class PipelineEnvironment:
     region: str
     role: str  # an IAM role ARN, or the `${{ vars.NAME }}` expression that holds one
     diff_role: str = ""  # the same for the read-only role of `--diff`
+    read_role: str = ""  # the same for the read-only role of drift and status (bootstrap's)
+    account: str | None = None  # the file's `account`, if it names one
 
     @property
     def variable(self) -> str:
@@ -91,6 +100,10 @@ class PipelineEnvironment:
     @property
     def diff_variable(self) -> str:
         return "HYPERPOD_KIT_PLAN_ROLE_ARN_" + self.name.upper().replace("-", "_")
+
+    @property
+    def read_variable(self) -> str:
+        return "HYPERPOD_KIT_READ_ROLE_ARN_" + self.name.upper().replace("-", "_")
 
 
 def add_toolkit_arguments(p: argparse.ArgumentParser, installs: str, fetched: str) -> None:
@@ -148,15 +161,27 @@ def add_pipeline_parser(sub: Any) -> None:
         "variable HYPERPOD_KIT_ROLE_ARN_<NAME>",
     )
     g.add_argument(
+        "--read-role-arn",
+        dest="read_roles",
+        action="append",
+        default=[],
+        metavar="NAME=ARN",
+        help="the read-only role of environment NAME's drift job and of its `status --watch` "
+        "after each deploy (repeatable); default: the repository variable "
+        "HYPERPOD_KIT_READ_ROLE_ARN_<NAME>",
+    )
+    g.add_argument(
         "--region",
-        help="the region of the AWS credentials (default: each environment file's region)",
+        help="the region of the AWS credentials; must be every environment file's region "
+        "(default: each file's region)",
     )
     g.add_argument(
         "--diff",
         action="store_true",
         help="also `cdk diff` each environment against its deployed stacks in pull requests "
         f"from this repository (never forks), as the GitHub environment `{PLAN_ENVIRONMENT}` "
-        "with a read-only role (`pipeline bootstrap --plan-role`)",
+        "with a read-only role (`pipeline bootstrap --plan-role`); the environment names "
+        f"{' and '.join(RESERVED_ENVIRONMENTS)} are reserved",
     )
     g.add_argument(
         "--diff-role-arn",
@@ -188,10 +213,12 @@ def add_pipeline_parser(sub: Any) -> None:
     b = kinds.add_parser(
         "bootstrap",
         help=what,
-        description=f"{what}, trusted only by the repository's main branch and the named GitHub "
-        "environments, allowed only to assume the CDK bootstrap roles of the environments' "
-        "regions; gated like `synth` (cdk-nag, cfn-lint). Deploy it once per account with the "
-        "pinned CDK CLI: `npx cdk deploy --app DIR` (docs/pipelines.md).",
+        description=f"{what}, trusted only by the jobs of the named GitHub environments, "
+        "allowed only to assume the CDK bootstrap roles of the environments' regions; and a "
+        f"read-only role for the GitHub environment `{DRIFT_ENVIRONMENT}` and the deploy jobs' "
+        "status. Gated like `synth` (cdk-nag, cfn-lint). One per account: the files must name "
+        "one account (or none). Deploy it with the pinned CDK CLI: `npx cdk deploy --app DIR` "
+        "(docs/pipelines.md).",
     )
     b.add_argument(
         "--repository",
@@ -207,9 +234,9 @@ def add_pipeline_parser(sub: Any) -> None:
         metavar="NAME=FILE",
         required=True,
         help="a GitHub environment that deploys into this account, and its environment file "
-        "(repeatable; its region names the bootstrap roles)",
+        "(repeatable; its region names the bootstrap roles; "
+        f"{' and '.join(RESERVED_ENVIRONMENTS)} are reserved)",
     )
-    b.add_argument("--branch", default="main", help="the branch the drift job runs on (main)")
     b.add_argument(
         "--plan-role",
         action="store_true",
@@ -220,8 +247,8 @@ def add_pipeline_parser(sub: Any) -> None:
     b.add_argument(
         "--oidc-provider-arn",
         metavar="ARN",
-        help="the account's existing GitHub OIDC provider (default: create one; an account "
-        "has at most one for the URL)",
+        help="the account's existing GitHub OIDC provider, in the files' account (default: "
+        "create one; an account has at most one for the URL)",
     )
     b.add_argument(
         "-o",
@@ -257,6 +284,7 @@ _EXAMPLE = {
     "--env": "environments/dev.yaml",
     "--aws-role-arn": "arn:aws:iam::123456789012:role/hyperpod-kit-deploy",
     "--diff-role-arn": "arn:aws:iam::123456789012:role/hyperpod-kit-plan",
+    "--read-role-arn": "arn:aws:iam::123456789012:role/hyperpod-kit-read",
 }
 
 
@@ -376,10 +404,33 @@ def environments(
     roles_given: Sequence[str] = (),
     region_given: str | None = None,
     diff_roles_given: Sequence[str] = (),
+    read_roles_given: Sequence[str] = (),
 ) -> list[PipelineEnvironment]:
     """The environments the flags name, each file loaded like `validate` (exit 2 on an error)."""
-    found = loaded_environments(envs, roles_given, region_given, diff_roles_given)
+    found = loaded_environments(envs, roles_given, region_given, diff_roles_given, read_roles_given)
     return [env for env, _ in found]
+
+
+def arn_account(arn: str) -> str:
+    """The account of an ARN (its fifth field)."""
+    return arn.split(":")[4]
+
+
+def check_reserved(value: str, name: str) -> None:
+    """An environment that deploys may not take a name the bootstrap's read-only roles trust."""
+    if name in RESERVED_ENVIRONMENTS:
+        what = {
+            PLAN_ENVIRONMENT: "the pull requests' read-only `cdk diff` jobs (--diff)",
+            DRIFT_ENVIRONMENT: "the nightly drift jobs",
+        }[name]
+        raise PipelineError(
+            "--env",
+            value,
+            f"names the environment {name!r}, the GitHub environment of {what}, whose "
+            "subject only a read-only role trusts",
+            f"another name for this environment ({' and '.join(RESERVED_ENVIRONMENTS)} are "
+            "reserved)",
+        )
 
 
 def _locked(loaded: LoadedEnvironment) -> LoadedEnvironment:
@@ -399,18 +450,23 @@ def loaded_environments(
     roles_given: Sequence[str] = (),
     region_given: str | None = None,
     diff_roles_given: Sequence[str] = (),
+    read_roles_given: Sequence[str] = (),
 ) -> list[tuple[PipelineEnvironment, LoadedEnvironment]]:
-    """`environments`, each with its loaded file."""
+    """`environments`, each with its loaded file. An environment may not take a reserved name
+    (`plan`, `drift`); `--region` must be each file's region, and a role's account the file's
+    `account` (where it names one) and the other roles' of that environment."""
     from hyperpod_kit.config import ConfigError, Level, load_environment
 
     files: dict[str, str] = {}
     for value in envs:
         name, file = _pair("--env", value, "FILE")
+        check_reserved(value, name)
         if name in files:
             raise PipelineError("--env", value, f"names {name!r} twice", "give each once")
         files[name] = check_env_file(value, file)
     roles = _roles(roles_given, "--aws-role-arn", files)
     diff_roles = _roles(diff_roles_given, "--diff-role-arn", files)
+    read_roles = _roles(read_roles_given, "--read-role-arn", files)
     region = check_region(region_given) if region_given is not None else None
     result = []
     for name, file in files.items():
@@ -426,10 +482,42 @@ def loaded_environments(
                 f"{first.hint.rstrip('.') + '; ' if first.hint else ''}"
                 f"`hyperpod-kit validate {file}` shows every finding",
             ) from None
+        config = loaded.config
+        if region is not None and region != config.region:
+            raise PipelineError(
+                "--region",
+                region,
+                f"is not the region of {name} ({file}: {config.region}), where its stacks "
+                "deploy; the workflow's credentials, status and drift would look elsewhere",
+                "leave --region out (each file's region is used), or change the file's region",
+            )
+        account: str | None = config.account
+        given = [
+            (flag, f"{name}={chosen[name]}", chosen[name])
+            for flag, chosen in (
+                ("--aws-role-arn", roles), ("--diff-role-arn", diff_roles),
+                ("--read-role-arn", read_roles),
+            )
+            if name in chosen
+        ]  # fmt: skip
+        for flag, value, arn in given:
+            where = f"{file}: account {account}" if config.account else f"{given[0][0]}: {account}"
+            if account is not None and arn_account(arn) != account:
+                raise PipelineError(
+                    flag,
+                    value,
+                    f"is a role of account {arn_account(arn)}, but {name} deploys to another "
+                    f"({where})",
+                    f"the role of `pipeline bootstrap` deployed in {name}'s account",
+                )
+            account = arn_account(arn)
         names = PipelineEnvironment(name, "", "", "")
         role = roles.get(name, "${{ vars." + names.variable + " }}")
         diff_role = diff_roles.get(name, "${{ vars." + names.diff_variable + " }}")
-        env = PipelineEnvironment(name, file, region or loaded.config.region, role, diff_role)
+        read_role = read_roles.get(name, "${{ vars." + names.read_variable + " }}")
+        env = PipelineEnvironment(
+            name, file, config.region, role, diff_role, read_role, config.account
+        )
         result.append((env, loaded))
     return result
 
@@ -453,7 +541,6 @@ def _context(
     envs: list[PipelineEnvironment], repository: str, ref: str, runner: str, diff: bool
 ) -> dict[str, Any]:
     order = [e.name for e in envs]
-    account = "${{ steps.aws.outputs.aws-account-id }}"  # of the deploy role, after OIDC
     rows = []
     for i, e in enumerate(envs):
         rows.append(
@@ -469,8 +556,10 @@ def _context(
                 "needs": "synth" if i == 0 else f"deploy-{order[i - 1]}",
                 "plan_group": "hyperpod-kit-plan-${{ github.event.pull_request.number }}-" + e.name,
                 "deploy_group": f"hyperpod-kit-{e.name}",
-                "lookup_role": f"arn:aws:iam::{account}:role/cdk-hnb659fds-lookup-role-"
-                f"{account}-{e.region}",
+                # Its own group: a drift run queued behind a running one would otherwise cancel
+                # the deploy pending in the deploy's group (GitHub keeps one pending per group).
+                "drift_group": f"hyperpod-kit-drift-{e.name}",
+                "read_role": e.read_role,
                 "plan_artifact": f"hyperpod-kit-plan-{e.name}",
                 "assembly_artifact": f"hyperpod-kit-assembly-{e.name}",
                 "drift_artifact": f"hyperpod-kit-drift-{e.name}",
@@ -494,6 +583,9 @@ def _context(
         "cron": DRIFT_CRON,
         "deploy_runner": runner,
         "session_seconds": DEPLOY_SESSION_SECONDS,
+        "read_session_seconds": READ_SESSION_SECONDS,
+        "drift_environment": DRIFT_ENVIRONMENT,
+        "plan_environment": PLAN_ENVIRONMENT,
         "diff": diff,
         "command": " ".join(
             [*(f"--env {e.name}={e.file}" for e in envs), f"--toolkit-ref {ref}"]
@@ -562,16 +654,8 @@ def _github_workflows(
     ref = check_ref(args.toolkit_ref)
     runner = check_runner(args.deploy_runner)
     repository = toolkit_repository(args.toolkit_repository)
-    envs = environments(args.envs, args.roles, args.region, args.diff_roles)
+    envs = environments(args.envs, args.roles, args.region, args.diff_roles, args.read_roles)
     diff = bool(args.diff or args.diff_roles)
-    if diff and PLAN_ENVIRONMENT in {e.name for e in envs}:
-        raise PipelineError(
-            "--env",
-            next(v for v in args.envs if v.startswith(f"{PLAN_ENVIRONMENT}=")),
-            f"names the environment {PLAN_ENVIRONMENT!r}, the GitHub environment of the "
-            "read-only diff jobs (--diff)",
-            "another name for this environment",
-        )
     files = render_workflows(envs, repository=repository, ref=ref, runner=runner, diff=diff)
     return envs, diff, files
 
@@ -623,7 +707,8 @@ def pipeline(args: argparse.Namespace) -> int:
     plan = f", and the GitHub environment {PLAN_ENVIRONMENT} its read-only role" if diff else ""
     print(
         f"next: commit {args.output}; give each GitHub environment ({names}) its deploy role "
-        f"and the later ones required reviewers{plan} (docs/pipelines.md)",
+        f"and read-only role and the later ones required reviewers; create the GitHub "
+        f"environment {DRIFT_ENVIRONMENT} (deployment branch: main){plan} (docs/pipelines.md)",
         file=sys.stderr,
     )
     return EXIT_OK
@@ -644,6 +729,35 @@ def check_provider_arn(value: str | None) -> str | None:
     return value
 
 
+def one_account(envs: Sequence[PipelineEnvironment], provider_arn: str | None) -> str | None:
+    """The one account the deploy identity is for: the files' `account` (all the same where
+    given) and the OIDC provider's; None when none names one."""
+    named = [(e, e.account) for e in envs if e.account is not None]
+    account = named[0][1] if named else None
+    for env, other in named[1:]:
+        if other != account:
+            first = named[0][0]
+            raise PipelineError(
+                "--env",
+                f"{env.name}={env.file}",
+                f"deploys to account {other}, but {first.name} ({first.file}) to {account}: "
+                "one deploy identity is for one account",
+                "run `pipeline bootstrap` once per account, each with that account's --env "
+                "flags and its own -o",
+            )
+    if provider_arn is not None:
+        if account is not None and arn_account(provider_arn) != account:
+            raise PipelineError(
+                "--oidc-provider-arn",
+                provider_arn,
+                f"is in account {arn_account(provider_arn)}, not the files' account {account}",
+                f"the GitHub OIDC provider of account {account}, or leave the flag out to "
+                "create one",
+            )
+        account = account or arn_account(provider_arn)
+    return account
+
+
 def check_branch(value: str) -> str:
     if not GIT_REF.match(value):
         raise PipelineError("--branch", value, "is not a branch name", "e.g. main")
@@ -654,12 +768,13 @@ def build_identity(
     outdir: Path,
     *,
     repository: str,
-    branch: str,
     envs: Sequence[PipelineEnvironment],
     provider_arn: str | None,
     plan_role: bool = False,
+    account: str | None = None,
 ) -> None:
-    """Synthesize the deploy identity stack into `outdir` (offline, cdk-nag as an aspect)."""
+    """Synthesize the deploy identity stack into `outdir` (offline, cdk-nag as an aspect); with
+    `account`, the stack is for that account alone (the CDK CLI refuses other credentials)."""
     import aws_cdk as cdk
     from cdk_nag import AwsSolutionsChecks
 
@@ -667,12 +782,13 @@ def build_identity(
     from hyperpod_kit.stacks.deploy_identity import STACK_NAME, DeployIdentityStack
 
     app = create_app(outdir=str(outdir))
+    env = None if account is None else cdk.Environment(account=account, region=envs[0].region)
     DeployIdentityStack(
         app,
         STACK_NAME,
         description="hyperpod-kit: the GitHub Actions deploy role (pipeline bootstrap)",
+        env=env,
         repository=repository,
-        branch=branch,
         environments=[e.name for e in envs],
         regions=[e.region for e in envs],
         provider_arn=provider_arn,
@@ -712,9 +828,9 @@ def bootstrap(args: argparse.Namespace) -> int:
 
     try:
         repository = check_repository(args.repository, "--repository")
-        branch = check_branch(args.branch)
         provider_arn = check_provider_arn(args.oidc_provider_arn)
         envs = environments(args.envs)
+        account = one_account(envs, provider_arn)
         out = FolderOutput.checked(args.output, ASSEMBLY)
     except (PipelineError, OutputError) as e:
         print(e, file=sys.stderr)
@@ -722,8 +838,8 @@ def bootstrap(args: argparse.Namespace) -> int:
 
     def build(staging: Path) -> None:
         build_identity(
-            staging, repository=repository, branch=branch, envs=envs,
-            provider_arn=provider_arn, plan_role=args.plan_role,
+            staging, repository=repository, envs=envs, provider_arn=provider_arn,
+            plan_role=args.plan_role, account=account,
         )  # fmt: skip
 
     code = gated_commit(out, args.output, "bootstrap", build)
@@ -733,7 +849,7 @@ def bootstrap(args: argparse.Namespace) -> int:
         f"synthesized the deploy identity -> {args.output}; next, with administrator "
         f"credentials of the account: npx cdk deploy --app {args.output} (from hyperpod-kit's "
         "folder, or its node_modules/.bin/cdk), then put the output DeployRoleArn in "
-        "HYPERPOD_KIT_ROLE_ARN_<ENV>"
+        "HYPERPOD_KIT_ROLE_ARN_<ENV>, ReadRoleArn in HYPERPOD_KIT_READ_ROLE_ARN_<ENV>"
         + (" and PlanRoleArn in HYPERPOD_KIT_PLAN_ROLE_ARN_<ENV>" if args.plan_role else "")
         + " (docs/pipelines.md)",
         file=sys.stderr,

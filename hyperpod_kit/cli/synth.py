@@ -199,7 +199,8 @@ def plan(
             with progress.stage("compare with the baseline"):
                 result = compare(baseline, Path(candidate))
     except PlanInputError as error:
-        print(f"{error}. Hint: synthesize the baseline again.", file=sys.stderr)
+        hint = getattr(error, "hint", "synthesize the baseline again")
+        print(f"{error}. Hint: {hint}.", file=sys.stderr)
         return EXIT_BAD_INPUT
     code = result.exit_code(allow_replacement=allow_replacement)
     if output_format == "json":

@@ -17,6 +17,7 @@ the pipeline is built (`finish`).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import cast
@@ -100,6 +101,7 @@ class EnvironmentPipeline(Construct):
     ) -> None:
         super().__init__(scope, id)
         self._install = list(install)
+        self._connection_arn = source.connection_arn
         self._environments: list[PipelineEnvironmentStage] = []
         self.key = kms.Key(
             self,
@@ -207,6 +209,8 @@ class EnvironmentPipeline(Construct):
         self.pipeline.build_pipeline()
         suppress_generated(self.pipeline, self.artifact_bucket)
         cfn = cast(codepipeline.CfnPipeline, self.pipeline.pipeline.node.default_child)
+        for policy in use_connection_under_both_prefixes(self.pipeline, self._connection_arn):
+            cfn.node.add_dependency(policy)  # the pipeline starts once created
         literal_role_arns(cfn)
         # CDK makes the pipeline depend on its role's policy and role, and also reads the role's
         # ARN: cfn-lint W3005 calls that dependency redundant. Harmless, and not ours to change.
@@ -238,6 +242,60 @@ def literal_role_arns(cfn: codepipeline.CfnPipeline) -> None:
                 continue
             arn = "".join([pieces[0], partition, *pieces[2:]])
             cfn.add_property_override(f"Stages.{i}.Actions.{j}.Configuration.RoleArn", arn)
+
+
+CONNECTION_PREFIXES = ("codeconnections", "codestar-connections")
+_CONNECTION_SERVICE = re.compile(r"^(arn:[^:]+:)(?:codeconnections|codestar-connections):")
+
+
+def connection_arn_as(prefix: str, arn: str) -> str:
+    """The connection's ARN spelled with the service prefix `prefix` (the same connection)."""
+    return _CONNECTION_SERVICE.sub(lambda m: f"{m[1]}{prefix}:", arn)
+
+
+def use_connection_under_both_prefixes(scope: Construct, connection_arn: str) -> list[iam.Policy]:
+    """CDK's source action grants its role `codestar-connections:UseConnection` on the ARN as
+    given; IAM matches an action's service prefix to the resource's, so that grant covers
+    nothing when the ARN is spelled `codeconnections` (cfn-lint I3510). The role gets
+    `codeconnections:UseConnection` on the `codeconnections` spelling (CDK's statement, rewritten
+    in place) and `codestar-connections:UseConnection` on the `codestar-connections` spelling (a
+    policy of its own: a statement added to CDK's policy would be merged with CDK's, whose
+    resource it shares), so the connection may be used under either prefix (AWS's rename of
+    CodeStar Connections to CodeConnections). Returns the policies added."""
+    stack = Stack.of(scope)
+    legacy = connection_arn_as("codestar-connections", connection_arn)
+    current = connection_arn_as("codeconnections", connection_arn)
+    added = []
+    for node in list(scope.node.find_all()):
+        if not isinstance(node, iam.CfnPolicy):
+            continue
+        statements = stack.resolve(node.policy_document).get("Statement", [])
+        for i, st in enumerate(statements):
+            if (st.get("Action"), st.get("Resource")) != (
+                "codestar-connections:UseConnection",
+                connection_arn,
+            ):
+                continue
+            node.add_property_override(
+                f"PolicyDocument.Statement.{i}",
+                {"Action": "codeconnections:UseConnection", "Effect": "Allow", "Resource": current},
+            )
+            parent = node.node.scope  # the role's DefaultPolicy
+            role = parent.node.scope if parent is not None else None
+            if not isinstance(role, iam.Role):
+                raise TypeError(f"{node.node.path}: not the default policy of a role")
+            policy = iam.Policy(
+                role,
+                "UseConnectionCodestarPrefix",
+                statements=[
+                    iam.PolicyStatement(
+                        actions=["codestar-connections:UseConnection"], resources=[legacy]
+                    )
+                ],
+            )
+            role.attach_inline_policy(policy)
+            added.append(policy)
+    return added
 
 
 def lint_exception(resource: CfnResource, rule: str, reason: str) -> None:

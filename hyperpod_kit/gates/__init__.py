@@ -20,6 +20,11 @@ from hyperpod_kit.cloud_assembly import asset_of, file_assets, read_json, stack_
 
 GateLevel = Literal["error", "warning", "info"]
 _NAG_RULE = re.compile(r"\b(AwsSolutions-[A-Za-z0-9]+)\b")
+# cfn-lint's informational rules the gate runs and holds as errors: a statement whose resources
+# none of its action's ARN forms match (I3510) grants nothing, and the actor fails at run time
+# (the CodePipeline source role's `codestar-connections:UseConnection` on a `codeconnections`
+# ARN did).
+PROMOTED_RULES = ("I3510",)
 _LEVELS: dict[str, GateLevel] = {
     "aws:cdk:error": "error",
     "aws:cdk:warning": "warning",
@@ -244,7 +249,7 @@ def _rules_cached(region: str) -> tuple[Any, Any]:
     from cfnlint.config import ConfigMixIn
     from cfnlint.runner import Runner
 
-    config = ConfigMixIn(regions=[region])
+    config = ConfigMixIn(regions=[region], include_checks=list(PROMOTED_RULES))
     return config, Runner(config).rules
 
 
@@ -265,6 +270,8 @@ def _cfn_lint(stack: str, template: Path, region: str) -> list[GateFinding]:
     found = []
     for m in matches:
         severity = str(getattr(m.rule, "severity", "error")).lower()
+        if str(m.rule.id) in PROMOTED_RULES:
+            severity = "error"
         level: GateLevel = (
             "error" if severity == "error" else ("warning" if severity == "warning" else "info")
         )

@@ -1,5 +1,6 @@
 """The deploy identity stack (`hyperpod-kit pipeline bootstrap`): deployed once per account, by
-hand, before the generated workflows can deploy there."""
+hand, before the generated workflows can deploy there. Given the account (`env`), the CDK CLI
+refuses to deploy it with credentials of another."""
 
 from __future__ import annotations
 
@@ -21,7 +22,6 @@ class DeployIdentityStack(Stack):
         id: str,
         *,
         repository: str,
-        branch: str,
         environments: Sequence[str],
         regions: Sequence[str],
         provider_arn: str | None,
@@ -33,7 +33,6 @@ class DeployIdentityStack(Stack):
             self,
             "GitHub",
             repository=repository,
-            branch=branch,
             environments=environments,
             regions=regions,
             provider_arn=provider_arn,
@@ -44,6 +43,13 @@ class DeployIdentityStack(Stack):
             "DeployRoleArn",
             value=self.identity.role.role_arn,
             description="the role ARN for HYPERPOD_KIT_ROLE_ARN_<ENV> (or --aws-role-arn)",
+        )
+        CfnOutput(
+            self,
+            "ReadRoleArn",
+            value=self.identity.read_role.role_arn,
+            description="the read-only role for HYPERPOD_KIT_READ_ROLE_ARN_<ENV> (or "
+            "--read-role-arn): drift, and status after each deploy",
         )
         if self.identity.plan_role is not None:
             CfnOutput(

@@ -2,7 +2,8 @@
 two accounts): the CDK Pipelines assembly it writes, synthesized once for the module.
 
 - cdk-nag and cfn-lint find nothing in the pipeline stack or any stage's stacks (each
-  suppression per resource, with its reason);
+  suppression per resource, with its reason), cfn-lint's I3510 (a grant whose resource its
+  action cannot match) included; the source role may use the connection under both prefixes;
 - the template: a CodeConnections source, a synth step that installs the pinned toolkit and runs
   validate, the rehearsal and this command with both gates, self-mutation with the pinned CDK
   CLI, the stages in order, a manual approval before prod only, `status` after each, the
@@ -30,7 +31,7 @@ import pytest
 
 from hyperpod_kit.cli import main as cli
 from hyperpod_kit.cli.codepipeline import pinned_cdk_cli
-from hyperpod_kit.gates import check_assembly
+from hyperpod_kit.gates import PROMOTED_RULES, check_assembly
 from hyperpod_kit.outputs import read_marker
 from hyperpod_kit.plan import plan
 from tests.conftest import REPO
@@ -121,6 +122,8 @@ def test_gates_find_nothing_in_the_pipeline_or_its_stages(run: Run) -> None:
     assert "cfn-lint: 0 errors, 0 warnings" in run.err
     report = check_assembly(run.out)
     assert [f.render() for f in report.findings if f.level != "info"] == []
+    assert "I3510" in PROMOTED_RULES  # run, and held as an error
+    assert not [f.render() for f in report.findings if f.rule in PROMOTED_RULES]
     stacks = [s.name for s in report.stacks]
     areas = ["network", "storage", "trainer", "cluster", "monitoring"]
     assert stacks == [
@@ -264,6 +267,50 @@ def test_a_stage_holds_the_environments_stacks(run: Run, tmp_path: Path) -> None
         for name, path in staged.items():
             ours, theirs = (owned.sub(r'\1"', p.read_text()) for p in (path, alone[name]))
             assert json.loads(ours) == json.loads(theirs), f"{env}: {name}"
+
+
+CODESTAR_ARN = ARN.replace(":codeconnections:", ":codestar-connections:")
+
+
+def _use_connection(template: dict[str, Any]) -> list[dict[str, Any]]:
+    return [
+        st
+        for r in template["Resources"].values()
+        if r["Type"] in ("AWS::IAM::Policy", "AWS::IAM::Role")
+        for st in r["Properties"].get("PolicyDocument", {}).get("Statement", [])
+        if "UseConnection" in json.dumps(st["Action"])
+    ]
+
+
+def test_the_source_role_may_use_the_connection_under_both_prefixes(run: Run) -> None:
+    """IAM matches an action's service prefix to the resource's: `codeconnections:` on the ARN
+    as given, `codestar-connections:` on the same connection spelled so (CDK grants the latter
+    on the ARN as given, which covers nothing)."""
+    assert sorted(_use_connection(run.template), key=lambda st: st["Action"]) == [
+        {"Action": "codeconnections:UseConnection", "Effect": "Allow", "Resource": ARN},
+        {"Action": "codestar-connections:UseConnection", "Effect": "Allow",
+         "Resource": CODESTAR_ARN},
+    ]  # fmt: skip
+    (pipeline,) = run.resources("AWS::CodePipeline::Pipeline").values()
+    (legacy,) = [k for k in run.resources("AWS::IAM::Policy") if "CodestarPrefix" in k]
+    assert legacy in pipeline["DependsOn"]  # both grants exist before its first run
+
+
+def test_the_gate_holds_a_grant_that_covers_nothing(run: Run, tmp_path: Path) -> None:
+    """What CDK wrote before: `codestar-connections:UseConnection` on the `codeconnections` ARN,
+    found by cfn-lint's informational I3510, which the gate runs as an error."""
+    copy = tmp_path / "pipeline.out"
+    shutil.copytree(run.out, copy, symlinks=True)
+    path = copy / f"{PIPELINE_STACK}.template.json"
+    path.write_text(
+        path.read_text().replace(
+            '"codeconnections:UseConnection"', '"codestar-connections:UseConnection"'
+        )
+    )
+    report = check_assembly(copy)
+    errors = [(f.gate, f.stack, f.rule) for f in report.errors]
+    assert errors == [("cfn-lint", PIPELINE_STACK, "I3510")], report.render()
+    assert "codestar-connections:UseConnection" in report.errors[0].message
 
 
 def test_gates_find_an_error_put_into_a_stages_template(run: Run, tmp_path: Path) -> None:

@@ -98,6 +98,14 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
             ["--env", "dev=environments/missing.yaml", *FLAGS, "--connection-arn", ARN],
             "names a file that does not exist",
         ),
+        (  # reserved in every pipeline command (the GitHub roles' environments)
+            ["--env", "plan=environments/team/dev.yaml", *FLAGS, "--connection-arn", ARN],
+            "--env: 'plan=environments/team/dev.yaml' names the environment 'plan'",
+        ),
+        (
+            ["--env", "drift=environments/team/dev.yaml", *FLAGS, "--connection-arn", ARN],
+            "--env: 'drift=environments/team/dev.yaml' names the environment 'drift'",
+        ),
     ],
 )
 def test_bad_input_is_one_line_exit_2_nothing_written(

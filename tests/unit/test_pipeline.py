@@ -1,7 +1,10 @@
-"""`hyperpod-kit pipeline github`: the workflows it writes pass actionlint, pin every action by
-commit, keep pull requests (forks too) away from credentials and write tokens, deploy in order
-with OIDC; it refuses to overwrite an edited workflow without --force; a bad flag is one line,
-exit 2, nothing written."""
+"""`hyperpod-kit pipeline github`: the workflows it writes pass actionlint and zizmor's offline
+audit, pin every action by commit, keep pull requests (forks too) away from credentials and write
+tokens, deploy in order with OIDC, read (drift, status) with the read-only role as the GitHub
+environment `drift` or the deploy's own, never in the deploy's concurrency group; the rehearsal
+may use user namespaces for its own step only; it refuses to overwrite an edited workflow without
+--force; a bad flag (a reserved environment name, a region or account that disagrees with a
+file) is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
@@ -19,15 +22,18 @@ import yaml
 
 from hyperpod_kit.cli import main as cli
 from hyperpod_kit.cli.pipeline import WORKFLOWS, ours_digest
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.cli.status import WATCH_LIMIT_S
 from hyperpod_kit.config.facts import action_pins
+from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS, READ_SESSION_SECONDS
 
 REPO = Path(__file__).resolve().parents[2]
 ACTIONLINT = Path(sys.executable).parent / "actionlint"
+ZIZMOR = Path(sys.executable).parent / "zizmor"  # requirements-dev.txt pins it
 ENV_FILES = {"dev": "environments/team/dev.yaml", "prod": "environments/team/prod.yaml"}
 ENVS = [arg for name, file in ENV_FILES.items() for arg in ("--env", f"{name}={file}")]
 TOOLKIT = ["--toolkit-repository", "example-org/hyperpod-kit"]
-ROLE = "arn:aws:iam::123456789012:role/hyperpod-kit-deploy"
+ROLE = "arn:aws:iam::444455556666:role/hyperpod-kit-deploy"  # in prod's account (its file's)
+READ_ROLE = "arn:aws:iam::444455556666:role/hyperpod-kit-read"
 
 
 @pytest.fixture
@@ -69,6 +75,34 @@ def test_workflows_pass_actionlint(
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert 'Rule "shellcheck" was disabled' not in result.stderr  # run: scripts checked too
+
+
+@pytest.mark.parametrize("extra", [[], ["--diff"]], ids=["plan", "plan-and-diff"])
+def test_workflows_pass_zizmor_offline(
+    extra: list[str], team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """zizmor's offline audit, regular persona, on the files: nothing, but for the one finding
+    ignored inline with its reason (the comment's `workflow_run`, docs/pipelines.md)."""
+    assert generate(capsys, *extra)[0] == 0
+    folder = team_repo / ".github" / "workflows"
+    files = sorted(str(p) for p in folder.glob("*.yml"))
+    result = subprocess.run(
+        [str(ZIZMOR), "--offline", "--no-progress", *files],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "No findings to report" in result.stdout + result.stderr
+    assert "(1 ignored" in result.stdout + result.stderr
+    ignores = {
+        name: [line for line in (folder / name).read_text().splitlines() if "zizmor:" in line]
+        for name in WORKFLOWS
+    }
+    assert ignores == {
+        **{name: [] for name in WORKFLOWS},
+        "hyperpod-kit-plan-comment.yml": ["  workflow_run:  # zizmor: ignore[dangerous-triggers]"],
+    }
 
 
 def test_every_action_pinned_by_commit(team_repo: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,8 +150,11 @@ def test_pull_requests_get_no_credentials_nor_write_token(
 def test_deploys_in_order_with_oidc_from_one_synth(
     team_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _ = generate(capsys, "--aws-role-arn", f"prod={ROLE}", "--deploy-runner", "big-64gb")
-    assert code == 0
+    code, err = generate(
+        capsys, "--aws-role-arn", f"prod={ROLE}", "--read-role-arn", f"prod={READ_ROLE}",
+        "--deploy-runner", "big-64gb",
+    )  # fmt: skip
+    assert code == 0, err
     deploy = workflows(team_repo)["hyperpod-kit-deploy.yml"]
     assert deploy["on"] == {"push": {"branches": ["main"]}}
     jobs = deploy["jobs"]
@@ -140,24 +177,117 @@ def test_deploys_in_order_with_oidc_from_one_synth(
         role = aws["with"]["role-to-assume"]
         assert role == (ROLE if name == "prod" else "${{ vars.HYPERPOD_KIT_ROLE_ARN_DEV }}")
         assert "role-chaining" not in aws["with"]
-        assert aws["with"]["role-duration-seconds"] == 4 * 3600  # the role's MaxSessionDuration
-        # status reads with the CDK bootstrap's read-only lookup role, chained after the deploy.
-        assert read["with"]["role-chaining"] is True
-        region = load_environment(REPO / ENV_FILES[name]).config.region  # through its base
-        account = "${{ steps.aws.outputs.aws-account-id }}"
-        assert read["with"]["role-to-assume"] == (
-            f"arn:aws:iam::{account}:role/cdk-hnb659fds-lookup-role-{account}-{region}"
-        )
+        assert aws["with"]["role-duration-seconds"] == DEPLOY_SESSION_SECONDS
+        # status reads with the read-only role, through OIDC again (not chained: a chained
+        # session ends after an hour, the watch may take two), the deploy's credentials unset.
+        assert read["with"] == {
+            "unset-current-credentials": True,
+            "role-to-assume": (
+                READ_ROLE if name == "prod" else "${{ vars.HYPERPOD_KIT_READ_ROLE_ARN_DEV }}"
+            ),
+            "role-session-name": f"hyperpod-kit-read-{name}",
+            "role-duration-seconds": READ_SESSION_SECONDS,
+            "aws-region": "us-west-2",
+        }
         runs = [s.get("run", "") for s in steps]
         deploy_at = next(i for i, r in enumerate(runs) if 'cdk" deploy --app' in r)
         assert 'hyperpod-kit check "$HPK_OUT/assembly"' in runs[deploy_at]
         assert steps.index(read) == deploy_at + 1
         assert "hyperpod-kit status" in runs[deploy_at + 2]
     assert deploy["jobs"]["deploy-prod"]["steps"][-1]["run"].endswith("--watch")
-    drift = workflows(team_repo)["hyperpod-kit-drift.yml"]
+
+
+def test_drift_reads_as_its_own_environment_and_never_cancels_a_deploy(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The drift jobs name the GitHub environment `drift` (whose subject only the read-only role
+    trusts), assume the read-only role through OIDC and nothing else, and queue in a concurrency
+    group of their own: GitHub keeps one pending run per group and cancels the older pending
+    one, so a drift run in the deploy's group would cancel a deploy waiting for its reviewers."""
+    assert generate(capsys, "--read-role-arn", f"prod={READ_ROLE}")[0] == 0
+    flows = workflows(team_repo)
+    drift, deploy = flows["hyperpod-kit-drift.yml"], flows["hyperpod-kit-deploy.yml"]
     assert set(drift["on"]) == {"schedule", "workflow_dispatch"}
     assert drift["jobs"]["report"]["permissions"] == {"issues": "write"}
-    assert drift["jobs"]["drift-dev"]["concurrency"]["group"] == "hyperpod-kit-dev"
+    jobs = deploy["jobs"].values()
+    deploy_groups = {j["concurrency"]["group"] for j in jobs if "concurrency" in j}
+    assert deploy_groups == {"hyperpod-kit-dev", "hyperpod-kit-prod"}
+    for name in ("dev", "prod"):
+        job = drift["jobs"][f"drift-{name}"]
+        assert job["environment"] == "drift"
+        assert job["permissions"] == {"contents": "read", "id-token": "write"}
+        assert job["concurrency"] == {
+            "group": f"hyperpod-kit-drift-{name}",
+            "cancel-in-progress": False,
+        }
+        (aws,) = [s for s in job["steps"] if "configure-aws-credentials" in s.get("uses", "")]
+        assert aws["with"]["role-to-assume"] == (
+            READ_ROLE if name == "prod" else "${{ vars.HYPERPOD_KIT_READ_ROLE_ARN_DEV }}"
+        )
+        assert "role-chaining" not in aws["with"]
+        assert aws["with"]["role-duration-seconds"] == READ_SESSION_SECONDS
+    text = (team_repo / ".github" / "workflows" / "hyperpod-kit-drift.yml").read_text()
+    assert "HYPERPOD_KIT_ROLE_ARN_" not in text and "hyperpod-kit-deploy" not in text
+
+
+def test_the_read_session_outlives_the_longest_watch() -> None:
+    """`status --watch` gives up after WATCH_LIMIT_S; the read-only session it runs in (asked
+    for by the workflows, allowed by the role) lasts longer, with a refresh and a margin."""
+    assert READ_SESSION_SECONDS >= WATCH_LIMIT_S + 1800
+    assert READ_SESSION_SECONDS <= 12 * 3600  # IAM's MaxSessionDuration limit
+
+
+REHEARSE = 'hyperpod-kit check --rehearse "$HPK_FILE"'
+
+
+def test_the_rehearsal_may_use_user_namespaces_for_its_step_only(
+    team_repo: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Ubuntu 24.04 runners deny unprivileged user namespaces (AppArmor), which bubblewrap needs:
+    every step that rehearses lifts that restriction first and puts it back when it ends (even
+    on failure). Run here with fakes of sudo, sysctl and hyperpod-kit on PATH."""
+    assert generate(capsys)[0] == 0
+    flows = workflows(team_repo)
+    runs = [
+        s["run"]
+        for flow in ("hyperpod-kit-plan.yml", "hyperpod-kit-deploy.yml")
+        for job in flows[flow]["jobs"].values()
+        for s in job["steps"]
+        if REHEARSE in s.get("run", "")
+    ]
+    assert len(runs) == 4  # plan-dev, plan-prod, and the deploy's synth of each
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    state = tmp_path / "userns"
+    fakes = {
+        "sudo": '[ "$1" = -n ] && shift; exec "$@"',
+        "sysctl": f'case "$1" in -n) cat {state} ;; -qw) echo "${{2#*=}}" > {state} ;; esac',
+        "hyperpod-kit": f'echo "rehearsed with $(cat {state})"; [ "$1" != synth ] || exit 0; '
+        'exit "${HPK_FAKE_EXIT:-0}"',
+        "tar": "exit 0",
+    }
+    for name, body in fakes.items():
+        (bin_dir / name).write_text(f"#!/bin/bash\n{body}\n")
+        (bin_dir / name).chmod(0o755)
+    for run in runs:
+        for exit_code in ("0", "1"):
+            state.write_text("1\n")
+            result = subprocess.run(
+                ["bash", "-e", "-c", run],
+                capture_output=True,
+                text=True,
+                check=False,
+                cwd=tmp_path,
+                env={
+                    "PATH": f"{bin_dir}:/usr/bin:/bin",
+                    "HPK_FILE": "environments/team/dev.yaml",
+                    "HPK_OUT": str(tmp_path / "out"),
+                    "HPK_FAKE_EXIT": exit_code,
+                },
+            )
+            assert "rehearsed with 0" in result.stdout, result.stdout + result.stderr
+            assert result.returncode == int(exit_code), result.stderr
+            assert state.read_text() == "1\n"  # restored after the step, failed or not
 
 
 FORK_GUARD = "${{ github.event.pull_request.head.repo.full_name == github.repository }}"
@@ -209,15 +339,22 @@ def test_without_diff_the_plan_workflow_has_no_diff_job(
     assert "cdk diff" not in text and "environment: plan" not in text and "id-token" not in text
 
 
-def test_diff_refuses_an_environment_named_plan(
-    team_repo: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("diff", [[], ["--diff"]], ids=["plain", "diff"])
+@pytest.mark.parametrize("name", ["plan", "drift"])
+def test_reserved_environment_names_are_refused(
+    name: str, diff: list[str], team_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """`plan` and `drift` are the GitHub environments of the read-only roles: a deploying
+    environment of that name would put its subject in the deploy role's trust, with or without
+    --diff, in every pipeline command."""
     code = cli.main(
-        ["pipeline", "github", "--env", "plan=environments/default.yaml", "--diff", *TOOLKIT]
+        ["pipeline", "github", "--env", f"{name}=environments/default.yaml", *diff, *TOOLKIT]
     )
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1
-    assert "names the environment 'plan', the GitHub environment of the read-only diff jobs" in err
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"--env: '{name}=environments/default.yaml' names the environment '{name}'" in err
+    assert "whose subject only a read-only role trusts" in err
+    assert "Hint: another name for this environment (plan and drift are reserved)" in err
     assert not (team_repo / ".github").exists()
 
 
@@ -290,6 +427,41 @@ def test_refuses_a_file_of_someone_else_without_force(
             "--region: 'us-west-9' is not a region",
         ),
         (
+            [*ENVS, "--region", "us-east-1"],
+            "--region: 'us-east-1' is not the region of dev (environments/team/dev.yaml: "
+            "us-west-2)",
+        ),
+        (
+            [*ENVS, "--aws-role-arn", "prod=arn:aws:iam::111122223333:role/deploy"],
+            "--aws-role-arn: 'prod=arn:aws:iam::111122223333:role/deploy' is a role of account "
+            "111122223333, but prod deploys to another (environments/team/prod.yaml: account "
+            "444455556666)",
+        ),
+        (
+            [*ENVS, "--diff-role-arn", "dev=arn:aws:iam::444455556666:role/plan"],
+            "--diff-role-arn: 'dev=arn:aws:iam::444455556666:role/plan' is a role of account "
+            "444455556666, but dev deploys to another",
+        ),
+        (
+            [*ENVS, "--read-role-arn", "dev=arn:aws:iam::444455556666:role/read"],
+            "--read-role-arn: 'dev=arn:aws:iam::444455556666:role/read' is a role of account "
+            "444455556666, but dev deploys to another",
+        ),
+        (
+            # A file without `account`: its roles must still be of one account.
+            [
+                *("--env", "dev=environments/default.yaml"),
+                *("--aws-role-arn", "dev=arn:aws:iam::111122223333:role/deploy"),
+                *("--read-role-arn", "dev=arn:aws:iam::444455556666:role/read"),
+            ],
+            "--read-role-arn: 'dev=arn:aws:iam::444455556666:role/read' is a role of account "
+            "444455556666, but dev deploys to another (--aws-role-arn: 111122223333)",
+        ),
+        (
+            ["--env", "dev=environments/default.yaml", "--read-role-arn", "dev=arn:aws:s3:::x"],
+            "--read-role-arn: 'dev=arn:aws:s3:::x' does not end in an IAM role ARN",
+        ),
+        (
             ["--env", "dev=environments/default.yaml", "--toolkit-ref", "v1..2"],
             "--toolkit-ref: 'v1..2' is not a git tag",
         ),
@@ -343,15 +515,18 @@ def test_workflows_equal_the_reviewed_ones(
     """What a team commits, as reviewed: tests/data/pipeline/*.yml (dev and prod, a role for
     prod). A change to a template shows up as a diff of these files; regenerate them with
     HYPERPOD_KIT_UPDATE_GOLDEN=1 and read that diff."""
-    code, err = generate(capsys, "--aws-role-arn", f"prod={ROLE}", "--toolkit-ref", "v0.1.0")
+    code, err = generate(
+        capsys, "--aws-role-arn", f"prod={ROLE}", "--read-role-arn", f"prod={READ_ROLE}",
+        "--toolkit-ref", "v0.1.0",
+    )  # fmt: skip
     assert code == 0, err
     for name in WORKFLOWS:
         _compare(team_repo / ".github" / "workflows" / name, GOLDEN / name)
     # With `--diff`: the plan workflow with its diff jobs (the others do not change).
     before = {n: (team_repo / ".github" / "workflows" / n).read_text() for n in WORKFLOWS}
     code, err = generate(
-        capsys, "--aws-role-arn", f"prod={ROLE}", "--toolkit-ref", "v0.1.0", "--diff",
-        "--diff-role-arn", f"prod={PLAN_ROLE}",
+        capsys, "--aws-role-arn", f"prod={ROLE}", "--read-role-arn", f"prod={READ_ROLE}",
+        "--toolkit-ref", "v0.1.0", "--diff", "--diff-role-arn", f"prod={PLAN_ROLE}",
     )  # fmt: skip
     assert code == 0, err
     plan = "hyperpod-kit-plan.yml"

@@ -146,6 +146,32 @@ def test_one_environment_planned_against_its_stage_of_a_pipeline(tmp_path: Path)
     assert (change.stack, change.action) == ("team-prod-storage", "replace")
 
 
+def test_no_stage_deploys_the_environment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A pipeline's assembly none of whose stages deploys the file's stacks is not a baseline:
+    one line, exit 2, naming the stages there are (not every stack of it "removed")."""
+    from hyperpod_kit.cli import main as cli
+    from hyperpod_kit.cli import synth
+
+    baseline = pipeline_assembly(tmp_path / "pipeline.out", _stages())
+
+    def build(_: Any, out: Path, *__: Any) -> None:
+        stacks = {"team-qa-storage": {"Resources": {"Data": _bucket("team-qa-data")}}}
+        (out / "manifest.json").write_text(json.dumps({"artifacts": _write_stacks(out, stacks)}))
+
+    monkeypatch.setattr(synth, "build_assembly", build)
+    code = cli.main(["plan", "environments/default.yaml", "--baseline", str(baseline)])
+    err = capsys.readouterr().err  # validate's findings and the progress line come first
+    assert code == 2 and err.count(str(baseline)) == 1, err
+    assert err.splitlines()[-1].startswith(
+        f"{baseline}: no stage of this pipeline's assembly deploys the environment's stacks "
+        "(team-qa-storage); its stages are dev, prod. Hint: plan against the assembly of a "
+        "pipeline that deploys this file"
+    )
+    assert "dangerous" not in err
+
+
 def test_two_stacks_of_one_name_in_two_stages_stay_apart(tmp_path: Path) -> None:
     """Two accounts may each have a stack of one name: the second keeps its stage's path."""
     stages = {
