@@ -42,14 +42,14 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     )},
     **{("pipeline github", d): s for d, s in PIPELINE_ENVS.items()},
     **{("pipeline github", dest): NOT for dest in (
-        "toolkit_ref", "roles", "region", "diff_roles", "deploy_runner",
+        "toolkit_ref", "roles", "read_roles", "region", "diff_roles", "deploy_runner",
     )},
     ("pipeline github", "toolkit_repository"): fileio.PathSpec(
         K.NOT_A_PATH, example="octo/hyperpod-kit"
     ),
     **{("pipeline bootstrap", d): s for d, s in PIPELINE_ENVS.items()},
     ("pipeline bootstrap", "repository"): fileio.PathSpec(K.NOT_A_PATH, example="octo/envs"),
-    **{("pipeline bootstrap", dest): NOT for dest in ("branch", "oidc_provider_arn")},
+    ("pipeline bootstrap", "oidc_provider_arn"): NOT,
     **{("pipeline codepipeline", d): s for d, s in PIPELINE_ENVS.items()},
     ("pipeline codepipeline", "connection_arn"): fileio.PathSpec(
         K.NOT_A_PATH,
