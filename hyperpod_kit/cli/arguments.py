@@ -68,18 +68,25 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
 
 
 def declare_kinds(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """Attach each argument's declared kind from `KINDS`; a stale entry is a bug here."""
-    used: set[tuple[str, str]] = set()
+    """Attach each argument's declared kind from `KINDS` (entries that match no argument are
+    reported by `unused_kinds`, which the path matrix test checks)."""
+    _USED.clear()
     for words, _, action in fileio.walk(parser):
         command = " ".join(words)
         key = next((k for k in ((command, action.dest), ("*", action.dest)) if k in KINDS), None)
         if key is None or getattr(action, fileio.ATTRIBUTE, None) is not None:
             continue
-        used.add(key)
+        _USED.add(key)
         spec = KINDS[key]
         fileio.declare(
             action, spec.kind, template=spec.template, limit=spec.limit, example=spec.example
         )
-    if stale := sorted(set(KINDS) - used):
-        raise AssertionError(f"cli/arguments.py declares arguments that do not exist: {stale}")
     return parser
+
+
+_USED: set[tuple[str, str]] = set()
+
+
+def unused_kinds() -> list[tuple[str, str]]:
+    """Entries of `KINDS` that the last `declare_kinds` matched to no argument (stale)."""
+    return sorted(set(KINDS) - _USED)

@@ -148,6 +148,14 @@ def test_every_argument_declares_what_it_names() -> None:
     )
 
 
+def test_the_table_of_kinds_names_only_arguments_that_exist() -> None:
+    from hyperpod_kit.cli.arguments import unused_kinds
+    from hyperpod_kit.cli.main import _parser
+
+    _parser()
+    assert unused_kinds() == [], "cli/arguments.py declares arguments that no longer exist"
+
+
 def _path_arguments() -> list[Argument]:
     return [a for a in _arguments() if isinstance(a, Argument) and a.spec.kind in INPUTS | OUTPUTS]
 
