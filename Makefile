@@ -107,11 +107,14 @@ CHECKOV_OUT ?= build/checkov
 CHECKOV_MAX_PERCENT ?= 5
 EXAMPLES := $(wildcard environments/*.yaml)
 
-$(STAMPS)/checkov-$(CHECKOV_VERSION):
+# The stamp lives in the venv: removing the venv, or a new version, installs again.
+CHECKOV_STAMP := $(CHECKOV_VENV)/.checkov-$(CHECKOV_VERSION)
+
+$(CHECKOV_STAMP):
 	$(PYTHON) -m venv $(CHECKOV_VENV)
 	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
 	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
-	@mkdir -p $(STAMPS) && touch $@
+	touch $@
 
 define checkov_scan
 	BC_SKIP_MAPPING=TRUE CKV_SKIP_PACKAGE_UPDATE_CHECK=TRUE $(CHECKOV_VENV)/bin/checkov \
@@ -124,14 +127,14 @@ define checkov_scan
 		END { if (!found) { print "checkov: no summary line"; exit 1 } }' $(CHECKOV_OUT)/checkov.txt
 endef
 
-checkov: setup $(STAMPS)/checkov-$(CHECKOV_VERSION)
+checkov: setup $(CHECKOV_STAMP)
 	@mkdir -p $(CHECKOV_OUT)
 	for env in $(EXAMPLES); do \
 		$(BIN)/hyperpod-kit synth -q "$$env" -o $(CHECKOV_OUT)/$$(basename "$$env" .yaml); \
 	done
 	$(call checkov_scan,$(foreach e,$(EXAMPLES),$(CHECKOV_OUT)/$(basename $(notdir $(e)))))
 
-checkov-golden: $(STAMPS)/checkov-$(CHECKOV_VERSION)
+checkov-golden: $(CHECKOV_STAMP)
 	@mkdir -p $(CHECKOV_OUT)
 	$(call checkov_scan,tests/golden)
 
