@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export RUFF_CACHE_DIR := $(CURDIR)/.ruff_cache
 
 .PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench demo \
-	clean
+	checkov checkov-golden clean
 
 help:
 	@echo "make synth [ENV=file]   validate and synthesize offline, with cdk-nag and cfn-lint gates"
@@ -30,6 +30,9 @@ help:
 	@echo "make diff|deploy|destroy [ENV=file] [CDK_ARGS='--profile x ...']   validate, gate, then"
 	@echo "                        the CDK CLI on that very assembly (needs AWS credentials)"
 	@echo "make bench              run the benchmarks under benchmarks/"
+	@echo "make checkov            synthesize every example, scan the templates with checkov (its own"
+	@echo "                        pinned venv, offline); fails above CHECKOV_MAX_PERCENT failed checks"
+	@echo "make checkov-golden     the same scan over the reviewed templates in tests/golden (seconds)"
 	@echo "make demo [DEMO_OUT=dir] [DEMO_STEPS=n]   offline, local Slurm (as root): a node fault, the"
 	@echo "                        health runner's Action:Replace, requeue, exact resume (docs/demo.md)"
 
@@ -95,6 +98,47 @@ DEMO_OUT ?= demo-out
 DEMO_STEPS ?= 40
 demo: setup-dev
 	$(BIN)/python -m hyperpod_kit.local.demo --out $(DEMO_OUT) --steps $(DEMO_STEPS)
+
+# checkov (docs/security.md) pins its own boto3, so it cannot join .venv: it gets a venv of its own,
+# pinned. Offline: no download from Prisma Cloud, no mapping, no update check. The share printed is
+# failed / (passed + failed): a suppression (a skip in the resource's metadata, each listed in
+# docs/security.md) is in neither.
+CHECKOV_VERSION := 3.3.30
+CHECKOV_VENV := .venv-checkov
+CHECKOV_OUT ?= build/checkov
+CHECKOV_MAX_PERCENT ?= 5
+EXAMPLES := $(wildcard environments/*.yaml)
+
+# The stamp lives in the venv: removing the venv, or a new version, installs again.
+CHECKOV_STAMP := $(CHECKOV_VENV)/.checkov-$(CHECKOV_VERSION)
+
+$(CHECKOV_STAMP):
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/pip install --quiet --upgrade pip
+	$(CHECKOV_VENV)/bin/pip install --quiet checkov==$(CHECKOV_VERSION)
+	touch $@
+
+define checkov_scan
+	BC_SKIP_MAPPING=TRUE CKV_SKIP_PACKAGE_UPDATE_CHECK=TRUE $(CHECKOV_VENV)/bin/checkov \
+		$(foreach d,$(1),-d $(d)) --framework cloudformation --skip-download --quiet --compact \
+		--soft-fail | tee $(CHECKOV_OUT)/checkov.txt
+	@awk -v max=$(CHECKOV_MAX_PERCENT) '/^Passed checks: / { \
+		gsub(/,/, ""); p = $$3; f = $$6; s = $$9; \
+		printf "checkov $(CHECKOV_VERSION): %d failed, %d passed, %d skipped (suppressed): %.1f%% failed\n", \
+			f, p, s, 100 * f / (p + f); found = 1; exit (100 * f > max * (p + f)) } \
+		END { if (!found) { print "checkov: no summary line"; exit 1 } }' $(CHECKOV_OUT)/checkov.txt
+endef
+
+checkov: setup $(CHECKOV_STAMP)
+	@mkdir -p $(CHECKOV_OUT)
+	for env in $(EXAMPLES); do \
+		$(BIN)/hyperpod-kit synth -q "$$env" -o $(CHECKOV_OUT)/$$(basename "$$env" .yaml); \
+	done
+	$(call checkov_scan,$(foreach e,$(EXAMPLES),$(CHECKOV_OUT)/$(basename $(notdir $(e)))))
+
+checkov-golden: $(CHECKOV_STAMP)
+	@mkdir -p $(CHECKOV_OUT)
+	$(call checkov_scan,tests/golden)
 
 clean:
 	rm -rf cdk.out cdk.out.rejected .cdk.out.new.* .cdk.out.old.* $(STAMPS) .pytest_cache \

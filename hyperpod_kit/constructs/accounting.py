@@ -33,6 +33,7 @@ from constructs import Construct
 from hyperpod_kit.config.derived import accounting_engine_version
 from hyperpod_kit.config.facts import accounting_facts
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.constructs.security import skip_checkov
 from hyperpod_kit.naming import accounting_cluster_identifier
 
 MASTER_USER = "slurm"
@@ -164,7 +165,7 @@ class AccountingDatabase(Construct):
         )
         for group in log_groups:  # RDS would create them itself, without retention
             self.cluster.node.add_dependency(group)
-        writer = rds.CfnDBInstance(
+        self._writer = writer = rds.CfnDBInstance(
             self,
             "Writer",
             db_cluster_identifier=self.cluster.ref,
@@ -279,6 +280,27 @@ class AccountingDatabase(Construct):
             },
         ]
         NagSuppressions.add_resource_suppressions(self.cluster, reasons)
+        skip_checkov(
+            self.cluster,
+            "CKV_AWS_162",
+            "slurmdbd logs in with a user name and password (slurmdbd.conf StorageUser/"
+            "StoragePass, which HyperPod writes from the secret); it has no IAM database "
+            "authentication to use",
+        )
+        skip_checkov(
+            self.secret,
+            "CKV_AWS_149",
+            "HyperPod reads this secret for slurmdbd with a role whose KMS grants it does not "
+            "document: a customer key in its way could break accounting, so the secret keeps "
+            "Secrets Manager's AWS managed key",
+        )
+        skip_checkov(
+            self._writer,
+            "CKV_AWS_118",
+            "Enhanced Monitoring writes to RDSOSMetrics, an account-wide log group RDS creates "
+            "itself, kept forever and outside the environment's key, where every log group here "
+            "is in a template; the writer's CloudWatch metrics and the four log exports watch it",
+        )
         if not rotation:
             NagSuppressions.add_resource_suppressions(
                 self.secret,

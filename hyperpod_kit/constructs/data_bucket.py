@@ -9,7 +9,7 @@ from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_kit.config.schema import BucketConfig
-from hyperpod_kit.constructs.security import access_log_bucket
+from hyperpod_kit.constructs.security import access_log_bucket, skip_checkov
 
 REMOVAL = {"retain": RemovalPolicy.RETAIN, "destroy": RemovalPolicy.DESTROY}
 
@@ -70,6 +70,16 @@ class DataBucket(Construct):
                         "ArnLike": {"aws:PrincipalArn": FSX_S3_ROLE_PATTERN},
                     },
                 )
+            )
+            key_resource = self.key.node.default_child
+            assert isinstance(key_resource, kms.CfnKey)
+            skip_checkov(
+                key_resource,
+                "CKV_AWS_33",
+                "the one statement with principal * is narrowed by its conditions to FSx's "
+                "data-repository role (AWSServiceRoleForFSxS3Access_ and the file system's id) "
+                "of this account, through S3 of this region: FSx makes that role per file system, "
+                "after the key exists, so no principal ARN can name it",
             )
             encryption = s3.BucketEncryption.KMS
         bucket = s3.Bucket(

@@ -31,7 +31,15 @@ from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct, IConstruct
 
 from hyperpod_kit.config.schema import EksAddonsConfig, EksConfig
-from hyperpod_kit.constructs.functions import function_log_group, log_to
+from hyperpod_kit.constructs.functions import (
+    ANSWERS_CLOUDFORMATION,
+    function_log_group,
+    invoked_synchronously,
+    log_to,
+    plain_variables,
+    runs,
+    skip_function_checks,
+)
 from hyperpod_kit.constructs.network import ClusterNetwork
 
 CLUSTER_LOGICAL_ID = "EksCluster"
@@ -448,3 +456,33 @@ def _harden_kubectl_provider(provider: IConstruct) -> None:
                 ],
                 apply_to_children=True,  # the policy's CfnPolicy
             )
+        _skip_kubectl_function_checks(fn)
+
+
+def _skip_kubectl_function_checks(fn: lambda_.Function) -> None:
+    """checkov's Lambda checks that do not apply to the kubectl provider's functions (both run in
+    the VPC, so the VPC check passes; docs/security.md)."""
+    if fn.node.id == "Handler":
+        skip_function_checks(
+            fn,
+            concurrency=runs(
+                "CDK's kubectl handler applies one Helm chart or manifest per call, only while a "
+                "deploy changes one"
+            ),
+            dead_letter=invoked_synchronously("the provider framework's function in front of it"),
+            variables=plain_variables(
+                "its one variable, AWS_STS_REGIONAL_ENDPOINTS=regional, is a setting"
+            ),
+        )
+    else:
+        skip_function_checks(
+            fn,
+            concurrency=runs(
+                "CDK's provider framework in front of the kubectl handler takes one event per "
+                "Kubernetes resource change"
+            ),
+            dead_letter=ANSWERS_CLOUDFORMATION,
+            variables=plain_variables(
+                "its one variable, USER_ON_EVENT_FUNCTION_ARN, is the kubectl handler's ARN"
+            ),
+        )

@@ -32,7 +32,14 @@ from constructs import Construct, IConstruct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.assets import ASSET_EXCLUDES
-from hyperpod_kit.constructs.functions import function_log_group
+from hyperpod_kit.constructs.functions import (
+    ANSWERS_CLOUDFORMATION,
+    function_log_group,
+    outside_vpc,
+    plain_variables,
+    runs,
+    skip_function_checks,
+)
 from hyperpod_kit.constructs.security import access_log_bucket
 from hyperpod_kit.lifecycle import (
     ON_CREATE,
@@ -301,6 +308,18 @@ def _suppress_deployment_findings(deployment: s3deploy.BucketDeployment) -> None
             # CDK makes the function depend on its role and also reads the role's ARN: cfn-lint
             # W3005 calls the explicit dependency redundant. Harmless, and not ours to change.
             function.add_metadata("cfn-lint", {"config": {"ignore_checks": ["W3005"]}})
+        skip_function_checks(
+            handler,
+            concurrency=runs(
+                "CDK's BucketDeployment handler runs once per deploy that changes the lifecycle "
+                "scripts or the users file"
+            ),
+            dead_letter=ANSWERS_CLOUDFORMATION,
+            vpc=outside_vpc(
+                "it copies objects from CDK's asset bucket into the lifecycle bucket, S3 APIs only"
+            ),
+            variables=plain_variables("its one variable, AWS_CA_BUNDLE, is a file path"),
+        )
     for target in targets:
         NagSuppressions.add_resource_suppressions(
             target,

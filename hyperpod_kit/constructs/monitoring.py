@@ -42,7 +42,13 @@ from hyperpod_kit.config.derived import (
     ships_job_events,
 )
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.constructs.functions import function_logs_and_role
+from hyperpod_kit.constructs.functions import (
+    function_logs_and_role,
+    outside_vpc,
+    plain_variables,
+    runs,
+    skip_function_checks,
+)
 from hyperpod_kit.naming import alarm_name, cluster_log_group_name
 from hyperpod_kit.paths import ASSETS
 
@@ -862,4 +868,20 @@ class RemediationFunction(Construct):
                 report_batch_item_failures=True,
                 max_concurrency=2,
             )
+        )
+        skip_function_checks(
+            self.function,
+            concurrency=runs(
+                "its SQS event source caps it at 2 concurrent invocations (MaximumConcurrency), "
+                "which limits it without reserving anything"
+            ),
+            dead_letter="fed by an SQS event source, which invokes it synchronously: a Lambda "
+            "dead-letter queue would never receive anything; the queue's own redrive queue "
+            "(DeadLetters, after 5 receives) holds what it could not handle, and an alarm "
+            "watches it",
+            vpc=outside_vpc("it calls only the SageMaker, DynamoDB and SNS APIs, with IAM"),
+            variables=plain_variables(
+                "its variables are the cluster's ARN and name, the claims table's name, the alert "
+                "topic's ARN and a number of seconds"
+            ),
         )

@@ -6,12 +6,18 @@
 of a stack, nested stacks included: those of today (VPC flow logs, each function's log group) and
 any a later construct adds, without each construct having to remember it. Without a key, log
 groups keep CloudWatch Logs' default encryption.
+
+`skip_checkov` puts one checkov suppression on one resource, in checkov's own metadata format,
+with the reason that makes the check inapplicable to that resource; docs/security.md lists every
+one (a test compares both ways).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import jsii
-from aws_cdk import Duration, IAspect, RemovalPolicy
+from aws_cdk import CfnResource, Duration, IAspect, RemovalPolicy
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
@@ -46,7 +52,33 @@ def access_log_bucket(
             }
         ],
     )
+    resource = bucket.node.default_child
+    assert isinstance(resource, s3.CfnBucket)
+    skip_checkov(
+        resource,
+        "CKV_AWS_18",
+        "an access-log bucket: it receives the S3 server access logs of its stack's other buckets "
+        "and holds nothing else; logging it would log its own log deliveries",
+    )
     return bucket
+
+
+def skip_checkov(resource: CfnResource, check_id: str, reason: str) -> None:
+    """Skip checkov's `check_id` on `resource` alone, with `reason` (what makes the check
+    inapplicable to it): ``Metadata.checkov.skip[] = {id, comment}``, checkov's own format, beside
+    the resource's other metadata (cdk_nag, cfn-lint). Adding the same skip twice (a singleton
+    reached from two places) is harmless; the same check with another reason is a mistake."""
+    current: Any = resource.get_metadata("checkov") or {}
+    skips: list[dict[str, str]] = [dict(s) for s in current.get("skip", [])]
+    for skip in skips:
+        if skip["id"] == check_id:
+            if skip["comment"] != reason:
+                raise ValueError(
+                    f"{resource.node.path}: {check_id} skipped twice with different reasons"
+                )
+            return
+    skips.append({"id": check_id, "comment": reason})
+    resource.add_metadata("checkov", {**current, "skip": skips})
 
 
 @jsii.implements(IAspect)

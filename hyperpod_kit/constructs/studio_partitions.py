@@ -23,7 +23,15 @@ from cdk_nag import NagSuppressions
 from constructs import Construct, IDependable
 
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp, UserConfig
-from hyperpod_kit.constructs.functions import function_logs_and_role
+from hyperpod_kit.constructs.functions import (
+    ANSWERS_CLOUDFORMATION,
+    function_logs_and_role,
+    invoked_synchronously,
+    outside_vpc,
+    plain_variables,
+    runs,
+    skip_function_checks,
+)
 from hyperpod_kit.naming import (
     parameter_name,
     studio_space_name,
@@ -138,6 +146,7 @@ class StudioPartitionsProvider(Construct):
             total_timeout=Duration.minutes(timeout_minutes + 10),
         )
         self.service_token: str = self.provider.service_token
+        self._skip_function_checks()
         # CDK makes each function (and the waiter) depend on its role as well as the role's
         # policy, while also naming the role: cfn-lint's W3005 (redundant DependsOn). Harmless.
         for child in self.node.find_all():
@@ -176,6 +185,62 @@ class StudioPartitionsProvider(Construct):
             ],
             apply_to_children=True,
         )
+
+    def _skip_function_checks(self) -> None:
+        """checkov's Lambda checks that do not apply to these functions (docs/security.md): none
+        runs often, none is invoked in a way a dead-letter queue would catch, none reaches
+        anything inside the VPC, and the framework's variables are ARNs."""
+        skip_function_checks(
+            self.on_event,
+            concurrency=runs(
+                "it plans what one Studio partitions resource must change, one event per batch "
+                "of users per deploy"
+            ),
+            dead_letter=invoked_synchronously("the provider framework's onEvent function"),
+            vpc=outside_vpc("it makes no AWS call at all"),
+        )
+        skip_function_checks(
+            self.is_complete,
+            concurrency=runs(
+                f"it checks one batch of users every {POLL.to_seconds():.0f} s while a deploy "
+                "waits for the nodes' partition reports"
+            ),
+            dead_letter=invoked_synchronously("the provider framework's waiter"),
+            vpc=outside_vpc("it calls only the SSM, SageMaker, FSx and EC2 APIs, with IAM"),
+        )
+        arns = "its variables are the ARNs of the Studio partitions functions"
+        framework = {
+            "framework-onEvent": (
+                "CDK's provider framework takes one event per Studio partitions resource change",
+                ANSWERS_CLOUDFORMATION,
+                "it calls only the Lambda and Step Functions APIs and CloudFormation's response "
+                "URL",
+                f"{arns} and of the waiter state machine",
+            ),
+            "framework-isComplete": (
+                "the provider framework's waiter step runs one call at a time while a deploy waits",
+                invoked_synchronously("the framework's waiter state machine"),
+                "it calls only the Lambda API and CloudFormation's response URL",
+                arns,
+            ),
+            "framework-onTimeout": (
+                "the provider framework's timeout step runs at most once per resource change",
+                invoked_synchronously("the framework's waiter state machine"),
+                "it only answers CloudFormation's response URL",
+                arns,
+            ),
+        }
+        functions = [c for c in self.provider.node.find_all() if isinstance(c, lambda_.Function)]
+        assert sorted(f.node.id for f in functions) == sorted(framework), "a new function"
+        for fn in functions:
+            concurrency, dead_letter, calls, variables = framework[fn.node.id]
+            skip_function_checks(
+                fn,
+                concurrency=runs(concurrency),
+                dead_letter=dead_letter,
+                vpc=outside_vpc(calls),
+                variables=plain_variables(variables),
+            )
 
 
 class StudioFileSystemAccess(Construct):
