@@ -133,16 +133,21 @@ END = "probe ended"  # the probe fails on purpose, so that its output is kept in
 @pytest.fixture
 def hostile(tmp_path: Path, listener: Listener) -> tuple[EnvironmentConfig, Assembly]:
     from hyperpod_kit.app import build_environment, create_app
+    from hyperpod_kit.jobs.slurm import BUNDLED
 
     source = tmp_path / "env"
     source.mkdir()
     probe = _probe(tmp_path, listener.port) + f'echo "{END}"\nexit 3\n'
     (source / "probe.sh").write_text(probe)
+    shutil.copyfile(BUNDLED, source / "job.sbatch.j2")  # a job template of the user's own
     groups = default_data()["cluster"]["instance_groups"]
     for group in groups:
         if group["name"] == "compute":
             group["lifecycle"] = {"scripts": ["probe.sh"]}
-    data = merge(default_data(), {"cluster": {"instance_groups": groups}})
+    data = merge(
+        default_data(),
+        {"cluster": {"instance_groups": groups}, "trainer": {"job": {"template": "job.sbatch.j2"}}},
+    )
     config = EnvironmentConfig.model_validate(data).at_source(source)
     app = create_app(outdir=str(tmp_path / "cdk.out"))
     build_environment(app, config)
@@ -170,6 +175,7 @@ def test_the_rehearsal_runs_a_users_script_isolated(
         assert END in failure.output_tail
         _assert_held(failure.output_tail, tmp_path, listener)
     assert not any("user's own scripts" in s.name for s in recording.skipped)
+    assert any(c.actor.startswith("job ") for c in recording)  # the user's job template ran
 
 
 @pytest.mark.synth
@@ -188,5 +194,7 @@ def test_without_isolation_the_users_script_is_not_run_and_one_line_says_so(
     said = [line for line in report.render().splitlines() if "user's own scripts" in line]
     assert len(said) == 1, report.render()
     assert "lifecycle.scripts of group compute" in said[0]
+    assert "trainer.job.template job.sbatch.j2" in said[0]
+    assert not any(c.actor.startswith("job ") for c in report.calls)
     assert "not run" in said[0] and "no-such-bwrap-on-this-machine not found" in said[0]
     assert listener.accepted == 0 and not (tmp_path / "outside" / "written").exists()
