@@ -58,6 +58,7 @@ from botocore import xform_name
 
 from hyperpod_kit.cloud_assembly import file_assets, read_json
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.lifecycle import GROUP_SCRIPTS_DIR
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.paths import ASSETS
 from hyperpod_kit.rehearsal.assembly import Assembly
@@ -71,7 +72,13 @@ from hyperpod_kit.rehearsal.model import (
     ResourceRef,
     SkippedActor,
 )
-from hyperpod_kit.rehearsal.sandbox import SYSTEM_PYTHON, Node
+from hyperpod_kit.rehearsal.sandbox import (
+    SYSTEM_PYTHON,
+    Isolation,
+    Node,
+    find_isolation,
+    isolation_problem,
+)
 
 FUNCTIONS_DIR = ASSETS / "functions"
 SITE_DIR = Path(__file__).parent / "site"
@@ -118,11 +125,12 @@ class Recording(list[Call]):
 def record_calls(assembly: Assembly, config: EnvironmentConfig, *, workdir: Path) -> Recording:
     """Play every actor of the environment's assembly in deploy order; see the module doc."""
     workdir.mkdir(parents=True, exist_ok=True)
-    if os.geteuid() == 0 and not _traversable(workdir):
+    isolation = find_isolation()
+    if isolation is None and os.geteuid() == 0 and not _traversable(workdir):
         workdir = Path(tempfile.gettempdir())  # the node scripts run as nobody: they must reach it
     base = Path(tempfile.mkdtemp(prefix="rehearsal-", dir=workdir))
     base.chmod(0o755)  # the node scripts run as nobody when this runs as root
-    stage = _Stage(assembly, config, base)
+    stage = _Stage(assembly, config, base, isolation)
     try:
         stage.play()
     finally:
@@ -143,6 +151,7 @@ class _World:
     """What AWS holds: `aws` (what actors wrote) and `seed` (what the deploy made by `moment`)."""
 
     base: Path
+    isolated: bool
     aws: Path = field(init=False)
     seed: Path = field(init=False)
 
@@ -161,7 +170,7 @@ class _World:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
         self.seed.mkdir(exist_ok=True)
-        if os.geteuid() == 0:  # sandboxes run as nobody: let them read it
+        if os.geteuid() == 0 and not self.isolated:  # sandboxes run as nobody: let them read it
             subprocess.run(["chmod", "-R", "a+rwX", str(self.base)], check=True)
 
     def object(self, bucket: str, key: str) -> bytes | None:
@@ -300,9 +309,13 @@ class _Group:
 
 
 class _Stage:
-    def __init__(self, assembly: Assembly, config: EnvironmentConfig, base: Path) -> None:
+    def __init__(
+        self, assembly: Assembly, config: EnvironmentConfig, base: Path, isolation: Isolation | None
+    ) -> None:
         self.assembly, self.config, self.base = assembly, config, base
-        self.world = _World(base / "world")
+        self.isolated = isolation is not None
+        self.not_run: list[str] = []  # the user's own scripts, where there is no isolation
+        self.world = _World(base / "world", self.isolated)
         self.recording = Recording()
         self.nodes: dict[str, tuple[_Group, Node]] = {}  # group -> its first-provisioned node
         self.python = SYSTEM_PYTHON if Path(SYSTEM_PYTHON).exists() else sys.executable
@@ -332,6 +345,14 @@ class _Stage:
         self._studio(after)
         self._lambdas_after_deploy(after)
         self._autoscaler(after)
+        if self.not_run:  # one line, however many
+            self.recording.skipped.append(
+                SkippedActor(
+                    f"the user's own scripts ({', '.join(dict.fromkeys(self.not_run))})",
+                    f"not run: no isolation here: {isolation_problem()}; hyperpod-kit's own "
+                    "scripts ran",
+                )
+            )
 
     def _dir(self, name: str) -> Path:
         self._runs += 1
@@ -508,9 +529,13 @@ class _Stage:
         base = self._dir(f"{group.name}-{kind}")
         bundle = base / "lifecycle"
         for key, data in files.items():
-            path = bundle / key[len(prefix) :]
+            name = key[len(prefix) :]
+            users = not self.isolated and name.startswith(f"{GROUP_SCRIPTS_DIR}/")
+            if users:
+                self.not_run.append(f"lifecycle.scripts of group {group.name}")
+            path = bundle / name
             path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_bytes(data)
+            path.write_bytes(_NOT_RUN.format(name=name).encode() if users else data)
             path.chmod(0o755)
         node = self._node(base, group, bundle)
         result = node.run(str(bundle / group.on_create), env=self._node_env(node))
@@ -597,6 +622,7 @@ class _Stage:
             seed=self.world.seed,
             python=self.python,
             extra_fakes=NODE_FAKES,
+            isolate=self.isolated,
         )
         node.knob("mounts", " ".join(group.mounts))
         daemon = {"Controller": "slurmctld", "": ""}.get(group.node_type, "slurmd")
@@ -608,7 +634,7 @@ class _Stage:
         for command in SLURM_COMMANDS:
             node.write(f"/opt/slurm/bin/{command}", '#!/bin/bash\necho "$0 $*"\n').chmod(0o755)
         node.write("/opt/slurm/lib/slurm/auth_jwt.so", "plugin\n")
-        if os.geteuid() == 0:
+        if os.geteuid() == 0 and not self.isolated:
             subprocess.run(["chmod", "-R", "a+rX", str(node.root)], check=True)
         return node
 
@@ -663,6 +689,10 @@ class _Stage:
                 return
             rendered = render_jobs(self.config, image=image)
         jobs = [j for j in rendered if j.kind == "sbatch"]
+        own = self.config.trainer.job.template
+        if jobs and own is not None and not self.isolated:
+            self.not_run.append(f"trainer.job.template {own}")
+            return
         if not jobs:
             self.recording.skipped.append(
                 SkippedActor(
@@ -1100,6 +1130,12 @@ sys.path.insert(0, code)
 handler = getattr(importlib.import_module(module), function)
 result = handler(json.load(open(event)), None)
 json.dump(result if result is not None else {}, open(reply, "w"), default=str)
+"""
+
+# What stands for a script of the user's own where the rehearsal has no isolation to run it in.
+_NOT_RUN = """#!/bin/bash
+# hyperpod-kit's rehearsal: {name} is a script of the user's own; without isolation it is not run.
+exit 0
 """
 
 _MICROMAMBA = """#!/bin/bash

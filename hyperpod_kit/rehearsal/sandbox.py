@@ -2,17 +2,30 @@
 PATH, and the scripts of an upload run as HyperPod would run them.
 
 The node scripts spell every absolute path ``$ROOT/...`` (``HYPERPOD_KIT_ROOT`` sets it), so they
-write only under the sandbox root. When this runs as root, the scripts run as ``nobody``, so a path
-that misses its ROOT prefix fails instead of writing to this machine's /etc. The lifecycle sandbox
-tests and the deploy rehearsal (`actors.py`) both use it.
+write only under the sandbox root. The lifecycle sandbox tests and the deploy rehearsal
+(`actors.py`) both use it.
+
+Where this machine has Debian's bubblewrap (``bwrap``) and may use it, every command runs inside
+it (`Isolation`): all namespaces new (no network but a loopback of its own, its own processes),
+uid and gid 65534, no capabilities, a clean environment; it sees read-only ``/usr`` (``/bin``,
+``/lib*`` and ``/sbin`` as links into it, or read-only where they are folders),
+``/etc/alternatives``, a generated ``/etc/passwd`` and ``/etc/group``, the upload and the fakes'
+code; read-write only this node's own folder (its root, state, fakes folder, home and temporary
+folder) and the shared fake AWS (`world`; what the deploy made, `seed`, read-only); an empty
+``/tmp``; nothing else of this machine (no ``$HOME``, no repository, nothing else of the temporary
+folder). Without it (`isolation_problem` says why), commands run as the invoking user, as
+``nobody`` when that is root: the rehearsal then runs no script of the user's own (`actors.py`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import shutil
 import subprocess
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +40,86 @@ BASE_PASSWD = (
     "slurm:x:401:401::/var/lib/slurm:/usr/sbin/nologin\n"
 )
 BASE_GROUP = "root:x:0:\nubuntu:x:1000:\nslurm:x:401:\n"
+# The program that isolates (a seam: the tests name one that does not exist to play a machine
+# without it), and what the isolated process sees of this machine's /etc besides.
+BWRAP = "bwrap"
+SANDBOX_PASSWD = (
+    "root:x:0:0:root:/root:/usr/sbin/nologin\n"
+    "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+)
+SANDBOX_GROUP = "root:x:0:\nnogroup:x:65534:\n"
+SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+SYSTEM_FILES = ("/etc/alternatives", "/etc/ld.so.cache")
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """bubblewrap, found at `bwrap` and checked to work here (see the module doc)."""
+
+    bwrap: str
+
+    def argv(
+        self, command: list[str], *, writable: list[Path], readable: list[Path], cwd: Path
+    ) -> list[str]:
+        """`command` inside bubblewrap; `writable` and `readable` bound at their own paths, in
+        that order (so a readable path inside a writable one stays read-only)."""
+        argv = [*self._base()]
+        for path in writable:
+            argv += ["--bind", str(path), str(path)]
+        for path in readable:
+            argv += ["--ro-bind", str(path), str(path)]
+        return [*argv, "--chdir", str(cwd), "--", *command]
+
+    def _base(self) -> list[str]:
+        argv = [
+            self.bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent",
+            "--new-session", "--cap-drop", "ALL", "--uid", str(NOBODY), "--gid", str(NOBODY),
+            "--hostname", "node",
+        ]  # fmt: skip
+        for path in SYSTEM_DIRS:
+            if os.path.islink(path):
+                argv += ["--symlink", os.readlink(path), path]
+            elif os.path.isdir(path):
+                argv += ["--ro-bind", path, path]
+        for path in SYSTEM_FILES:
+            if os.path.exists(path):
+                argv += ["--ro-bind", path, path]
+        return [*argv, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+
+
+def _not_aws(variable: str) -> bool:
+    return not variable.startswith("AWS_") or variable in ("AWS_REGION", "AWS_DEFAULT_REGION")
+
+
+def find_isolation() -> Isolation | None:
+    """bubblewrap where this machine has it and lets it make its namespaces, else None."""
+    found, _ = _probe(shutil.which(BWRAP))
+    return found
+
+
+def isolation_problem() -> str | None:
+    """Why there is no isolation here, in a few words (None where there is)."""
+    _, problem = _probe(shutil.which(BWRAP))
+    return problem
+
+
+@functools.cache
+def _probe(bwrap: str | None) -> tuple[Isolation | None, str | None]:
+    if bwrap is None:
+        return None, f"{BWRAP} not found (Debian/Ubuntu: apt-get install bubblewrap)"
+    if not Path(SYSTEM_PYTHON).exists():
+        return None, f"{SYSTEM_PYTHON} not found (the fakes run with the system's python)"
+    isolation = Isolation(bwrap)
+    argv = isolation.argv(["/usr/bin/true"], writable=[], readable=[], cwd=Path("/"))
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=30, check=False,
+                              stdin=subprocess.DEVNULL, env={"PATH": "/usr/bin:/bin"})  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"{bwrap}: {e}"
+    if done.returncode != 0:
+        lines = done.stderr.strip().splitlines() or [f"exit {done.returncode}"]
+        return None, f"{bwrap} cannot make its namespaces here: {lines[-1]}"
+    return isolation, None
 
 
 class Node:
@@ -47,7 +140,13 @@ class Node:
         seed: Path | None = None,
         python: str = SYSTEM_PYTHON,
         extra_fakes: tuple[str, ...] = (),
+        isolate: bool | None = None,
     ) -> None:
+        """`isolate`: None, in bubblewrap where this machine has it; True, in bubblewrap or an
+        error; False, in the folder alone (as the invoking user, ``nobody`` when that is root)."""
+        self.isolation = find_isolation() if isolate is not False else None
+        if isolate and self.isolation is None:
+            raise RuntimeError(f"no isolation here: {isolation_problem()}")
         self.base, self.bundle = base, bundle
         self.root, self.state, self.bin = base / "root", base / "fake", base / "bin"
         self.world, self.seed = world, seed
@@ -97,7 +196,8 @@ class Node:
             env["FAKE_AWS"] = str(self.world)
         if self.seed is not None:
             env["FAKE_SEED"] = str(self.seed)
-        return env | dict(extra or {})
+        # Nothing of AWS's but a region: no credentials, profile or endpoint reaches a script.
+        return {k: v for k, v in (env | dict(extra or {})).items() if _not_aws(k)}
 
     def run(
         self, *command: str, env: Mapping[str, str] | None = None, timeout: int = 120
@@ -107,7 +207,9 @@ class Node:
             (self.state / record).unlink(missing_ok=True)
         argv = ["bash", *(command or (str(self.bundle / "on_create.sh"),))]
         (self.base / "tmp").mkdir(exist_ok=True)
-        if os.geteuid() == 0:  # run unprivileged: a missing $ROOT prefix cannot touch this machine
+        if self.isolation is not None:
+            argv = self._isolated(argv)
+        elif os.geteuid() == 0:  # unprivileged: a missing $ROOT prefix cannot touch this machine
             shared = [p for p in (self.world, self.seed) if p is not None]
             for path in (self.base, *shared):
                 subprocess.run(["chown", "-R", f"{NOBODY}:{NOBODY}", str(path)], check=True)
@@ -115,11 +217,28 @@ class Node:
         try:
             return subprocess.run(
                 argv, cwd=self.bundle, env=self.env(env), capture_output=True, text=True,
-                timeout=timeout, check=False,
+                timeout=timeout, check=False, stdin=subprocess.DEVNULL,
             )  # fmt: skip
         except subprocess.TimeoutExpired as e:
             out = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
             return subprocess.CompletedProcess(argv, 124, out, f"timed out after {timeout} s")
+
+    def _isolated(self, argv: list[str]) -> list[str]:
+        """`argv` in bubblewrap: this node's folder and the shared fake AWS writable; the upload,
+        the fakes' code, what the deploy made and the generated accounts read-only."""
+        assert self.isolation is not None
+        etc = self.base / ".sandbox-etc"
+        etc.mkdir(exist_ok=True)
+        (etc / "passwd").write_text(SANDBOX_PASSWD)
+        (etc / "group").write_text(SANDBOX_GROUP)
+        writable = [self.base, *([self.world] if self.world is not None else [])]
+        fakes = [self.bin / "fakes.py", self.bin / "fast-fake"]
+        readable = [etc, self.bundle, *fakes, *([self.seed] if self.seed is not None else [])]
+        wrapped = self.isolation.argv(argv, writable=writable, readable=readable, cwd=self.bundle)
+        at = wrapped.index("--chdir")  # the accounts the isolated process sees, in /etc
+        accounts = ["--ro-bind", str(etc / "passwd"), "/etc/passwd"]
+        accounts += ["--ro-bind", str(etc / "group"), "/etc/group"]
+        return [*wrapped[:at], *accounts, *wrapped[at:]]
 
     def calls(self, name: str | None = None) -> list[list[str]]:
         """The faked commands the last run made, as argv lists (optionally only `name`)."""

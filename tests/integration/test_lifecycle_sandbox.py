@@ -3,8 +3,9 @@
 A temporary folder stands for ``/`` (the scripts spell every absolute path ``$ROOT/...``, and
 ``HYPERPOD_KIT_ROOT`` sets it); the commands that would change the real machine are recording
 fakes first on PATH (hyperpod_kit/rehearsal/fakes.py, run by hyperpod_kit/rehearsal/sandbox.py).
-When the tests run as root, the scripts run as ``nobody``, so a path that misses its ROOT prefix
-fails instead of writing to this machine's /etc.
+The scripts run in bubblewrap where this machine has it (uid 65534, no network, nothing of the
+machine writable but the sandbox: hyperpod_kit/rehearsal/sandbox.py), else as ``nobody`` when the
+tests run as root, so a path that misses its ROOT prefix fails instead of writing to /etc.
 """
 
 from __future__ import annotations
