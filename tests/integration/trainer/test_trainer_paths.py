@@ -28,10 +28,11 @@ pytest.importorskip("hyperpod_trainer")
 torch = pytest.importorskip("torch")
 pytest.importorskip("safetensors")
 
-from hyperpod_trainer import cli, fileio, hf, paths  # noqa: E402
+from hyperpod_trainer import cli, fileio, paths  # noqa: E402
 from hyperpod_trainer.checkpoint import complete_checkpoints, prepare_resume  # noqa: E402
 from hyperpod_trainer.presets import ModelShape  # noqa: E402
-from safetensors.torch import save_file  # noqa: E402
+
+from tests.integration.trainer.path_inputs import hf_model, word_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.trainer
 
@@ -74,18 +75,7 @@ SHAPE = ModelShape(dim=32, n_layers=1, n_heads=2, n_kv_heads=1, ffn_dim=48, voca
 
 
 def _hf_model(folder: Path) -> Path:
-    """A tiny Llama as Hugging Face writes it: config.json and model.safetensors."""
-    folder.mkdir(parents=True)
-    config = hf.hf_config(SHAPE, seq_len=32, dtype=torch.float32)
-    (folder / "config.json").write_text(json.dumps(config, indent=2))
-    shapes = hf.param_shapes(SHAPE)
-    generator = torch.Generator().manual_seed(0)
-    tensors = {
-        name: torch.randn(shapes[ours], generator=generator)
-        for name, ours in hf.name_map(SHAPE).items()
-    }
-    save_file(tensors, str(folder / "model.safetensors"))
-    return folder
+    return hf_model(folder, SHAPE)
 
 
 def _snapshot(root: Path) -> dict[str, Any]:
@@ -357,18 +347,7 @@ def test_a_socket_or_a_large_sparse_config_is_refused(tmp_path: Path, harness: A
 
 
 def _tokenizer(path: Path) -> Path:
-    """A word-level tokenizer.json, made here (no training, no download)."""
-    from tokenizers import Tokenizer, models, pre_tokenizers
-
-    vocab = {
-        "<unk>": 0,
-        "<eos>": 1,
-        **{w: i + 2 for i, w in enumerate(["the", "lazy", "fox", "dog"])},
-    }
-    tok = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    tok.save(str(path))
-    return path
+    return word_tokenizer(path, ["the", "lazy", "fox", "dog"])
 
 
 @pytest.mark.parametrize("suffix", [".jsonl", ".txt"])
