@@ -175,9 +175,9 @@ def test_directory_given_as_file(cwd: Path) -> None:
     folder = cwd / "environments"
     folder.mkdir()
     result = _cli("validate", str(folder), cwd=cwd)
-    _assert_rejected(result, folder, Expectation("(file)", "is a directory", None))
+    _assert_rejected(result, folder, Expectation("(file)", "is a folder, not a file", None))
     result = _cli("synth", str(folder), "-o", str(cwd / "cdk.out"), cwd=cwd)
-    _assert_rejected(result, folder, Expectation("(file)", "is a directory", None))
+    _assert_rejected(result, folder, Expectation("(file)", "is a folder, not a file", None))
     assert _tree(cwd) == {"environments"}
 
 
@@ -189,7 +189,9 @@ def test_named_pipe_given_as_file(cwd: Path, command: str) -> None:
     os.mkfifo(pipe)
     args = [command, str(pipe)] + (["-o", str(cwd / "cdk.out")] if command == "synth" else [])
     result = run_cli(*args, cwd=cwd, timeout=60)
-    _assert_rejected(result, pipe, Expectation("(file)", "is a named pipe, not a file", None))
+    _assert_rejected(
+        result, pipe, Expectation("(file)", "is a named pipe (FIFO), not a file", None)
+    )
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert _tree(cwd) == {"env.yaml"}
 

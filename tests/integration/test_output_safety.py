@@ -121,7 +121,7 @@ def test_a_users_rejected_folder_stops_synth_before_any_work(tmp_path: Path) -> 
     [
         ["schema", "-o", "mine.json"],
         ["schema", "--markdown", "-o", "mine.json"],
-        ["jobs", str(DEFAULT), "-o", "."],
+        ["jobs", str(DEFAULT), "-o", "project"],  # never `-o .`: the current folder is refused
     ],
     ids=["schema", "schema-markdown", "jobs-file"],
 )
@@ -130,15 +130,16 @@ def test_a_users_file_is_overwritten_only_with_force(argv: list[str], tmp_path: 
     project = tmp_path / "project"
     project.mkdir()
     target = project / "mine.json"
+    cwd = project
     if argv[0] == "jobs":  # the job file already there, in a folder of the user's
-        target = project / "pretrain.sbatch"
+        target, cwd = project / "pretrain.sbatch", tmp_path
     target.write_text("my own content\n")
     before = snapshot(tmp_path)
-    result = run_cli(*argv, cwd=project)
+    result = run_cli(*argv, cwd=cwd)
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr and ". Hint: " in result.stderr
     assert snapshot(tmp_path) == before
-    forced = run_cli(*argv, "--force", cwd=project)
+    forced = run_cli(*argv, "--force", cwd=cwd)
     assert forced.returncode == 0, forced.stderr
     assert target.read_text() != "my own content\n"
     assert sorted(p.name for p in project.iterdir()) == [target.name], "no temporary file left"
