@@ -330,8 +330,8 @@ def main() -> int:
     build_environment(app, loaded.config)
     warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
     outdir = app.synth().directory
-    write_marker(outdir, ASSEMBLY)
     (Path(outdir) / LOCK_IN_ASSEMBLY).write_text(lock_text(loaded.config, resolution.pins))
+    write_marker(outdir, ASSEMBLY)  # last: it lists everything the assembly holds
     report = check_assembly(outdir)
     print(report.render(), file=sys.stderr)
     if not report.ok:
