@@ -117,12 +117,13 @@ def add_codepipeline_parser(kinds: Any) -> None:
         default=CODEPIPELINE_OUTPUT,
         metavar="DIR",
         help=f"cloud assembly folder ({CODEPIPELINE_OUTPUT}); replaced if hyperpod-kit wrote "
-        "it, a folder of someone else's only with --force",
+        "it, never a folder of someone else's",
     )
     c.add_argument(
         "--force",
         action="store_true",
-        help="replace the output folder even if hyperpod-kit did not write it",
+        help="kept so that scripts still run; it changes nothing (a folder hyperpod-kit did not "
+        "write is never replaced)",
     )
 
 

@@ -86,7 +86,8 @@ class Run:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """The team's repository as the current folder, a folder of someone else's where the output
-    goes: refused without --force, replaced with it (one synth for the module)."""
+    goes: refused with --force as without it (the user's file kept); once the user has moved it
+    away, the pipeline is written (one synth for the module)."""
     repo = tmp_path_factory.mktemp("team-envs")
     shutil.copytree(REPO / "environments" / "team", repo / "environments" / "team")
     theirs = repo / "pipeline.out"
@@ -98,20 +99,26 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
             refused = cli.main(["pipeline", "codepipeline", *ARGV])
+            forced = cli.main(["pipeline", "codepipeline", *ARGV, "--force"])
         refused_err = err.getvalue()
+        assert (theirs / "notes.txt").read_text() == "mine", "never removed, --force or not"
+        shutil.rmtree(theirs)  # the user moves their folder away
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
-            code = cli.main(["pipeline", "codepipeline", *ARGV, "--force"])
-        yield Run(repo, code, err.getvalue(), (refused, refused_err))
+            code = cli.main(["pipeline", "codepipeline", *ARGV])
+        yield Run(repo, code, err.getvalue(), (max(refused, forced), refused_err))
     finally:
         os.chdir(before)
 
 
-def test_a_folder_of_someone_else_only_with_force(run: Run) -> None:
+def test_a_folder_of_someone_else_is_never_replaced(run: Run) -> None:
     code, err = run.refused
-    assert code == 2 and "pass --force to replace it" in err, err
+    assert (
+        code == 2
+        and err.count("pipeline.out: is a folder with files that hyperpod-kit did not") == 2
+    )
+    assert "--force" not in err, err
     assert run.code == 0, run.err
-    assert not (run.out / "notes.txt").exists()
     assert (read_marker(run.out) or {}).get("kind") == "cloud-assembly"
     assert "npx cdk deploy --app pipeline.out hyperpod-kit-pipeline" in run.err
     assert not [p.name for p in run.repo.iterdir() if p.name.startswith(".pipeline.out")]
