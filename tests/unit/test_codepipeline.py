@@ -1,6 +1,6 @@
 """`hyperpod-kit pipeline codepipeline`: bad input is one line naming the flag or the file (with
 its line, the key and a hint), exit 2, nothing written and nothing synthesized; an output folder
-of someone else's is refused unless --force (never the current folder or a file); the steps'
+of someone else's is refused, --force or not (never the current folder or a file); the steps'
 shell commands quote what they are given. The synthesized pipeline itself:
 tests/integration/test_codepipeline.py."""
 
@@ -131,16 +131,17 @@ def test_a_file_that_does_not_validate_names_its_line_key_and_hint(
     assert "Hint: use 2400" in err
 
 
-def test_a_folder_of_someone_else_is_refused_without_force(
-    team_repo: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize("force", [[], ["--force"]], ids=["plain", "force"])
+def test_a_folder_of_someone_else_is_refused_force_or_not(
+    team_repo: Path, capsys: pytest.CaptureFixture[str], force: list[str]
 ) -> None:
     theirs = team_repo / "pipeline.out"
     theirs.mkdir()
     (theirs / "notes.txt").write_text("mine")
-    code, err = _run(capsys, *TEAM, *FLAGS, "--connection-arn", ARN)
+    code, err = _run(capsys, *TEAM, *FLAGS, "--connection-arn", ARN, *force)
     assert code == 2 and err.count("\n") == 1
     assert "pipeline.out: is a folder with files that hyperpod-kit did not write" in err
-    assert "or pass --force to replace it" in err
+    assert "--force" not in err
     assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
     assert sorted(p.name for p in team_repo.iterdir()) == ["environments", "pipeline.out"]
 
