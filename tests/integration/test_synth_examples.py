@@ -88,8 +88,8 @@ def test_unsuppressed_nag_finding_fails_synth_and_keeps_cdk_out(tmp_path: Path) 
     )
     out = tmp_path / "cdk.out"
     out.mkdir()
-    write_marker(out, ASSEMBLY)  # an earlier synth of ours
     (out / "previous.txt").write_text("earlier good synth")
+    write_marker(out, ASSEMBLY)  # an earlier synth of ours, which wrote previous.txt
     result = _cli("synth", str(env), "-o", str(out), cwd=tmp_path)
     assert result.returncode == 1, result.stderr
     assert "AwsSolutions-VPC7" in result.stderr

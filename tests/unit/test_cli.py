@@ -650,7 +650,7 @@ def test_jobs_into_an_existing_file_is_a_clean_error(
     assert code == 2
     assert err == (
         f"{target}: is a file, not a folder. Hint: give a new or empty folder for job files "
-        "(e.g. -o jobs), or pass --force to write the job files into it.\n"
+        "(e.g. -o jobs).\n"
     )
     assert target.read_text() == "not a folder"
 
