@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -294,13 +295,14 @@ def check_env_file(value: str, file: str) -> str:
     from hyperpod_kit.config.loader import MAX_FILE_BYTES
     from hyperpod_kit.files import fileio
 
-    fileio.input_file(
-        file, limit=MAX_FILE_BYTES, what="environment file", hint="give its .yaml file"
-    )
+    if os.path.lexists(file):  # a FIFO, device, socket or loop of links: one line, unread
+        fileio.input_file(
+            file, limit=MAX_FILE_BYTES, what="environment file", hint="give its .yaml file"
+        )
     path = Path(file)
     if path.is_absolute():
         try:
-            path = path.resolve().relative_to(Path.cwd().resolve())
+            path = Path(os.path.realpath(path)).relative_to(os.path.realpath(Path.cwd()))
         except ValueError:
             raise PipelineError(
                 "--env", value, "is outside the current folder", "run it from the repository root"
