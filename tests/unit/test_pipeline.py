@@ -87,7 +87,7 @@ def test_workflows_pass_zizmor_offline(
     folder = team_repo / ".github" / "workflows"
     files = sorted(str(p) for p in folder.glob("*.yml"))
     result = subprocess.run(
-        [str(ZIZMOR), "--offline", "--no-progress", *files],
+        [str(ZIZMOR), "--offline", "--no-progress", "--color", "never", *files],
         capture_output=True,
         text=True,
         check=False,
