@@ -319,6 +319,23 @@ def run_forked(program: Program, argv: list[str], cwd: Path) -> Outcome:
     return outcome
 
 
+Snapshot = dict[str, tuple[object, ...]]
+
+
+def run_case(
+    world: World, argument: Argument, value: str, keep: list[socket.socket]
+) -> tuple[Outcome, Snapshot, Snapshot]:
+    """Run the command with `value` for `argument`: the outcome, and the tree before and after
+    (never a traceback, whatever the case)."""
+    before = snapshot(world.root)
+    outcome = run_forked(argument.program, argv_for(world, argument, value), world.work)
+    after = snapshot(world.root)
+    for s in keep:
+        s.close()
+    assert "Traceback" not in outcome.stderr, outcome.stderr
+    return outcome, before, after
+
+
 def argv_for(world: World, argument: Argument, value: str) -> list[str]:
     """The command line that gives `value` to `argument` and good values to what else the
     command needs (positionals, required options, options with an example)."""
@@ -404,13 +421,7 @@ def _input_case(world: World, argument: Argument, case: str) -> None:
             found = world.good(argument, argument.action)
             assert found is not None, f"{argument.id}: no good input to link to"
             path.symlink_to(Path(found.split("=", 1)[-1]).resolve())
-    value = argument.spec.template.format(path)
-    before = snapshot(world.root)
-    outcome = run_forked(argument.program, argv_for(world, argument, value), world.work)
-    after = snapshot(world.root)
-    for s in keep:
-        s.close()
-    assert "Traceback" not in outcome.stderr, outcome.stderr
+    outcome, before, after = run_case(world, argument, argument.spec.template.format(path), keep)
     if case == "link-elsewhere" and folder:
         # followed: whatever the command says of the (empty) folder, not that it is a link
         assert not any(
@@ -485,12 +496,7 @@ def _output_case(world: World, argument: Argument, case: str) -> None:
     keep: list[socket.socket] = []
     path, shown = _output_target(world, argument, case, keep)
     value = argument.spec.template.format(shown if shown is not None else path)
-    before = snapshot(world.root)
-    outcome = run_forked(argument.program, argv_for(world, argument, value), world.work)
-    after = snapshot(world.root)
-    for s in keep:
-        s.close()
-    assert "Traceback" not in outcome.stderr, outcome.stderr
+    outcome, before, after = run_case(world, argument, value, keep)
     if case == "user-folder" and outcome.code == 0:
         # documented: this command adds its own files into a folder and touches nothing else
         assert argument.id in ADDS_INTO_A_FOLDER, f"{argument.id} wrote into a user's folder"
