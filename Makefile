@@ -36,20 +36,17 @@ help:
 	@echo "make demo [DEMO_OUT=dir] [DEMO_STEPS=n]   offline, local Slurm (as root): a node fault, the"
 	@echo "                        health runner's Action:Replace, requeue, exact resume (docs/demo.md)"
 
-$(STAMPS)/venv: requirements.txt pyproject.toml assets/trainer/pyproject.toml
+# The editable install brings hyperpod_trainer too (the root's link to the trainer's package, in
+# the wheel beside hyperpod_kit): the shared input/output layer and the presets, without torch.
+$(STAMPS)/venv: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -r requirements.txt
 	$(BIN)/pip install --quiet --no-deps -e .
-	# the trainer's torch-free modules (the shared input/output layer, presets) without torch
-	$(BIN)/pip install --quiet --no-deps -e assets/trainer
 	@mkdir -p $(STAMPS) && touch $@
 
-TRAINER := $(wildcard assets/trainer/pyproject.toml)
-
-$(STAMPS)/venv-dev: $(STAMPS)/venv requirements-dev.txt $(TRAINER)
+$(STAMPS)/venv-dev: $(STAMPS)/venv requirements-dev.txt
 	$(BIN)/pip install --quiet -r requirements-dev.txt
-	$(if $(TRAINER),$(BIN)/pip install --quiet --no-deps -e assets/trainer)
 	@mkdir -p $(STAMPS) && touch $@
 
 $(STAMPS)/npm: package.json package-lock.json

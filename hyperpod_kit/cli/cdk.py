@@ -21,8 +21,6 @@ from pathlib import Path
 from hyperpod_kit.config import LoadedEnvironment
 from hyperpod_kit.progress import Progress
 
-REPO = Path(__file__).resolve().parents[2]
-
 # Options of the pinned CDK CLI (package.json) that take a value: the value is not a stack name.
 # Array options take every following word up to the next option. Checked against `cdk
 # deploy|diff|destroy --help` by tests/unit/test_cli.py. An option missing here only makes
@@ -48,7 +46,7 @@ _ENVIRONMENT_SUFFIXES = (".yaml", ".yml")
 
 
 def cdk_binary() -> Path | None:
-    local = REPO / "node_modules" / ".bin" / "cdk"
+    local = Path("node_modules") / ".bin" / "cdk"  # the project's own pin (`npm ci`)
     return local if local.exists() else None
 
 
@@ -224,7 +222,7 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
                 write_file(lock)
                 progress.line(f"wrote the version lock {lock.target.name}")
             progress.line(f"handing over to the CDK CLI (cdk {command})")
-            return subprocess.call([str(cdk), *cdk_arguments(command, assembly, extra)], cwd=REPO)
+            return subprocess.call([str(cdk), *cdk_arguments(command, assembly, extra)])
     except OSError as e:
         print(write_error(e, tempfile.gettempdir()), file=sys.stderr)
         return 2

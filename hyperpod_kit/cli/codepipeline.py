@@ -42,7 +42,7 @@ from hyperpod_kit.cli.pipeline import (
     toolkit_repository,
 )
 from hyperpod_kit.config.facts import regions
-from hyperpod_kit.paths import REPO
+from hyperpod_kit.paths import PACKAGE_JSON
 
 if TYPE_CHECKING:
     from hyperpod_kit.app import StagedEnvironment
@@ -197,7 +197,7 @@ def check_same_region(name: str, file: str, region: str, connection: Connection)
 
 def pinned_cdk_cli() -> str:
     """The CDK CLI version package.json pins: the self-mutation step installs the same one."""
-    package = json.loads((REPO / "package.json").read_text(encoding="utf-8"))
+    package = json.loads(PACKAGE_JSON.read_text(encoding="utf-8"))
     return str(package["devDependencies"]["aws-cdk"])
 
 

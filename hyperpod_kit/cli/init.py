@@ -24,12 +24,12 @@ import yaml
 from hyperpod_kit.config.facts import instance_type, instance_types, regions, regions_checked
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import USER_NAME, EnvironmentConfig
-from hyperpod_kit.paths import REPO
+from hyperpod_kit.paths import DEFAULT_ENVIRONMENT
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_OUTPUT = "environment.yaml"
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-EMBEDDED_DEFAULT = REPO / "environments" / "default.yaml"
+EMBEDDED_DEFAULT = DEFAULT_ENVIRONMENT
 FIRST_UID = 10001
 MICRO_BATCH = 4
 MIN_GLOBAL_BATCH = 32

@@ -25,10 +25,10 @@ import hashlib
 import json
 import os
 import re
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -41,7 +41,6 @@ from hyperpod_kit.naming import (
     READ_SESSION_SECONDS,
     RESERVED_ENVIRONMENTS,
 )
-from hyperpod_kit.paths import REPO
 
 if TYPE_CHECKING:
     from hyperpod_kit.config import LoadedEnvironment
@@ -345,26 +344,21 @@ def check_repository(value: str, flag: str = "--toolkit-repository") -> str:
 
 
 def toolkit_repository(given: str | None) -> str:
-    """The repository the workflows check hyperpod-kit out from: given, or this checkout's
-    GitHub remote `origin`."""
+    """The repository the workflows check hyperpod-kit out from: given, or the GitHub source
+    the installed package names (its `Project-URL: Source`)."""
     if given is not None:
         return check_repository(given)
-    try:
-        url = subprocess.run(
-            ["git", "-C", str(REPO), "remote", "get-url", "origin"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=False,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        url = ""
+    url = ""
+    for entry in metadata.metadata("hyperpod-kit").get_all("Project-URL") or []:
+        label, _, address = entry.partition(",")
+        if label.strip().lower() == "source":
+            url = address.strip()
     found = re.match(r"^(?:https://github\.com/|git@github\.com:)([^/]+/[^/]+?)(?:\.git)?/?$", url)
     if found is None or not REPOSITORY.match(found[1]):
         raise PipelineError(
             "--toolkit-repository",
             "",
-            "is needed: this hyperpod-kit is not a checkout of a GitHub repository",
+            "is needed: this hyperpod-kit's package names no GitHub source",
             "name where the workflows get hyperpod-kit, e.g. --toolkit-repository OWNER/NAME",
         )
     return found[1]

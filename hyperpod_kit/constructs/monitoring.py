@@ -50,9 +50,9 @@ from hyperpod_kit.constructs.functions import (
     skip_function_checks,
 )
 from hyperpod_kit.naming import alarm_name, cluster_log_group_name
-from hyperpod_kit.paths import ASSETS
+from hyperpod_kit.paths import FUNCTIONS_DIR
 
-REMEDIATION_CODE = ASSETS / "functions" / "remediation"
+REMEDIATION_CODE = FUNCTIONS_DIR / "remediation"
 SOURCE = "aws.sagemaker"
 STATE_CHANGE = "SageMaker HyperPod Cluster State Change"
 NODE_HEALTH = "SageMaker HyperPod Cluster Node Health Event"

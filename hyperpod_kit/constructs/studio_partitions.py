@@ -36,9 +36,9 @@ from hyperpod_kit.naming import (
     parameter_name,
     studio_space_name,
 )
-from hyperpod_kit.paths import ASSETS
+from hyperpod_kit.paths import FUNCTIONS_DIR
 
-HANDLER_DIR = ASSETS / "functions" / "studio_partitions"
+HANDLER_DIR = FUNCTIONS_DIR / "studio_partitions"
 PARTITIONS_TYPE = "Custom::StudioPartitions"
 ACCESS_TYPE = "Custom::StudioFileSystemAccess"
 BATCHES = 16

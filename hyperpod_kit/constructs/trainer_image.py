@@ -16,8 +16,7 @@ from constructs import Construct
 
 from hyperpod_kit.constructs.assets import ASSET_EXCLUDES
 from hyperpod_kit.naming import parameter_name
-
-TRAINER_DIR = Path(__file__).resolve().parents[2] / "assets" / "trainer"
+from hyperpod_kit.paths import TRAINER_DIR
 
 
 class TrainerImage(Construct):

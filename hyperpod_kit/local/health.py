@@ -28,9 +28,9 @@ from typing import Any
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.health_settings import node_health_settings
 from hyperpod_kit.local.slurm import BASE_PATH, LocalSlurm
-from hyperpod_kit.local.training import REPO
+from hyperpod_kit.paths import LIFECYCLE_DIR
 
-RUNNER = REPO / "lifecycle" / "health" / "runner.py"
+RUNNER = LIFECYCLE_DIR / "health" / "runner.py"
 PROBE_DIR = ".hyperpod-kit-health"  # lifecycle/health/checks/fsx.py
 UPTIME_S = 86_400.0  # a node up for a day: past the boot grace
 RUNNER_TIMEOUT_S = 120.0

@@ -24,9 +24,7 @@ import yaml
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.jobs import LocalRun, render_jobs
 from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmJob, free_port
-
-REPO = Path(__file__).resolve().parents[2]
-DEFAULT_ENVIRONMENT = REPO / "environments" / "default.yaml"
+from hyperpod_kit.paths import DEFAULT_ENVIRONMENT
 
 # The default environment, with the job scaled to the bundled trainer's tiny preset on CPU: one
 # node, two ranks, a few seconds of training with a checkpoint every 10 steps, uint16 token shards

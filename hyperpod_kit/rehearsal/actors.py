@@ -60,7 +60,7 @@ from hyperpod_kit.cloud_assembly import file_assets, read_json
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.lifecycle import GROUP_SCRIPTS_DIR
 from hyperpod_kit.naming import parameter_name
-from hyperpod_kit.paths import ASSETS
+from hyperpod_kit.paths import FUNCTIONS_DIR
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.cli_words import CliWordsError, parse
 from hyperpod_kit.rehearsal.fakes import NODE_FAKES
@@ -80,8 +80,8 @@ from hyperpod_kit.rehearsal.sandbox import (
     isolation_problem,
 )
 
-FUNCTIONS_DIR = ASSETS / "functions"
 SITE_DIR = Path(__file__).parent / "site"
+# Where hyperpod_kit (and hyperpod_trainer beside it) is imported from: a checkout or site-packages.
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 TAIL = 3000  # characters of an actor's output kept in a failure
 UNIT_DIR = "/etc/systemd/system"

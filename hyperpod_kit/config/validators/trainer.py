@@ -4,7 +4,6 @@ paths on the shared file system, batch arithmetic, elastic bounds, and the train
 from __future__ import annotations
 
 import difflib
-import sys
 from collections.abc import Iterator
 from types import ModuleType
 
@@ -325,15 +324,10 @@ def check_job_orchestrator(config: EnvironmentConfig) -> Iterator[Finding]:
 def trainer_config_module() -> ModuleType:
     """The trainer's own (torch-free) config module: one source for presets, dtypes and rules.
 
-    Installed into the project's venv; from a plain checkout it is imported from assets/trainer.
+    The trainer's package ships in hyperpod-kit's wheel (hyperpod_kit/files.py).
     """
-    try:
-        import hyperpod_trainer.config as module
-    except ImportError:
-        from hyperpod_kit.paths import TRAINER_DIR
+    import hyperpod_trainer.config as module
 
-        sys.path.insert(0, str(TRAINER_DIR))
-        import hyperpod_trainer.config as module
     return module
 
 
