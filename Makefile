@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export RUFF_CACHE_DIR := $(CURDIR)/.ruff_cache
 
 .PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench demo \
-	checkov checkov-golden clean
+	checkov checkov-golden dist clean
 
 help:
 	@echo "make synth [ENV=file]   validate and synthesize offline, with cdk-nag and cfn-lint gates"
@@ -29,6 +29,8 @@ help:
 	@echo "make plan [ENV=file] [BASELINE=dir]   offline: replacements and removals against a baseline"
 	@echo "make diff|deploy|destroy [ENV=file] [CDK_ARGS='--profile x ...']   validate, gate, then"
 	@echo "                        the CDK CLI on that very assembly (needs AWS credentials)"
+	@echo "make dist               the sdist and the wheel built from it, into dist/ (what pip and"
+	@echo "                        pipx install: docs/install.md)"
 	@echo "make bench              run the benchmarks under benchmarks/"
 	@echo "make checkov            synthesize every example, scan the templates with checkov (its own"
 	@echo "                        pinned venv, offline); fails above CHECKOV_MAX_PERCENT failed checks"
@@ -72,6 +74,10 @@ format: setup-dev
 
 typecheck: setup-dev
 	$(BIN)/mypy
+
+dist: setup-dev
+	rm -rf dist
+	$(BIN)/python -m build --no-isolation --outdir dist .
 
 test: lint typecheck
 	$(BIN)/pytest $(PYTEST_ARGS)
@@ -139,4 +145,4 @@ checkov-golden: $(CHECKOV_STAMP)
 
 clean:
 	rm -rf cdk.out cdk.out.rejected .cdk.out.new.* .cdk.out.old.* $(STAMPS) .pytest_cache \
-		.mypy_cache .ruff_cache
+		.mypy_cache .ruff_cache dist build
