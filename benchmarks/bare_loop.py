@@ -34,10 +34,11 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F  # noqa: N812 - the torch convention
-from hyperpod_trainer.model import Transformer
-from hyperpod_trainer.presets import PRESETS
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+from hyperpod_trainer.model import Transformer
+from hyperpod_trainer.presets import PRESETS
 
 
 def _cpu_seconds() -> float:

@@ -18,6 +18,8 @@ import pytest
 pytest.importorskip("hyperpod_trainer")
 torch = pytest.importorskip("torch")
 
+from torch import nn  # noqa: E402
+
 from hyperpod_trainer.flops import (  # noqa: E402
     PEAK_BF16_TFLOPS,
     flops_per_token,
@@ -27,7 +29,6 @@ from hyperpod_trainer.flops import (  # noqa: E402
 )
 from hyperpod_trainer.model import Transformer  # noqa: E402
 from hyperpod_trainer.presets import PRESETS, ModelShape  # noqa: E402
-from torch import nn  # noqa: E402
 
 SEQ_LENS = [128, 2048, 8192]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from hyperpod_trainer.local import torchrun_command, torchrun_node_command
 
 # The shared training recipe: global batch 12 splits as micro 2 x 2 ranks x 3, x 1 rank x 6 and

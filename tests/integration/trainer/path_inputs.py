@@ -21,8 +21,9 @@ CONFIG = "train:\n  steps: 1\nnot_a_section: 1\n"
 def hf_model(folder: Path, shape: ModelShape) -> Path:
     """A tiny Llama as Hugging Face writes it: config.json and model.safetensors."""
     import torch
-    from hyperpod_trainer import hf
     from safetensors.torch import save_file
+
+    from hyperpod_trainer import hf
 
     folder.mkdir(parents=True)
     config = hf.hf_config(shape, seq_len=32, dtype=torch.float32)

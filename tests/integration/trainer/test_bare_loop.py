@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812 - the torch convention
+
 from hyperpod_trainer.local import free_port
 from hyperpod_trainer.model import Transformer
 from hyperpod_trainer.presets import PRESETS

@@ -18,13 +18,14 @@ pytest.importorskip("hyperpod_trainer")
 torch = pytest.importorskip("torch")
 
 import torch.distributed as dist  # noqa: E402
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: E402
+from torch.distributed.checkpoint.state_dict import get_state_dict  # noqa: E402
+
 from hyperpod_trainer import checkpoint as ck  # noqa: E402
 from hyperpod_trainer.config import load_config  # noqa: E402
 from hyperpod_trainer.distributed import init_distributed, shutdown  # noqa: E402
 from hyperpod_trainer.signals import StopRequest  # noqa: E402
 from hyperpod_trainer.train import Trainer  # noqa: E402
-from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: E402
-from torch.distributed.checkpoint.state_dict import get_state_dict  # noqa: E402
 
 pytestmark = pytest.mark.trainer
 

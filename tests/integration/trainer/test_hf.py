@@ -23,10 +23,11 @@ torch = pytest.importorskip("torch")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 transformers = pytest.importorskip("transformers")
 
+from torch.distributed.checkpoint import state_dict_loader  # noqa: E402
+
 from hyperpod_trainer import fileio, hf  # noqa: E402
 from hyperpod_trainer.model import Transformer  # noqa: E402
 from hyperpod_trainer.presets import ROPE_SCALING_FIELDS, ModelShape  # noqa: E402
-from torch.distributed.checkpoint import state_dict_loader  # noqa: E402
 
 pytestmark = pytest.mark.trainer
 
@@ -242,9 +243,10 @@ def test_existing_output_is_not_replaced_without_force(tmp_path: Path) -> None:
 def test_llama_presets_rope_frequencies_equal_transformers(preset: str) -> None:
     """The presets claim Llama 3.2 1B / 3.1 8B: their RoPE is the llama3-scaled one that
     transformers computes from those models' published rope_scaling."""
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
     from hyperpod_trainer.model import rope_frequencies
     from hyperpod_trainer.presets import PRESETS
-    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
     shape = PRESETS[preset]
     config = transformers.LlamaConfig(**{**hf.hf_config(shape, seq_len=2048, dtype=torch.float32)})

@@ -14,10 +14,11 @@ import pytest
 pytest.importorskip("hyperpod_trainer")
 torch = pytest.importorskip("torch")
 
+from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: E402
+
 import hyperpod_trainer.model as model_module  # noqa: E402
 from hyperpod_trainer.distributed import init_distributed, shutdown  # noqa: E402
 from hyperpod_trainer.presets import ModelShape  # noqa: E402
-from torch.distributed.checkpoint.format_utils import dcp_to_torch_save  # noqa: E402
 
 pytestmark = pytest.mark.trainer
 

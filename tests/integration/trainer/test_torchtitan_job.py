@@ -25,8 +25,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hyperpod_trainer.flops import flops_per_token
-from hyperpod_trainer.presets import PRESETS
 
 from benchmarks.trainer import (
     _TITAN_LINE,
@@ -40,6 +38,8 @@ from benchmarks.trainer import (
     torchtitan_differences,
     torchtitan_job,
 )
+from hyperpod_trainer.flops import flops_per_token
+from hyperpod_trainer.presets import PRESETS
 
 # pip's words when no registry answered (not: a registry lacks a version). Every pinned package
 # is on the registry, so "from versions: none" means none was listed: nothing was reached.

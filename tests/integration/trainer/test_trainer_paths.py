@@ -31,7 +31,6 @@ pytest.importorskip("safetensors")
 from hyperpod_trainer import cli, fileio, paths  # noqa: E402
 from hyperpod_trainer.checkpoint import complete_checkpoints, prepare_resume  # noqa: E402
 from hyperpod_trainer.presets import ModelShape  # noqa: E402
-
 from tests.integration.trainer.path_inputs import hf_model, word_tokenizer  # noqa: E402
 
 pytestmark = pytest.mark.trainer
