@@ -12,10 +12,12 @@ through the `json` or `comment` filter; GitHub's own `${{ }}` expressions are co
                                    `drift` with the read-only role, one issue per environment
 
 Every `uses:` is pinned to the commit of a release tag from `config/facts/github_actions.json`.
-The toolkit is checked out from `--toolkit-repository` at `--toolkit-ref` and installed with its
-own `make setup` (pinned requirements, the pinned CDK CLI), so the team's repository needs only
-its environment files. A workflow file carries a digest of its own text: hyperpod-kit replaces a
-file it wrote that nobody changed, and anything else only with --force (`outputs.check_file`).
+The toolkit is checked out from `--toolkit-repository` at `--toolkit-ref` and installed from that
+checkout as a package, into a venv of its own, with the checkout's pinned requirements; the CDK
+CLI comes from its package-lock.json (`npm ci`). The jobs then run `hyperpod-kit` from that venv,
+so the team's repository needs only its environment files. A workflow file carries a digest of
+its own text: hyperpod-kit replaces a file it wrote that nobody changed, and anything else only
+with --force (`outputs.check_file`).
 """
 
 from __future__ import annotations

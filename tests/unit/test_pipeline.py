@@ -121,6 +121,59 @@ def test_every_action_pinned_by_commit(team_repo: Path, capsys: pytest.CaptureFi
     assert seen == set(action_pins())  # every pinned action is used, none unpinned
 
 
+INSTALL = (
+    'python -m venv --clear "$HPK_VENV"\n'
+    '"$HPK_VENV/bin/python" -m pip install --quiet --disable-pip-version-check '
+    '-r "$HPK_TOOLKIT/requirements.txt" "./$HPK_TOOLKIT"\n'
+    'npm ci --prefix "$HPK_TOOLKIT" --no-audit --no-fund --loglevel=error\n'
+    'echo "$GITHUB_WORKSPACE/$HPK_VENV/bin" >> "$GITHUB_PATH"\n'
+)
+
+
+def test_every_job_installs_the_pinned_toolkit_as_a_package(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each job that runs hyperpod-kit checks the toolkit out at the ref (no credentials kept),
+    then installs it from that checkout as a package into a venv of its own, with the
+    checkout's pinned requirements, and the CDK CLI from its lock (`npm ci`); later steps run
+    `hyperpod-kit` from that venv, the CDK CLI from the checkout's node_modules. No `make`, and
+    nothing run from the checkout's own venv. tests/integration/test_pipeline_steps.py runs this
+    step for real."""
+    assert generate(capsys, "--toolkit-ref", "v9.8.7", "--diff")[0] == 0
+    jobs = 0
+    for name, flow in workflows(team_repo).items():
+        for job_id, job in flow["jobs"].items():
+            runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
+            if "hyperpod-kit " not in runs:
+                continue
+            jobs += 1
+            assert flow["env"]["HPK_TOOLKIT"] == ".hyperpod-kit/toolkit"
+            assert flow["env"]["HPK_VENV"] == ".hyperpod-kit/venv"
+            names = [str(s.get("uses", "")).split("@")[0] or s["name"] for s in job["steps"]]
+            install = names.index("Install hyperpod-kit as a package (its pinned requirements) "
+                                  "and the pinned CDK CLI")  # fmt: skip
+            assert {"actions/setup-python", "actions/setup-node"} <= set(names[:install])
+            (toolkit,) = [
+                s for s in job["steps"][:install]
+                if s.get("with", {}).get("path") == ".hyperpod-kit/toolkit"
+            ]  # fmt: skip
+            assert toolkit["with"] == {
+                "repository": "example-org/hyperpod-kit",
+                "ref": "v9.8.7",
+                "path": ".hyperpod-kit/toolkit",
+                "persist-credentials": False,
+            }, f"{name} {job_id}"
+            step = job["steps"][install]
+            assert step["id"] == "install-toolkit" and step["run"] == INSTALL, f"{name} {job_id}"
+            later = "\n".join(str(s.get("run", "")) for s in job["steps"][install + 1 :])
+            assert "hyperpod-kit " in later
+            assert not re.search(r"\bmake\b|\.venv/|\bnpx\b|\S+/hyperpod-kit\b", later), later
+            for line in later.splitlines():  # the CDK CLI: the one `npm ci` installed
+                if re.search(r"\bcdk\"? (deploy|drift|diff) --app\b", line):
+                    assert line.lstrip().startswith('"$HPK_TOOLKIT/node_modules/.bin/cdk" '), line
+    assert jobs == 9  # plan, diff, deploy and drift of dev and prod, and the deploy's synth
+
+
 def test_pull_requests_get_no_credentials_nor_write_token(
     team_repo: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
