@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_kit.cli.pipeline import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    MissingFlagError,
     PipelineError,
     add_toolkit_arguments,
     check_branch,
@@ -132,11 +133,9 @@ def add_codepipeline_parser(kinds: Any) -> None:
 
 def check_connection(value: str | None) -> Connection:
     if value is None:
-        raise PipelineError(
+        raise MissingFlagError(
             "--connection-arn",
-            "",
-            "is needed: the CodeConnections connection through which the pipeline reads the "
-            "repository",
+            "the CodeConnections connection through which the pipeline reads the repository",
             "create one (CodePipeline console, Settings, Connections; GitHub, GitLab or "
             "Bitbucket), finish its handshake, and pass its ARN",
         )
@@ -259,8 +258,8 @@ def codepipeline(args: argparse.Namespace) -> int:
     try:
         connection = check_connection(args.connection_arn)
         if args.repository is None:
-            raise PipelineError(
-                "--repository", "", "is needed: the repository of the environment files",
+            raise MissingFlagError(
+                "--repository", "the repository of the environment files",
                 "OWNER/NAME, as the connection reaches it",
             )  # fmt: skip
         repository = check_repository(args.repository, "--repository")

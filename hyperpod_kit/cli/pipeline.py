@@ -83,6 +83,13 @@ class PipelineError(ValueError):
         super().__init__(f"{flag}: {str(value)!r} {message}. Hint: {hint}.")
 
 
+class MissingFlagError(PipelineError):
+    """A flag the command cannot do without: `--flag is needed: why. Hint: ...`."""
+
+    def __init__(self, flag: str, why: str, hint: str) -> None:
+        ValueError.__init__(self, f"{flag} is needed: {why}. Hint: {hint}.")
+
+
 @dataclass(frozen=True)
 class PipelineEnvironment:
     """One environment of the pipeline: its GitHub environment name, file, region, role."""
@@ -120,7 +127,8 @@ def add_toolkit_arguments(p: argparse.ArgumentParser, installs: str, fetched: st
         "--toolkit-repository",
         metavar="OWNER/NAME",
         help=f"the GitHub repository hyperpod-kit is {fetched} from (default: the GitHub "
-        "remote `origin` of this hyperpod-kit's own checkout)",
+        "repository this installed hyperpod-kit names as its source, its package's "
+        "`Project-URL: Source`; needed where it names none)",
     )
 
 
@@ -345,23 +353,38 @@ def check_repository(value: str, flag: str = "--toolkit-repository") -> str:
     return value
 
 
-def toolkit_repository(given: str | None) -> str:
-    """The repository the workflows check hyperpod-kit out from: given, or the GitHub source
-    the installed package names (its `Project-URL: Source`)."""
-    if given is not None:
-        return check_repository(given)
+def source_url() -> str:
+    """The `Project-URL: Source` of the installed hyperpod-kit's metadata; "" if it names none
+    (or hyperpod-kit runs from a folder on the path, not installed)."""
+    try:
+        entries = metadata.metadata("hyperpod-kit").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return ""
     url = ""
-    for entry in metadata.metadata("hyperpod-kit").get_all("Project-URL") or []:
+    for entry in entries:
         label, _, address = entry.partition(",")
         if label.strip().lower() == "source":
             url = address.strip()
+    return url
+
+
+def toolkit_repository(given: str | None) -> str:
+    """The repository the pipelines check hyperpod-kit out from: given, or the GitHub source
+    the installed package names (its `Project-URL: Source`)."""
+    if given is not None:
+        return check_repository(given)
+    url = source_url()
     found = re.match(r"^(?:https://github\.com/|git@github\.com:)([^/]+/[^/]+?)(?:\.git)?/?$", url)
     if found is None or not REPOSITORY.match(found[1]):
-        raise PipelineError(
+        named = f"names {url} as its source, not a GitHub repository" if url else (
+            "names no source repository (its package metadata has no `Project-URL: Source`)"
+        )  # fmt: skip
+        raise MissingFlagError(
             "--toolkit-repository",
-            "",
-            "is needed: this hyperpod-kit's package names no GitHub source",
-            "name where the workflows get hyperpod-kit, e.g. --toolkit-repository OWNER/NAME",
+            f"this hyperpod-kit ({__version__}) {named}, and the pipeline checks hyperpod-kit "
+            "out from GitHub at --toolkit-ref",
+            "the GitHub repository that holds hyperpod-kit at that ref, e.g. "
+            "--toolkit-repository OWNER/hyperpod-kit",
         )
     return found[1]
 

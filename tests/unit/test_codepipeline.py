@@ -59,14 +59,14 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([*TEAM, *FLAGS], "--connection-arn: '' is needed"),
+        ([*TEAM, *FLAGS], "--connection-arn is needed: the CodeConnections connection"),
         (
             [*TEAM, *FLAGS, "--connection-arn", "arn:aws:s3:::bucket"],
             "is not the ARN of a CodeConnections connection",
         ),
         (
             [*TEAM, "--connection-arn", ARN, "--toolkit-repository", "o/t"],
-            "--repository: '' is needed",
+            "--repository is needed: the repository of the environment files",
         ),
         (
             [*TEAM, *FLAGS, "--connection-arn", ARN, "--name", "Team Pipeline"],
