@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from hyperpod_kit.cli.pipeline import (
     EXIT_BAD_INPUT,
     EXIT_OK,
+    MissingFlagError,
     PipelineError,
     add_toolkit_arguments,
     check_branch,
@@ -52,6 +53,7 @@ if TYPE_CHECKING:
 CODEPIPELINE_OUTPUT = "pipeline.out"
 DEFAULT_NAME = "hyperpod-kit"
 TOOLKIT_DIR = ".hyperpod-kit/toolkit"  # where each step checks hyperpod-kit out, as on GitHub
+VENV_DIR = ".hyperpod-kit/venv"  # where each step installs it, as on GitHub
 CONNECTION_ARN = re.compile(
     r"^arn:(aws(?:-[a-z]+)*):(?:codeconnections|codestar-connections):([a-z0-9-]+):(\d{12}):"
     r"connection/[A-Za-z0-9-]{1,64}$"
@@ -132,11 +134,9 @@ def add_codepipeline_parser(kinds: Any) -> None:
 
 def check_connection(value: str | None) -> Connection:
     if value is None:
-        raise PipelineError(
+        raise MissingFlagError(
             "--connection-arn",
-            "",
-            "is needed: the CodeConnections connection through which the pipeline reads the "
-            "repository",
+            "the CodeConnections connection through which the pipeline reads the repository",
             "create one (CodePipeline console, Settings, Connections; GitHub, GitLab or "
             "Bitbucket), finish its handshake, and pass its ARN",
         )
@@ -206,17 +206,24 @@ def pinned_cdk_cli() -> str:
 
 def install_commands(repository: str, ref: str) -> list[str]:
     """Check hyperpod-kit out at `ref` (a tag, a branch or a commit: `git fetch` takes each),
-    install it with its own `make setup` (the pinned requirements and CDK CLI), and put its
-    command on PATH for every later phase of the build."""
+    install it from that checkout as a package into a venv of its own (`--clear`: nothing the
+    source holds at that path survives), with the checkout's pinned requirements, as the GitHub
+    workflows do; then put the venv's `hyperpod-kit` on PATH for every later phase of the build.
+
+    No CDK CLI: no step that runs these commands runs one (synth is in-process, `status` reads
+    with boto3). The one CLI of the pipeline is the self-mutation's, which CDK Pipelines installs
+    at `pinned_cdk_cli()`: package.json's exact version, which is package-lock.json's whole tree
+    (aws-cdk has no dependencies; a unit test holds the lock to that)."""
     q = shlex.quote
     url = f"https://github.com/{repository}.git"
     return [
         f"git init --quiet {TOOLKIT_DIR}",
         f"git -C {TOOLKIT_DIR} fetch --quiet --depth 1 {q(url)} {q(ref)}",
         f"git -C {TOOLKIT_DIR} checkout --quiet FETCH_HEAD",
-        f"make -C {TOOLKIT_DIR} setup",
-        f'ln -sf "$CODEBUILD_SRC_DIR/{TOOLKIT_DIR}/.venv/bin/hyperpod-kit" '
-        "/usr/local/bin/hyperpod-kit",
+        f"python3 -m venv --clear {VENV_DIR}",
+        f"{VENV_DIR}/bin/python -m pip install --quiet --disable-pip-version-check "
+        f"-r {TOOLKIT_DIR}/requirements.txt ./{TOOLKIT_DIR}",
+        f'ln -sf "$CODEBUILD_SRC_DIR/{VENV_DIR}/bin/hyperpod-kit" /usr/local/bin/hyperpod-kit',
     ]
 
 
@@ -259,8 +266,8 @@ def codepipeline(args: argparse.Namespace) -> int:
     try:
         connection = check_connection(args.connection_arn)
         if args.repository is None:
-            raise PipelineError(
-                "--repository", "", "is needed: the repository of the environment files",
+            raise MissingFlagError(
+                "--repository", "the repository of the environment files",
                 "OWNER/NAME, as the connection reaches it",
             )  # fmt: skip
         repository = check_repository(args.repository, "--repository")

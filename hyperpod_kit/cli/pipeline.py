@@ -12,10 +12,12 @@ through the `json` or `comment` filter; GitHub's own `${{ }}` expressions are co
                                    `drift` with the read-only role, one issue per environment
 
 Every `uses:` is pinned to the commit of a release tag from `config/facts/github_actions.json`.
-The toolkit is checked out from `--toolkit-repository` at `--toolkit-ref` and installed with its
-own `make setup` (pinned requirements, the pinned CDK CLI), so the team's repository needs only
-its environment files. A workflow file carries a digest of its own text: hyperpod-kit replaces a
-file it wrote that nobody changed, and anything else only with --force (`outputs.check_file`).
+The toolkit is checked out from `--toolkit-repository` at `--toolkit-ref` and installed from that
+checkout as a package, into a venv of its own, with the checkout's pinned requirements; the CDK
+CLI comes from its package-lock.json (`npm ci`). The jobs then run `hyperpod-kit` from that venv,
+so the team's repository needs only its environment files. A workflow file carries a digest of
+its own text: hyperpod-kit replaces a file it wrote that nobody changed, and anything else only
+with --force (`outputs.check_file`).
 """
 
 from __future__ import annotations
@@ -81,6 +83,13 @@ class PipelineError(ValueError):
         super().__init__(f"{flag}: {str(value)!r} {message}. Hint: {hint}.")
 
 
+class MissingFlagError(PipelineError):
+    """A flag the command cannot do without: `--flag is needed: why. Hint: ...`."""
+
+    def __init__(self, flag: str, why: str, hint: str) -> None:
+        ValueError.__init__(self, f"{flag} is needed: {why}. Hint: {hint}.")
+
+
 @dataclass(frozen=True)
 class PipelineEnvironment:
     """One environment of the pipeline: its GitHub environment name, file, region, role."""
@@ -118,7 +127,8 @@ def add_toolkit_arguments(p: argparse.ArgumentParser, installs: str, fetched: st
         "--toolkit-repository",
         metavar="OWNER/NAME",
         help=f"the GitHub repository hyperpod-kit is {fetched} from (default: the GitHub "
-        "remote `origin` of this hyperpod-kit's own checkout)",
+        "repository this installed hyperpod-kit names as its source, its package's "
+        "`Project-URL: Source`; needed where it names none)",
     )
 
 
@@ -343,23 +353,38 @@ def check_repository(value: str, flag: str = "--toolkit-repository") -> str:
     return value
 
 
-def toolkit_repository(given: str | None) -> str:
-    """The repository the workflows check hyperpod-kit out from: given, or the GitHub source
-    the installed package names (its `Project-URL: Source`)."""
-    if given is not None:
-        return check_repository(given)
+def source_url() -> str:
+    """The `Project-URL: Source` of the installed hyperpod-kit's metadata; "" if it names none
+    (or hyperpod-kit runs from a folder on the path, not installed)."""
+    try:
+        entries = metadata.metadata("hyperpod-kit").get_all("Project-URL") or []
+    except metadata.PackageNotFoundError:
+        return ""
     url = ""
-    for entry in metadata.metadata("hyperpod-kit").get_all("Project-URL") or []:
+    for entry in entries:
         label, _, address = entry.partition(",")
         if label.strip().lower() == "source":
             url = address.strip()
+    return url
+
+
+def toolkit_repository(given: str | None) -> str:
+    """The repository the pipelines check hyperpod-kit out from: given, or the GitHub source
+    the installed package names (its `Project-URL: Source`)."""
+    if given is not None:
+        return check_repository(given)
+    url = source_url()
     found = re.match(r"^(?:https://github\.com/|git@github\.com:)([^/]+/[^/]+?)(?:\.git)?/?$", url)
     if found is None or not REPOSITORY.match(found[1]):
-        raise PipelineError(
+        named = f"names {url} as its source, not a GitHub repository" if url else (
+            "names no source repository (its package metadata has no `Project-URL: Source`)"
+        )  # fmt: skip
+        raise MissingFlagError(
             "--toolkit-repository",
-            "",
-            "is needed: this hyperpod-kit's package names no GitHub source",
-            "name where the workflows get hyperpod-kit, e.g. --toolkit-repository OWNER/NAME",
+            f"this hyperpod-kit ({__version__}) {named}, and the pipeline checks hyperpod-kit "
+            "out from GitHub at --toolkit-ref",
+            "the GitHub repository that holds hyperpod-kit at that ref, e.g. "
+            "--toolkit-repository OWNER/hyperpod-kit",
         )
     return found[1]
 

@@ -43,7 +43,8 @@ from constructs import Construct
 from hyperpod_kit.constructs.security import access_log_bucket
 
 # CodeBuild's image for every step (CDK Pipelines' default, named so that it does not move under
-# us): Ubuntu with Python 3 and Node.js, which the toolkit's `make setup` needs.
+# us): Ubuntu with Python 3 (the venv hyperpod-kit is installed into) and Node.js (jsii runs
+# aws-cdk-lib on it; the self-mutation's CDK CLI too).
 BUILD_IMAGE = codebuild.LinuxBuildImage.STANDARD_7_0
 SYNTH_TIMEOUT = Duration.minutes(90)  # validate, rehearse and synthesize every environment
 # `status --watch` gives up after 2 hours (cli/status.py WATCH_LIMIT_S); the install comes first.

@@ -4,10 +4,10 @@ two accounts): the CDK Pipelines assembly it writes, synthesized once for the mo
 - cdk-nag and cfn-lint find nothing in the pipeline stack or any stage's stacks (each
   suppression per resource, with its reason), cfn-lint's I3510 (a grant whose resource its
   action cannot match) included; the source role may use the connection under both prefixes;
-- the template: a CodeConnections source, a synth step that installs the pinned toolkit and runs
-  validate, the rehearsal and this command with both gates, self-mutation with the pinned CDK
-  CLI, the stages in order, a manual approval before prod only, `status` after each, the
-  artifact bucket and every CodeBuild project under a rotated key of ours;
+- the template: a CodeConnections source, a synth step that installs the pinned toolkit as a
+  package and runs validate, the rehearsal and this command with both gates, self-mutation with
+  the pinned CDK CLI, the stages in order, a manual approval before prod only, `status` after
+  each, the artifact bucket and every CodeBuild project under a rotated key of ours;
 - a stage's stacks are the environment's stacks: equal to `hyperpod-kit synth` of the same file
   (but for the ownership tag CDK's BucketDeployment derives from the construct's path);
 - the gates find an error put into a stage's template; `plan` reports a replacement in a stage;
@@ -30,7 +30,7 @@ from typing import Any
 import pytest
 
 from hyperpod_kit.cli import main as cli
-from hyperpod_kit.cli.codepipeline import pinned_cdk_cli
+from hyperpod_kit.cli.codepipeline import install_commands, pinned_cdk_cli
 from hyperpod_kit.gates import PROMOTED_RULES, check_assembly
 from hyperpod_kit.outputs import read_marker
 from hyperpod_kit.plan import plan
@@ -164,12 +164,15 @@ def test_synth_installs_the_pinned_toolkit_and_runs_the_gates(run: Run) -> None:
     ]  # fmt: skip
     (synth,) = run.stages[1]["Actions"]
     spec = run.buildspec(synth)
+    # The pinned checkout, installed from there as a package into a venv of its own with the
+    # checkout's pinned requirements (tests/unit/test_codepipeline.py has the whole list).
     install = spec["phases"]["install"]["commands"]
+    assert install == install_commands("example-org/hyperpod-kit", "v0.1.0")
     assert install[1] == (
         "git -C .hyperpod-kit/toolkit fetch --quiet --depth 1 "
         "https://github.com/example-org/hyperpod-kit.git v0.1.0"
     )
-    assert "make -C .hyperpod-kit/toolkit setup" in install
+    assert not any("make " in c or ".hyperpod-kit/toolkit/.venv" in c for c in install)
     build = spec["phases"]["build"]["commands"]
     assert build[:4] == [
         "hyperpod-kit validate environments/team/dev.yaml",
@@ -213,6 +216,9 @@ def test_one_stage_per_environment_approval_before_prod_status_after_each(run: R
         assert (status["Name"], kinds[-1]) == ("Status", "CodeBuild")
         assert all(a["RunOrder"] < status["RunOrder"] for a in actions[:-1])
         spec = run.buildspec(status)
+        assert spec["phases"]["install"]["commands"] == install_commands(
+            "example-org/hyperpod-kit", "v0.1.0"
+        )
         assert spec["phases"]["build"]["commands"][-1] == (
             'AWS_PROFILE=hyperpod-kit-read hyperpod-kit status "$HPK_FILE" --watch'
         )

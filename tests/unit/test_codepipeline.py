@@ -6,6 +6,7 @@ tests/integration/test_codepipeline.py."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import shutil
 from pathlib import Path
@@ -18,6 +19,7 @@ from hyperpod_kit.cli.codepipeline import (
     Connection,
     check_connection,
     install_commands,
+    pinned_cdk_cli,
     synth_commands,
 )
 
@@ -59,14 +61,14 @@ def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
-        ([*TEAM, *FLAGS], "--connection-arn: '' is needed"),
+        ([*TEAM, *FLAGS], "--connection-arn is needed: the CodeConnections connection"),
         (
             [*TEAM, *FLAGS, "--connection-arn", "arn:aws:s3:::bucket"],
             "is not the ARN of a CodeConnections connection",
         ),
         (
             [*TEAM, "--connection-arn", ARN, "--toolkit-repository", "o/t"],
-            "--repository: '' is needed",
+            "--repository is needed: the repository of the environment files",
         ),
         (
             [*TEAM, *FLAGS, "--connection-arn", ARN, "--name", "Team Pipeline"],
@@ -188,4 +190,31 @@ def test_the_steps_commands_quote_what_they_are_given() -> None:
     assert shlex.split(synth[-1])[-2:] == ["-o", "cdk.out"]
     install = install_commands("o/t", "v1")
     assert "fetch --quiet --depth 1 https://github.com/o/t.git v1" in install[1]
-    assert install[3] == "make -C .hyperpod-kit/toolkit setup"
+
+
+def test_the_steps_install_the_toolkit_as_a_package_from_its_pinned_checkout() -> None:
+    """The checkout at the ref, then a venv of its own with hyperpod-kit built from that
+    checkout and the checkout's pinned requirements; the venv's command on PATH. No `make`, no
+    command of the checkout itself (tests/integration/test_pipeline_steps.py runs the same
+    install from the GitHub workflow)."""
+    assert install_commands("o/t", "v1") == [
+        "git init --quiet .hyperpod-kit/toolkit",
+        "git -C .hyperpod-kit/toolkit fetch --quiet --depth 1 https://github.com/o/t.git v1",
+        "git -C .hyperpod-kit/toolkit checkout --quiet FETCH_HEAD",
+        "python3 -m venv --clear .hyperpod-kit/venv",
+        ".hyperpod-kit/venv/bin/python -m pip install --quiet --disable-pip-version-check "
+        "-r .hyperpod-kit/toolkit/requirements.txt ./.hyperpod-kit/toolkit",
+        'ln -sf "$CODEBUILD_SRC_DIR/.hyperpod-kit/venv/bin/hyperpod-kit" '
+        "/usr/local/bin/hyperpod-kit",
+    ]
+
+
+def test_the_pinned_cdk_cli_version_is_the_whole_locked_tree() -> None:
+    """The self-mutation step installs `aws-cdk@<package.json's version>` (CDK Pipelines writes
+    that step): the same as `npm ci` of the lock only while aws-cdk depends on nothing. Should a
+    lock ever give it dependencies, that step must install from the lock instead."""
+    lock = json.loads((REPO / "package-lock.json").read_text())
+    cli_package = lock["packages"]["node_modules/aws-cdk"]
+    assert cli_package["version"] == pinned_cdk_cli()
+    assert not cli_package.get("dependencies"), cli_package
+    assert sorted(lock["packages"]) == ["", "node_modules/aws-cdk"]

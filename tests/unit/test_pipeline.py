@@ -8,7 +8,9 @@ file) is one line, exit 2, nothing written."""
 
 from __future__ import annotations
 
+import email.message
 import hashlib
+import importlib.metadata
 import os
 import re
 import shutil
@@ -20,8 +22,9 @@ from typing import Any
 import pytest
 import yaml
 
+from hyperpod_kit import __version__
 from hyperpod_kit.cli import main as cli
-from hyperpod_kit.cli.pipeline import WORKFLOWS, ours_digest
+from hyperpod_kit.cli.pipeline import WORKFLOWS, PipelineError, ours_digest, toolkit_repository
 from hyperpod_kit.cli.status import WATCH_LIMIT_S
 from hyperpod_kit.config.facts import action_pins
 from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS, READ_SESSION_SECONDS
@@ -34,6 +37,8 @@ ENVS = [arg for name, file in ENV_FILES.items() for arg in ("--env", f"{name}={f
 TOOLKIT = ["--toolkit-repository", "example-org/hyperpod-kit"]
 ROLE = "arn:aws:iam::444455556666:role/hyperpod-kit-deploy"  # in prod's account (its file's)
 READ_ROLE = "arn:aws:iam::444455556666:role/hyperpod-kit-read"
+ARN = "arn:aws:codeconnections:us-west-2:111122223333:connection/0c4e8f2a-1b2c-4d3e-9f00-12345678"
+CODEPIPELINE = ["--repository", "example-org/team-envs", "-o", "pipeline.out"]
 
 
 @pytest.fixture
@@ -119,6 +124,59 @@ def test_every_action_pinned_by_commit(team_repo: Path, capsys: pytest.CaptureFi
             assert pins[uses] == found[3], f"{name}: the comment is not the tag of {uses}"
             seen.add(found[1])
     assert seen == set(action_pins())  # every pinned action is used, none unpinned
+
+
+INSTALL = (
+    'python -m venv --clear "$HPK_VENV"\n'
+    '"$HPK_VENV/bin/python" -m pip install --quiet --disable-pip-version-check '
+    '-r "$HPK_TOOLKIT/requirements.txt" "./$HPK_TOOLKIT"\n'
+    'npm ci --prefix "$HPK_TOOLKIT" --no-audit --no-fund --loglevel=error\n'
+    'echo "$GITHUB_WORKSPACE/$HPK_VENV/bin" >> "$GITHUB_PATH"\n'
+)
+
+
+def test_every_job_installs_the_pinned_toolkit_as_a_package(
+    team_repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each job that runs hyperpod-kit checks the toolkit out at the ref (no credentials kept),
+    then installs it from that checkout as a package into a venv of its own, with the
+    checkout's pinned requirements, and the CDK CLI from its lock (`npm ci`); later steps run
+    `hyperpod-kit` from that venv, the CDK CLI from the checkout's node_modules. No `make`, and
+    nothing run from the checkout's own venv. tests/integration/test_pipeline_steps.py runs this
+    step for real."""
+    assert generate(capsys, "--toolkit-ref", "v9.8.7", "--diff")[0] == 0
+    jobs = 0
+    for name, flow in workflows(team_repo).items():
+        for job_id, job in flow["jobs"].items():
+            runs = "\n".join(str(s.get("run", "")) for s in job["steps"])
+            if "hyperpod-kit " not in runs:
+                continue
+            jobs += 1
+            assert flow["env"]["HPK_TOOLKIT"] == ".hyperpod-kit/toolkit"
+            assert flow["env"]["HPK_VENV"] == ".hyperpod-kit/venv"
+            names = [str(s.get("uses", "")).split("@")[0] or s["name"] for s in job["steps"]]
+            install = names.index("Install hyperpod-kit as a package (its pinned requirements) "
+                                  "and the pinned CDK CLI")  # fmt: skip
+            assert {"actions/setup-python", "actions/setup-node"} <= set(names[:install])
+            (toolkit,) = [
+                s for s in job["steps"][:install]
+                if s.get("with", {}).get("path") == ".hyperpod-kit/toolkit"
+            ]  # fmt: skip
+            assert toolkit["with"] == {
+                "repository": "example-org/hyperpod-kit",
+                "ref": "v9.8.7",
+                "path": ".hyperpod-kit/toolkit",
+                "persist-credentials": False,
+            }, f"{name} {job_id}"
+            step = job["steps"][install]
+            assert step["id"] == "install-toolkit" and step["run"] == INSTALL, f"{name} {job_id}"
+            later = "\n".join(str(s.get("run", "")) for s in job["steps"][install + 1 :])
+            assert "hyperpod-kit " in later
+            assert not re.search(r"\bmake\b|\.venv/|\bnpx\b|\S+/hyperpod-kit\b", later), later
+            for line in later.splitlines():  # the CDK CLI: the one `npm ci` installed
+                if re.search(r"\bcdk\"? (deploy|drift|diff) --app\b", line):
+                    assert line.lstrip().startswith('"$HPK_TOOLKIT/node_modules/.bin/cdk" '), line
+    assert jobs == 9  # plan, diff, deploy and drift of dev and prod, and the deploy's synth
 
 
 def test_pull_requests_get_no_credentials_nor_write_token(
@@ -504,6 +562,77 @@ def test_bad_toolkit_repository(team_repo: Path, capsys: pytest.CaptureFixture[s
     assert code == 2 and err.count("\n") == 1
     assert "--toolkit-repository: 'not a repo' is not a GitHub repository" in err
     assert not (team_repo / ".github").exists()
+
+
+def _metadata(monkeypatch: pytest.MonkeyPatch, *project_urls: str) -> None:
+    """The installed hyperpod-kit's metadata, with these `Project-URL` entries only."""
+    found = email.message.Message()
+    for url in project_urls:
+        found["Project-URL"] = url
+    monkeypatch.setattr(importlib.metadata, "metadata", lambda name: found)
+
+
+@pytest.mark.parametrize(
+    ("urls", "named"),
+    [
+        ((), "names no source repository (its package metadata has no `Project-URL: Source`)"),
+        (("Homepage, https://github.com/acme/hyperpod-kit",), "names no source repository"),
+        (
+            ("Source, https://gitlab.com/acme/hyperpod-kit",),
+            "names https://gitlab.com/acme/hyperpod-kit as its source, not a GitHub repository",
+        ),
+    ],
+    ids=["no-project-url", "no-source", "not-github"],
+)
+def test_without_a_github_source_toolkit_repository_is_needed(
+    team_repo: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    urls: tuple[str, ...],
+    named: str,
+) -> None:
+    """Without --toolkit-repository the pipelines take the GitHub repository the installed
+    package names as its source; where it names none, one line says the flag is needed, why,
+    and what to give (pyproject.toml names no source today)."""
+    _metadata(monkeypatch, *urls)
+    for kind in (["github"], ["codepipeline", "--connection-arn", ARN, *CODEPIPELINE]):
+        code = cli.main(["pipeline", kind[0], *ENVS, *kind[1:]])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith(
+            f"--toolkit-repository is needed: this hyperpod-kit ({__version__}) {named}"
+        ), err
+        assert err.rstrip().endswith(
+            "Hint: the GitHub repository that holds hyperpod-kit at that ref, e.g. "
+            "--toolkit-repository OWNER/hyperpod-kit."
+        ), err
+    assert not (team_repo / ".github").exists() and not (team_repo / "pipeline.out").exists()
+
+
+def test_not_installed_toolkit_repository_is_needed(monkeypatch: pytest.MonkeyPatch) -> None:
+    def missing(name: str) -> None:
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "metadata", missing)
+    with pytest.raises(PipelineError, match=r"^--toolkit-repository is needed: .* names no source"):
+        toolkit_repository(None)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://github.com/acme/hyperpod-kit",
+        "https://github.com/acme/hyperpod-kit.git",
+        "https://github.com/acme/hyperpod-kit/",
+        "git@github.com:acme/hyperpod-kit.git",
+    ],
+)
+def test_toolkit_repository_defaults_to_the_packages_github_source(
+    monkeypatch: pytest.MonkeyPatch, url: str
+) -> None:
+    _metadata(monkeypatch, "Documentation, https://example.org/docs", f"Source, {url}")
+    assert toolkit_repository(None) == "acme/hyperpod-kit"
+    assert toolkit_repository("other/fork") == "other/fork"  # the flag wins
 
 
 GOLDEN = REPO / "tests" / "data" / "pipeline"
