@@ -95,6 +95,6 @@ def parse_specifier(text: str) -> SpecifierSet | None:
 
 
 def toolkit_satisfies(specifier: SpecifierSet) -> bool:
-    """Whether this hyperpod-kit is in `specifier` (a development or pre-release build of this
-    version counts as this version)."""
+    """Whether this hyperpod-kit is in `specifier`; a pre-release or development version is
+    compared like any other (0.2.0.dev1 is in `>=0.1`, not in `>=0.2`), never left out."""
     return specifier.contains(toolkit_version(), prereleases=True)
