@@ -14,6 +14,10 @@ Each comes from:
   synth cannot know "latest"; a value read once is applied from then on.
 - ``latest``: nothing pins it: the service picks at deploy time (said, never guessed).
 
+A lock written by a newer hyperpod-kit than this one (its `written_by`, compared as PEP 440
+versions) is refused in one line: this one may not read it as written. An older or equal one is
+read as usual (and rewritten as this version's when it changes).
+
 Synth also copies the lock it resolved into the assembly (`LOCK_IN_ASSEMBLY`), so `plan` shows
 what a change does to the pins before anything else.
 """
@@ -26,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
 from hyperpod_kit import __version__
@@ -35,6 +40,7 @@ from hyperpod_kit.config.pins import ADDONS, Pin, incompatible, resolved_pins
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.files import fileio
 from hyperpod_kit.outputs import FileWrite, check_file
+from hyperpod_kit.versions import TOOLKIT, parse_version, toolkit_version
 
 # A lock is a few KB (one row per pin); anything past this is not one.
 MAX_LOCK_BYTES = 1 << 20
@@ -60,11 +66,7 @@ class LockFile:
     environment: str | None = None  # the environment it was written for
 
     def line_of(self, key: str) -> int | None:
-        needle = json.dumps(key) + ":"
-        for number, line in enumerate(self.text.splitlines(), start=1):
-            if needle in line:
-                return number
-        return None
+        return _line_of(self.text, key)
 
 
 class LockError(Exception):
@@ -73,6 +75,11 @@ class LockError(Exception):
     def __init__(self, findings: list[Finding]) -> None:
         self.findings = findings
         super().__init__("\n".join(f.render(f.file or "") for f in findings))
+
+
+class NewerLockError(LockError):
+    """The lock was written by a newer hyperpod-kit: refused, `--force` or not (it is ours, and
+    replacing it would drop what the newer version pinned)."""
 
 
 def read_lock(path: Path) -> LockFile | None:
@@ -100,6 +107,20 @@ def read_lock(path: Path) -> LockFile | None:
             'not a hyperpod-kit lock (no "tool": "hyperpod-kit")',
             "move it away: hyperpod-kit writes <environment>.lock.json beside the environment file",
         )
+    newer = _newer_writer(data.get("written_by"))
+    if newer is not None:  # before its format: a newer hyperpod-kit may write another one
+        raise NewerLockError(
+            [
+                Finding(
+                    Level.ERROR, "written_by",
+                    f"this lock was written by {TOOLKIT} {newer}, newer than this {TOOLKIT} "
+                    f"({__version__}), which may not read it as written",
+                    f"upgrade hyperpod-kit: pip install '{TOOLKIT}>={newer}' (in a checkout: "
+                    f"check out {newer} or later and run make setup)",
+                    _line_of(text, "written_by"), file=str(path), check="lock",
+                )
+            ]
+        )  # fmt: skip
     if data.get("format") != LOCK_FORMAT:
         raise bad(
             f"lock format {data.get('format')!r}; this hyperpod-kit reads format {LOCK_FORMAT}",
@@ -119,12 +140,29 @@ def read_lock(path: Path) -> LockFile | None:
     return LockFile(path, pins, text, environment if isinstance(environment, str) else None)
 
 
+def _newer_writer(written_by: Any) -> Version | None:
+    """The version in `written_by` ("hyperpod-kit X") when it is newer than this hyperpod-kit;
+    None for an older or equal one, and for one that names no version (nothing to compare)."""
+    if not isinstance(written_by, str) or not written_by.startswith(f"{TOOLKIT} "):
+        return None
+    version = parse_version(written_by.removeprefix(f"{TOOLKIT} ").strip())
+    return version if version is not None and version > toolkit_version() else None
+
+
+def _line_of(text: str, key: str) -> int | None:
+    needle = json.dumps(key) + ":"
+    for number, line in enumerate(text.splitlines(), start=1):
+        if needle in line:
+            return number
+    return None
+
+
 def render_lock(config: EnvironmentConfig, pins: dict[str, Pin]) -> str:
     body = {
         "tool": "hyperpod-kit",
         "format": LOCK_FORMAT,
         "environment": config.name,
-        "written_by": f"hyperpod-kit {__version__}",
+        "written_by": f"{TOOLKIT} {__version__}",
         "about": "Pinned versions of this environment (docs/platform.md#the-version-lock). "
         "Written by `hyperpod-kit synth`; commit it. `synth --update-lock` takes new defaults.",
         "pins": {key: pins[key].to_json() for key in sorted(pins)},
@@ -260,11 +298,14 @@ def lock_environment(
 ) -> tuple[LoadedEnvironment, Resolution]:
     """The environment with its lock applied (deployed values where the file leaves them open),
     and the resolution to write; `LockError` on a lock that is not ours (unless
-    `replace_foreign`: then as if there were none), on drift (unless `update`; with
-    `warn_drift` the locked values stay and the drift is a warning among the findings: `destroy`
-    deploys nothing), or on a locked value the compatibility table refuses."""
+    `replace_foreign`: then as if there were none), on one a newer hyperpod-kit wrote (always),
+    on drift (unless `update`; with `warn_drift` the locked values stay and the drift is a
+    warning among the findings: `destroy` deploys nothing), or on a locked value the
+    compatibility table refuses."""
     try:
         lock = read_lock(lock_path(loaded.file))
+    except NewerLockError:
+        raise
     except LockError:
         if not replace_foreign:
             raise

@@ -18,7 +18,6 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hyperpod_kit import __version__
 from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
 from hyperpod_kit.config.findings import Finding
 from hyperpod_kit.files import fileio
@@ -55,7 +54,12 @@ def _parser() -> argparse.ArgumentParser:
         description="Declarative SageMaker HyperPod environments: one environment file in, "
         "CDK stacks out.",
     )
-    p.add_argument("--version", action="version", version=f"hyperpod-kit {__version__}")
+    p.add_argument(
+        "--version",
+        action=_VersionAction,
+        help="print hyperpod-kit's version and those of aws-cdk-lib, the pinned CDK CLI, "
+        "cfn-lint and botocore, one a line, and exit",
+    )
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def env_command(name: str, help: str, *, quiet: bool = True) -> argparse.ArgumentParser:
@@ -207,6 +211,26 @@ def _parser() -> argparse.ArgumentParser:
     from hyperpod_kit.cli.arguments import declare_kinds
 
     return declare_kinds(p)
+
+
+class _VersionAction(argparse.Action):
+    """`--version`: several lines, as written (argparse's own would refill them into one), read
+    only when asked for (docs/versions.md)."""
+
+    def __init__(self, option_strings: list[str], dest: str, help: str | None = None) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, help=help)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        from hyperpod_kit.versions import version_report
+
+        sys.stdout.write(version_report())
+        parser.exit()
 
 
 def run() -> int:

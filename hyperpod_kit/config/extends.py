@@ -1,7 +1,8 @@
 """`extends:`: an environment file written on top of a base file, merged before validation.
 
 `extends` and `abstract` are loader directives: each file's are read and removed here, and the
-schema only ever sees the merged document. The rules (docs/environments.md):
+schema only ever sees the merged document. So is `requires` (config/requires.py), checked in each
+file before anything else. The rules (docs/environments.md):
 
 * mappings merge key by key, recursively;
 * a list whose items are all mappings with distinct `name`s (instance groups, users, ...) merges
@@ -38,6 +39,7 @@ from hyperpod_kit.config.loader import (
     format_loc,
     origin_of,
 )
+from hyperpod_kit.config.requires import check_requires
 from hyperpod_kit.text import control_characters, control_hint, describe, shown
 
 EXTENDS, ABSTRACT = "extends", "abstract"
@@ -73,6 +75,7 @@ def read_layers(file: str) -> Layered:
     current, via = file, None
     while True:
         doc = _parse_base(current, _read_base(current, via), via)
+        check_requires(current, doc)  # first: a newer file may use keys this version lacks
         extends, line = _directives(current, doc, top=not chain)
         chain.append(Layer(current, doc))
         lines.append(line)

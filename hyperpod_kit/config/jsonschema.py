@@ -8,8 +8,9 @@ from hyperpod_kit.config.schema import EnvironmentConfig
 
 SCHEMA_ID = "urn:hyperpod-kit:environment"
 
-# The loader's directives (hyperpod_kit/config/extends.py): read and removed before the schema
-# sees the file, so they are not fields of EnvironmentConfig; editors still need to know them.
+# The loader's directives (hyperpod_kit/config/extends.py, config/requires.py): read and removed
+# before the schema sees the file, so they are not fields of EnvironmentConfig; editors still need
+# to know them.
 DIRECTIVES: dict[str, dict[str, Any]] = {
     "extends": {
         "type": "string",
@@ -24,6 +25,24 @@ DIRECTIVES: dict[str, dict[str, Any]] = {
         "default": False,
         "description": "true: a base for other files, validated only through the files that "
         "extend it; `validate` and `synth` refuse it alone. Not inherited.",
+    },
+    "requires": {
+        "type": "object",
+        "minProperties": 1,
+        "additionalProperties": False,
+        "properties": {
+            "hyperpod_kit": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": "The hyperpod-kit versions this file is written for, as a PEP 440 "
+                "range (`>=0.1,<0.2`); a hyperpod-kit outside it refuses the file in one line "
+                "before any other finding (docs/versions.md).",
+                "examples": [">=0.1,<0.2"],
+            },
+        },
+        "description": "What this file needs to be read as written. Checked in each file of a "
+        "chain (`extends`) before anything else; not inherited.",
     },
 }
 

@@ -40,6 +40,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic.fields import FieldInfo
 
 from hyperpod_kit.config.findings import ConfigError, Finding, Level, has_errors
+from hyperpod_kit.config.moves import moved
 from hyperpod_kit.files import fileio
 from hyperpod_kit.text import control_characters, control_hint, describe, shown
 
@@ -717,7 +718,9 @@ def _schema_finding(
     hint = field_hint(where.field)
     node = doc.scalars.get(loc)
     key_node = doc.keys.get(loc) if where.is_key or kind == "invalid_key" else None
-    if kind == "extra_forbidden":
+    if kind == "extra_forbidden" and (move := moved(loc)) is not None:
+        message, hint = move  # a key of an older hyperpod-kit: say where it went
+    elif kind == "extra_forbidden":
         allowed = _fields_of(where.model)
         name = str(loc[-1]) if loc else ""
         close = difflib.get_close_matches(name, allowed, n=1) if len(name) < 100 else []

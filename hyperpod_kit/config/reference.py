@@ -26,7 +26,8 @@ Every key of an environment file, with its type and default. Unknown keys are er
 that are lists (`[]`) take one mapping per item. The semantic checks that relate several keys are
 listed under [Checks](#checks); `validation.suppress` (or `--suppress NAME`) hides a check's
 warnings and infos, never its errors. `extends` and `abstract` let one file build on another
-([Environments that share a base](environments.md)).
+([Environments that share a base](environments.md)); `requires` names the hyperpod-kit versions a
+file is written for, and keys renamed or removed since are named as such ([Versions](versions.md)).
 """
 
 
@@ -36,6 +37,11 @@ def markdown_reference() -> str:
 
     rows = ["| key | type | default | description |", "|---|---|---|---|"]
     for name, spec in DIRECTIVES.items():
+        if spec["type"] == "object":
+            rows.append(f"| `{name}` | section | | {spec['description']} |")
+            for key, sub in spec["properties"].items():
+                rows.append(f"| `{name}.{key}` | {sub['type']} | | {sub['description']} |")
+            continue
         default = f"`{str(spec['default']).lower()}`" if "default" in spec else ""
         rows.append(f"| `{name}` | {spec['type']} | {default} | {spec['description']} |")
     rows += list(_rows(EnvironmentConfig, ""))

@@ -325,13 +325,14 @@ def test_usage_errors(argv: list[str], capsys: pytest.CaptureFixture[str]) -> No
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
-    """`--version` prints the package version and exits 0."""
+    """`--version` prints the package version first (then its components, one a line: see
+    tests/unit/test_versions.py) and exits 0."""
     from hyperpod_kit import __version__
 
     with pytest.raises(SystemExit) as exc:
         cli.main(["--version"])
     assert exc.value.code == 0
-    assert capsys.readouterr().out.strip() == f"hyperpod-kit {__version__}"
+    assert capsys.readouterr().out.splitlines()[0] == f"hyperpod-kit {__version__}"
 
 
 # --- the gated path to the CDK CLI --------------------------------------------------------------

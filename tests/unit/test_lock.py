@@ -12,8 +12,10 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
+from hyperpod_kit import __version__
 from hyperpod_kit.config import load_environment
 from hyperpod_kit.lock import (
+    LOCK_FORMAT,
     LOCK_IN_ASSEMBLY,
     LockError,
     lock_changes,
@@ -376,3 +378,82 @@ def test_the_task_governance_addon_is_pinned_only_where_it_is_installed(
     _, resolution = lock_environment(load_environment(off))
     assert GOVERNANCE_ADDON not in resolution.pins
     assert "amazon-sagemaker-hyperpod-taskgovernance" not in installed_addons(config)
+
+
+# --- a lock written by another hyperpod-kit ----------------------------------------------------
+
+
+def _written_by(env: Path, written_by: object, **more: Any) -> None:
+    path = lock_path(env)
+    data = json.loads(path.read_text())
+    data.update({"written_by": written_by, **more})
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from hyperpod_kit.cli.main import main
+
+    code = main(argv)
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("newer", ["0.10.0", "1.0.0", f"{__version__}.post1", "99.0.0rc1"])
+def test_a_lock_of_a_newer_hyperpod_kit_is_refused_in_one_line(
+    write_env: WriteEnv, capsys: pytest.CaptureFixture[str], newer: str
+) -> None:
+    """validate, synth and lock (even with --force: the lock is ours, and a newer version may
+    have pinned more) refuse it, naming the lock, what wrote it and this version; exit 2. A
+    newer format is said the same way: it is the newer version that wrote it."""
+    env = write_env()
+    assert _cli(["lock", str(env), "-q"], capsys)[0] == 0
+    _written_by(env, f"hyperpod-kit {newer}", format=LOCK_FORMAT + (newer == "1.0.0"))
+    before = lock_path(env).read_text()
+    expected = (
+        f"{lock_path(env)}:5 written_by: this lock was written by hyperpod-kit {newer}, newer "
+        f"than this hyperpod-kit ({__version__}), which may not read it as written. Hint: upgrade "
+        f"hyperpod-kit: pip install 'hyperpod-kit>={newer}' (in a checkout: check out {newer} or "
+        "later and run make setup)."
+    )
+    for argv in (
+        ["validate", str(env), "-q"],
+        ["synth", str(env), "-q", "-o", str(env.parent / "out")],
+        ["lock", str(env), "-q"],
+        ["lock", str(env), "-q", "--force"],
+    ):
+        code, err = _cli(argv, capsys)
+        assert code == 2, argv
+        assert err.splitlines() == [expected], argv
+    assert lock_path(env).read_text() == before
+    assert not (env.parent / "out").exists()
+
+
+@pytest.mark.parametrize(
+    "written_by", [f"hyperpod-kit {__version__}", "hyperpod-kit 0.0.9", "hyperpod-kit 0.1.0.dev3",
+                   "hyperpod-kit", "hyperpod-kit next", "someone else", None, 42],
+)  # fmt: skip
+def test_a_lock_of_this_or_an_older_hyperpod_kit_is_read(
+    write_env: WriteEnv, capsys: pytest.CaptureFixture[str], written_by: object
+) -> None:
+    """An older or equal version (or a `written_by` that names none: nothing to compare) is
+    read as usual, and the lock rewritten as this version's."""
+    env = write_env()
+    assert _cli(["lock", str(env), "-q"], capsys)[0] == 0
+    _written_by(env, written_by)
+    code, err = _cli(["validate", str(env), "-q"], capsys)
+    assert code == 0, err
+    assert err == ""
+    assert _cli(["lock", str(env), "-q"], capsys)[0] == 0
+    assert _lock(env)["written_by"] == f"hyperpod-kit {__version__}"
+
+
+def test_versions_compare_as_versions(
+    write_env: WriteEnv, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """0.10.0 is newer than 0.9.0 (as text it would sort before)."""
+    from hyperpod_kit.lock import NewerLockError
+
+    env = write_env()
+    assert _cli(["lock", str(env), "-q"], capsys)[0] == 0
+    _written_by(env, "hyperpod-kit 0.10.0")
+    with pytest.raises(NewerLockError):
+        read_lock(lock_path(env))
