@@ -34,18 +34,15 @@ def installed(distribution: str) -> str | None:
 
 
 def cdk_cli_pin() -> str | None:
-    """The `aws-cdk` CLI version pinned in the repository's package.json (devDependencies or
-    dependencies), None when there is no readable package.json or it pins none.
+    """The `aws-cdk` CLI version the package's package.json pins (devDependencies or
+    dependencies; hyperpod_kit/paths.py), None when it is unreadable or pins none.
 
-    The one place that finds package.json: change this function, and nothing else, to read it
-    from elsewhere."""
+    The one place that reads the pin: `--version`, the CDK CLI's cache and the pipelines."""
     from hyperpod_kit.files import fileio
-    from hyperpod_kit.paths import REPO
+    from hyperpod_kit.paths import PACKAGE_JSON
 
     try:
-        data = fileio.read_json(
-            REPO / "package.json", limit=MAX_PACKAGE_JSON_BYTES, what="package.json"
-        )
+        data = fileio.read_json(PACKAGE_JSON, limit=MAX_PACKAGE_JSON_BYTES, what="package.json")
     except fileio.InputError:
         return None
     if not isinstance(data, dict):

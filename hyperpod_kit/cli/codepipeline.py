@@ -20,7 +20,6 @@ stack, which is not generated yet.
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shlex
 import sys
@@ -43,7 +42,6 @@ from hyperpod_kit.cli.pipeline import (
     toolkit_repository,
 )
 from hyperpod_kit.config.facts import regions
-from hyperpod_kit.paths import PACKAGE_JSON
 
 if TYPE_CHECKING:
     from hyperpod_kit.app import StagedEnvironment
@@ -197,8 +195,12 @@ def check_same_region(name: str, file: str, region: str, connection: Connection)
 
 def pinned_cdk_cli() -> str:
     """The CDK CLI version package.json pins: the self-mutation step installs the same one."""
-    package = json.loads(PACKAGE_JSON.read_text(encoding="utf-8"))
-    return str(package["devDependencies"]["aws-cdk"])
+    from hyperpod_kit.versions import cdk_cli_pin
+
+    pin = cdk_cli_pin()
+    if pin is None:
+        raise RuntimeError("hyperpod-kit's package.json pins no aws-cdk: reinstall hyperpod-kit")
+    return pin
 
 
 # --- the steps' commands -----------------------------------------------------------------------

@@ -68,7 +68,7 @@ def test_a_missing_distribution_is_not_installed(
 def test_the_cdk_cli_pin_comes_from_package_json(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, package_json: object, pin: str | None
 ) -> None:
-    monkeypatch.setattr("hyperpod_kit.paths.REPO", tmp_path)
+    monkeypatch.setattr("hyperpod_kit.paths.PACKAGE_JSON", tmp_path / "package.json")
     if isinstance(package_json, str):
         (tmp_path / "package.json").write_text(package_json)
     elif package_json is not None:
