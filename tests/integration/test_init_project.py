@@ -152,6 +152,10 @@ def test_the_launcher_finds_hyperpod_kits_python(
     assert init(capsys, project)[0] == 0
     (project / "app.py").write_text(APP_STANDIN)
     launcher = ["sh", "bin/cdk-app"]
+    shellcheck = shutil.which("shellcheck")
+    if shellcheck is not None:  # .ci/run installs it
+        lint = subprocess.run([shellcheck, "-s", "sh", "bin/cdk-app"], cwd=project, check=False)
+        assert lint.returncode == 0, "bin/cdk-app passes shellcheck"
 
     nothing = clean(launcher, cwd=project, home=home)
     assert nothing.returncode == 2
