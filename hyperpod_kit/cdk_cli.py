@@ -125,10 +125,16 @@ def resolve(environment_file: Path | str, *, say: Say = _ignore) -> Path:
         found = installed_version(project)
         if found == version and binary_in(project).is_file():
             return binary_in(project)
-        what = f"is {PACKAGE} {found}" if found else f"holds no readable {PACKAGE}"
+        modules = project / "node_modules"
+        if found == version:  # the version, but its command is a broken link
+            why = f"{modules / '.bin' / 'cdk'} is a broken link"
+        elif found is None:
+            why = f"{modules} holds no readable {PACKAGE}, not the pinned {version}"
+        else:
+            why = f"{modules} is {PACKAGE} {found}, not the pinned {version}"
         say(
-            f"{project / 'node_modules'} {what}, not the pinned {version}: using the pinned one "
-            f"from the per-user cache instead (`npm ci` there installs the pinned one)"
+            f"{why}: using the pinned one from the per-user cache instead (`npm ci` there "
+            "installs the pinned one)"
         )
     cache = cache_folder(version)
     if not usable(cache, version):
