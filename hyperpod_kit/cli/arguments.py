@@ -37,8 +37,11 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     ("check", "rehearse"): ENV,
     ("estimate", "step_time"): NOT,
     ("init", "file"): FILE_OUT,
+    # a project's folder: created whole, or (--force) its files added into it
+    ("init", "project"): FOLDER_OUT,
     **{("init", dest): NOT for dest in (
         "name", "orchestrator", "region", "az_id", "instance_type", "count", "users",
+        "toolkit_ref", "toolkit_repository",
     )},
     **{("pipeline github", d): s for d, s in PIPELINE_ENVS.items()},
     **{("pipeline github", dest): NOT for dest in (

@@ -5,6 +5,11 @@ assembly and run through both gates (cdk-nag, cfn-lint), exactly as `hyperpod-ki
 then that very folder is handed to the CDK CLI (`cdk deploy --app DIR`), so the CLI never
 re-synthesizes anything ungated. The temporary assembly is ours and removed afterwards.
 
+The CDK CLI is the version hyperpod-kit pins, found in the environment's project
+(`node_modules/.bin/cdk` from the environment file's folder upwards, if it is that version) or
+fetched once into a per-user cache (hyperpod_kit/cdk_cli.py): resolved before anything is
+synthesized, so a machine without Node.js learns it in a second, not after the gates.
+
 Options that hyperpod-kit does not know go to the CDK CLI unchanged (`--profile dev`,
 `--require-approval never`, `--exclusively`, `--hotswap`, stack names; `--` ends hyperpod-kit's
 own options). `deploy` and `destroy` act on every stack (`--all`) unless stack names are given.
@@ -45,9 +50,12 @@ CDK_ARRAY_OPTIONS = frozenset(
 _ENVIRONMENT_SUFFIXES = (".yaml", ".yml")
 
 
-def cdk_binary() -> Path | None:
-    local = Path("node_modules") / ".bin" / "cdk"  # the project's own pin (`npm ci`)
-    return local if local.exists() else None
+def cdk_binary(environment_file: Path | str, progress: Progress) -> Path:
+    """The pinned CDK CLI for this environment file: its project's, else the per-user cache's,
+    fetched now if need be (`cdk_cli.resolve`); `CdkCliError` (one line) if none can be had."""
+    from hyperpod_kit.cdk_cli import resolve
+
+    return resolve(environment_file, say=progress.line)
 
 
 def stack_names(args: Sequence[str]) -> list[str]:
@@ -113,14 +121,9 @@ def cdk_arguments(command: str, assembly: Path, extra: Sequence[str]) -> list[st
     return args + list(extra)
 
 
-def _cannot_run(cdk: Path | None, command: str, extra: Sequence[str], region: str) -> str | None:
+def _cannot_run(command: str, extra: Sequence[str], region: str) -> str | None:
     """Why the CDK CLI cannot be handed this command (one line), or None. All of it is known
-    before anything is synthesized."""
-    if cdk is None:
-        return (
-            "node_modules/.bin/cdk: the CDK CLI is not installed. Hint: run `make setup` (npm ci "
-            "installs the pinned aws-cdk into node_modules)."
-        )
+    before anything is synthesized (and before the CDK CLI is looked for, or fetched)."""
     why = refusal(command, extra)
     if why is not None:
         return why + "."
@@ -170,16 +173,31 @@ def missing_credentials(command: str, region: str, extra: Sequence[str]) -> str 
     )
 
 
+def _ready(
+    command: str, loaded: LoadedEnvironment, extra: Sequence[str], progress: Progress
+) -> Path | str:
+    """The CDK CLI to hand this command to, or why it cannot be (one line). Before the synth:
+    a missing Node.js is said in a second, not after the gates."""
+    from hyperpod_kit.cdk_cli import CdkCliError
+
+    why = _cannot_run(command, extra, loaded.config.region)
+    if why is not None:
+        return why
+    try:
+        return cdk_binary(loaded.file, progress)
+    except CdkCliError as e:
+        return str(e)
+
+
 def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
     from hyperpod_kit.cli.synth import gated_assembly
     from hyperpod_kit.outputs import write_error
 
-    cdk = cdk_binary()
-    why = _cannot_run(cdk, command, extra, loaded.config.region)
-    if why is not None or cdk is None:
-        print(why, file=sys.stderr)
-        return 2
     progress = Progress(command, quiet=any(arg in QUIET for arg in extra))
+    cdk = _ready(command, loaded, extra, progress)
+    if isinstance(cdk, str):
+        print(cdk, file=sys.stderr)
+        return 2
     lock = None
     if command == "deploy" and loaded.pins is not None:  # what is deployed is what is locked
         from hyperpod_kit.lock import lock_write

@@ -1,4 +1,5 @@
-"""`hyperpod-kit init [FILE]`: a commented environment file that passes `validate` as written.
+"""`hyperpod-kit init [FILE]`: a commented environment file that passes `validate` as written
+(`init --project DIR`: a repository around it, hyperpod_kit/cli/project.py).
 
 The choices come from flags; on a terminal, the ones not given are asked for; otherwise they are
 the embedded default's (environments/default.yaml), printed so the user sees what was chosen. A
@@ -15,9 +16,10 @@ import difflib
 import re
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import yaml
 
@@ -25,6 +27,11 @@ from hyperpod_kit.config.facts import instance_type, instance_types, regions, re
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import USER_NAME, EnvironmentConfig
 from hyperpod_kit.paths import DEFAULT_ENVIRONMENT
+
+if TYPE_CHECKING:
+    from hyperpod_kit.config import LoadedEnvironment
+
+T = TypeVar("T")
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
 DEFAULT_OUTPUT = "environment.yaml"
@@ -41,6 +48,10 @@ class ChoiceError(ValueError):
 
     def __init__(self, flag: str, value: object, message: str, hint: str) -> None:
         super().__init__(f"{flag}: {str(value)!r} {message}. Hint: {hint}.")
+
+
+class CombinationError(ValueError):
+    """Choices each fine that make a file validation refuses (`combination_error`'s line)."""
 
 
 @dataclass(frozen=True)
@@ -210,10 +221,21 @@ def add_init_parser(sub: Any) -> None:
         "init",
         help=what,
         description=f"{what}, from flags or, on a terminal, a few questions (the rest: the "
-        "embedded default's choices). An existing FILE is overwritten only with --force.",
+        "embedded default's choices). An existing FILE is overwritten only with --force. With "
+        "--project DIR, a repository for a team's environments around that file, whose "
+        "`npx cdk` works in a fresh clone.",
     )
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "file", nargs="?", default=DEFAULT_OUTPUT, help=f"the file to write ({DEFAULT_OUTPUT})"
+    )
+    where.add_argument(
+        "--project",
+        metavar="DIR",
+        help="write a repository for a team's environments into DIR instead: the environment "
+        "file and its version lock under environments/, package.json and package-lock.json "
+        "pinning the CDK CLI, cdk.json with its launcher bin/cdk-app, app.py, README.md, "
+        ".gitignore; DIR must be new, empty or a project hyperpod-kit wrote (else --force)",
     )
     p.add_argument("--name", help="environment name, the prefix of every stack (hyperpod-dev)")
     p.add_argument("--orchestrator", help="slurm or eks (slurm)")
@@ -237,7 +259,25 @@ def add_init_parser(sub: Any) -> None:
         action="store_true",
         help="never ask, even on a terminal: flags, else the default's choices",
     )
-    p.add_argument("--force", action="store_true", help="overwrite FILE if it exists")
+    p.add_argument(
+        "--github",
+        action="store_true",
+        help="with --project: also the GitHub Actions workflows of `pipeline github` for its "
+        "environment (.github/workflows; needs --toolkit-repository unless the installed "
+        "hyperpod-kit names its GitHub source)",
+    )
+    from hyperpod_kit.cli.pipeline import add_toolkit_arguments
+
+    add_toolkit_arguments(
+        p, "the --github workflows install", "checked out (--github) and installed (README.md)"
+    )
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="overwrite FILE if it exists; with --project, write the project's files into a "
+        "folder hyperpod-kit did not write, or over files of its own edited since (files of the "
+        "same names are overwritten, nothing else is touched)",
+    )
 
 
 FLAGS = ("name", "orchestrator", "region", "az_id", "instance_type", "count", "users", "studio")
@@ -453,43 +493,33 @@ def combination_error(findings: list[Finding]) -> str:
     )
 
 
-def init(args: argparse.Namespace) -> int:
-    from hyperpod_kit.config import ConfigError, load_environment
-    from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
-
+def choose(args: argparse.Namespace) -> Choices:
+    """The choices: the flags', and on a terminal (unless --no-input) answers for the rest; else
+    the embedded default's for what the flags leave. `ChoiceError` for a bad flag; `EOFError` or
+    `KeyboardInterrupt` when a question gets no answer."""
     defaults = default_choices()
-    given = any(getattr(args, f) is not None for f in FLAGS)
-    try:
-        # Refuse an existing file before asking anything (checked again with the real text).
-        check_file(args.file, "", force=args.force, other="give another FILE")
-        if sys.stdin.isatty() and not args.no_input:
-            choices = _questions(args, _from_flags(args, defaults, check=False))
-        else:
-            choices = _from_flags(args, defaults)
-        text = render(choices, args.file)
-    except (ChoiceError, OutputError) as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except (EOFError, KeyboardInterrupt):
-        print(f"{args.file}: nothing written (no answer)", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    # The file must pass `validate` as written: load it from a temporary copy first.
+    if sys.stdin.isatty() and not args.no_input:
+        return _questions(args, _from_flags(args, defaults, check=False))
+    return _from_flags(args, defaults)
+
+
+def validated(text: str, then: Callable[[LoadedEnvironment], T]) -> T:
+    """Load the rendered file as `validate` would, from a temporary copy (nothing else beside
+    it), and return `then(loaded)`, computed while the copy exists; `CombinationError` for a
+    combination of choices that the flags' own checks let through."""
+    from hyperpod_kit.config import ConfigError, load_environment
+
     with tempfile.TemporaryDirectory(prefix="hyperpod-kit-init.") as tmp:
         trial = Path(tmp) / "environment.yaml"
         trial.write_text(text, encoding="utf-8")
         try:
-            load_environment(trial)
-        except ConfigError as e:  # a combination the flags' own checks let through
-            print(combination_error(e.findings), file=sys.stderr)
-            return EXIT_BAD_INPUT
-    try:
-        write_file(check_file(args.file, text, force=args.force, other="give another FILE"))
-    except OutputError as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        print(write_error(e, args.file), file=sys.stderr)
-        return EXIT_BAD_INPUT
+            return then(load_environment(trial))
+        except ConfigError as e:
+            raise CombinationError(combination_error(e.findings)) from None
+
+
+def say_choices(args: argparse.Namespace, choices: Choices) -> None:
+    given = any(getattr(args, f) is not None for f in FLAGS)
     if not given and not sys.stdin.isatty():
         print(
             "no flags and no terminal: the embedded default's choices (environments/default.yaml):",
@@ -499,5 +529,54 @@ def init(args: argparse.Namespace) -> int:
         print("choices:", file=sys.stderr)
     for line in describe(choices):
         print(line, file=sys.stderr)
+
+
+def _only_with_project(args: argparse.Namespace) -> None:
+    """`CombinationError` for a flag of --project's given without it."""
+    from hyperpod_kit.cli.pipeline import DEFAULT_TOOLKIT_REF
+
+    for flag, given in (
+        ("--github", args.github),
+        ("--toolkit-repository", args.toolkit_repository is not None),
+        ("--toolkit-ref", args.toolkit_ref != DEFAULT_TOOLKIT_REF),
+    ):
+        if given and args.project is None:
+            raise CombinationError(
+                f"{flag}: only with --project, a project's workflows and README name it; "
+                "nothing written. Hint: hyperpod-kit init --project DIR --github "
+                "--toolkit-repository OWNER/NAME"
+            )
+
+
+def init(args: argparse.Namespace) -> int:
+    from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
+
+    if args.project is not None:
+        from hyperpod_kit.cli.project import init_project
+
+        return init_project(args)
+    try:
+        _only_with_project(args)
+        # Refuse an existing file before asking anything (checked again with the real text).
+        check_file(args.file, "", force=args.force, other="give another FILE")
+        choices = choose(args)
+        text = render(choices, args.file)
+        # The file must pass `validate` as written: load it from a temporary copy first.
+        validated(text, lambda loaded: None)
+    except (ChoiceError, CombinationError, OutputError) as e:
+        print(e, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except (EOFError, KeyboardInterrupt):
+        print(f"{args.file}: nothing written (no answer)", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        write_file(check_file(args.file, text, force=args.force, other="give another FILE"))
+    except OutputError as e:
+        print(e, file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except OSError as e:
+        print(write_error(e, args.file), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    say_choices(args, choices)
     print(f"wrote {args.file}; next: hyperpod-kit validate {args.file}", file=sys.stderr)
     return EXIT_OK

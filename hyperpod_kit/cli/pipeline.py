@@ -29,7 +29,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -114,12 +114,30 @@ class PipelineEnvironment:
     def read_variable(self) -> str:
         return "HYPERPOD_KIT_READ_ROLE_ARN_" + self.name.upper().replace("-", "_")
 
+    @classmethod
+    def from_variables(
+        cls, name: str, file: str, region: str, account: str | None = None
+    ) -> PipelineEnvironment:
+        """An environment whose roles are its repository variables (`${{ vars.NAME }}`)."""
+        names = cls(name, file, region, "")
+        return cls(
+            name, file, region, _variable(names.variable), _variable(names.diff_variable),
+            _variable(names.read_variable), account,
+        )  # fmt: skip
+
+
+def _variable(name: str) -> str:
+    return "${{ vars." + name + " }}"
+
+
+DEFAULT_TOOLKIT_REF = f"v{__version__}"
+
 
 def add_toolkit_arguments(p: argparse.ArgumentParser, installs: str, fetched: str) -> None:
     """--toolkit-ref and --toolkit-repository: where a generated pipeline gets hyperpod-kit."""
     p.add_argument(
         "--toolkit-ref",
-        default=f"v{__version__}",
+        default=DEFAULT_TOOLKIT_REF,
         metavar="REF",
         help=f"the hyperpod-kit tag, branch or commit {installs} (v{__version__})",
     )
@@ -532,12 +550,12 @@ def loaded_environments(
                     f"the role of `pipeline bootstrap` deployed in {name}'s account",
                 )
             account = arn_account(arn)
-        names = PipelineEnvironment(name, "", "", "")
-        role = roles.get(name, "${{ vars." + names.variable + " }}")
-        diff_role = diff_roles.get(name, "${{ vars." + names.diff_variable + " }}")
-        read_role = read_roles.get(name, "${{ vars." + names.read_variable + " }}")
-        env = PipelineEnvironment(
-            name, file, config.region, role, diff_role, read_role, config.account
+        env = PipelineEnvironment.from_variables(name, file, config.region, config.account)
+        env = replace(
+            env,
+            role=roles.get(name, env.role),
+            diff_role=diff_roles.get(name, env.diff_role),
+            read_role=read_roles.get(name, env.read_role),
         )
         result.append((env, loaded))
     return result

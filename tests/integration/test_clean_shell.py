@@ -161,13 +161,17 @@ def test_a_gate_error_never_reaches_the_cdk_cli(
     tmp_path: Path, home: Path, write_env: WriteEnv
 ) -> None:
     """`diff` takes the same path (tests/unit/test_cli.py checks both with a fake CDK CLI).
-    Made-up credentials in HOME: deploy checks for some before it synthesizes."""
+    Made-up credentials in HOME: deploy checks for some before it synthesizes. The file is in a
+    project with the pinned CDK CLI installed (package.json, node_modules), which deploy looks
+    for before it synthesizes (else it would fetch it into HOME's cache)."""
     command = "deploy"
     (home / ".aws").mkdir()
     (home / ".aws" / "credentials").write_text(
         "[default]\naws_access_key_id = AKIAEXAMPLE\naws_secret_access_key = example\n"
     )
     file = write_env({"network": {"vpc": {"flow_logs": False}}})
+    shutil.copy(REPO / "package.json", file.parent / "package.json")
+    (file.parent / "node_modules").symlink_to(REPO / "node_modules")
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     result = clean([HYPERPOD_KIT, command, file], cwd=tmp_path, home=home, tmpdir=tmpdir)

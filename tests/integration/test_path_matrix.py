@@ -341,8 +341,17 @@ def argv_for(world: World, argument: Argument, value: str) -> list[str]:
     command needs (positionals, required options, options with an example)."""
     argv = list(argument.words)
     positionals: list[str] = []
+    # Arguments that may not go with this one (a mutually exclusive group: `init FILE` and
+    # `init --project DIR`) are left out, positionals too.
+    excluded = {
+        other
+        for group in argument.parser._mutually_exclusive_groups
+        if argument.action in group._group_actions
+        for other in group._group_actions
+        if other is not argument.action
+    }
     for action in argument.parser._actions:
-        if isinstance(action, argparse._HelpAction | argparse._VersionAction):
+        if isinstance(action, argparse._HelpAction | argparse._VersionAction) or action in excluded:
             continue
         if action is argument.action:
             given = value

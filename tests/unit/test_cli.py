@@ -270,20 +270,33 @@ def test_check_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "Hint:" in err
 
 
+@pytest.mark.usefixtures("aws_credentials")
 @pytest.mark.parametrize("command", ["deploy", "diff", "destroy"])
 def test_cdk_cli_missing(
-    command: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+    command: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Without node_modules/.bin/cdk the CDK commands exit 2 with a hint, running nothing."""
-    monkeypatch.setattr("hyperpod_kit.cli.cdk.cdk_binary", lambda: None)
+    """Without Node.js on PATH the CDK commands exit 2 with one line and a hint, before anything
+    is synthesized or run (tests/integration/test_cdk_cli_cache.py: the rest of the lookup)."""
+    empty = tmp_path / "no-node"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
 
     def no_subprocess(*args: object, **kwargs: object) -> int:
         raise AssertionError(f"ran {args}")
 
+    def no_synth(*args: object, **kwargs: object) -> None:
+        raise AssertionError("synthesized before looking for the CDK CLI")
+
     monkeypatch.setattr("hyperpod_kit.cli.cdk.subprocess.call", no_subprocess)
+    monkeypatch.setattr("hyperpod_kit.cli.synth.gated_assembly", no_synth)
     code, _, err = run([command, str(DEFAULT)], capsys)
-    assert code == 2
-    assert "the CDK CLI is not installed. Hint: run `make setup`" in err
+    assert code == 2, err
+    last = err.splitlines()[-1]
+    assert last.startswith("the CDK CLI needs Node.js and npm on PATH: `node` was not found")
+    assert "Hint: install Node.js 20 or newer" in last
     assert "Traceback" not in err
 
 
@@ -292,7 +305,7 @@ def test_deploy_validates_first(
 ) -> None:
     """`deploy` of a bad file stops at validation: the CDK CLI is not even looked for."""
 
-    def no_cdk() -> None:
+    def no_cdk(*args: object) -> None:
         raise AssertionError("looked for the CDK CLI before validating")
 
     monkeypatch.setattr("hyperpod_kit.cli.cdk.cdk_binary", no_cdk)
@@ -379,7 +392,7 @@ def fake_cdk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, exit_code: int 
         f"exit {exit_code}\n"
     )
     fake.chmod(0o755)
-    monkeypatch.setattr("hyperpod_kit.cli.cdk.cdk_binary", lambda: fake)
+    monkeypatch.setattr("hyperpod_kit.cli.cdk.cdk_binary", lambda *args: fake)
     return calls
 
 

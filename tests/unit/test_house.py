@@ -36,6 +36,7 @@ CDK_FREE = (
     "hyperpod_kit.process",
     "hyperpod_kit.progress",
     "hyperpod_kit.estimate",
+    "hyperpod_kit.cdk_cli",
 )
 
 
