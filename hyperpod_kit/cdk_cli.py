@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hyperpod_kit.paths import PACKAGE_JSON
+from hyperpod_kit.versions import cdk_cli_pin
 
 PACKAGE = "aws-cdk"
 EXACT_VERSION = re.compile(r"^\d+\.\d+\.\d+$")
@@ -45,16 +46,12 @@ class CdkCliError(Exception):
     """Why no usable CDK CLI could be had: one line (the command exits 2)."""
 
 
-def pinned_version(package_json: Path = PACKAGE_JSON) -> str:
-    """The exact aws-cdk version hyperpod-kit's package.json pins (devDependencies)."""
-    try:
-        data = json.loads(package_json.read_text(encoding="utf-8"))
-        version = data["devDependencies"][PACKAGE]
-    except (OSError, ValueError, KeyError, TypeError):
-        version = None
-    if not isinstance(version, str) or not EXACT_VERSION.match(version):
+def pinned_version() -> str:
+    """The exact aws-cdk version hyperpod-kit's package.json pins (versions.cdk_cli_pin)."""
+    version = cdk_cli_pin()
+    if version is None or not EXACT_VERSION.match(version):
         raise CdkCliError(
-            f"{package_json}: hyperpod-kit's package.json pins no exact {PACKAGE} version "
+            f"{PACKAGE_JSON}: hyperpod-kit's package.json pins no exact {PACKAGE} version "
             f"({version!r}). Hint: reinstall hyperpod-kit"
         )
     return version

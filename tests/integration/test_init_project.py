@@ -231,7 +231,7 @@ def test_a_project_of_ours_is_rewritten_unless_edited(
     ("extra", "expected"),
     [
         (["--name", "Bad_Name"], "--name: 'Bad_Name' is not an environment name"),
-        (["--github"], "--toolkit-repository: '' is needed"),
+        (["--github"], "--toolkit-repository is needed"),
         (["--github", "--name", "plan", "--toolkit-repository", "o/r"], "--name: 'plan' is a"),
     ],
     ids=["bad-name", "github-without-repository", "reserved-name"],

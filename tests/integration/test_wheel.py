@@ -109,7 +109,7 @@ class Installed:
         return next((self.venv / "lib").glob("python3*/site-packages"))
 
     def run(
-        self, *args: str, name: str, timeout: int = 600, expect: int = 0
+        self, *args: str, name: str, timeout: int = 600, expect: int = 0, cwd: Path | None = None
     ) -> subprocess.CompletedProcess[str]:
         """`hyperpod-kit ARGS` from the venv under `env -i`, in the work folder, audited."""
         log = self.logs / f"{name}.opened"
@@ -125,7 +125,7 @@ class Installed:
         done = subprocess.run(
             ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
              str(python), "-c", AUDITED, *args],
-            cwd=self.work, capture_output=True, text=True, timeout=timeout, check=False,
+            cwd=cwd or self.work, capture_output=True, text=True, timeout=timeout, check=False,
         )  # fmt: skip
         assert done.returncode == expect, f"{args}: exit {done.returncode}\n{done.stderr[-4000:]}"
         assert "Traceback" not in done.stderr, done.stderr[-4000:]
@@ -205,20 +205,23 @@ def test_the_installed_toolkit_finds_its_files_in_site_packages(installed: Insta
 
 
 def test_from_an_empty_folder(installed: Installed) -> None:
-    """init, validate, schema, synth (both gates), jobs, plan, and the rehearsal: from the wheel,
-    in a folder outside the repository that starts empty."""
+    """A project of one's own (`init --project`), then validate, schema, synth (both gates),
+    jobs, plan, and the rehearsal of what it wrote: from the wheel, in a folder outside the
+    repository that starts empty."""
     assert list(installed.work.iterdir()) == []
-    installed.run("init", "env.yaml", "--no-input", name="init")
-    installed.run("validate", "env.yaml", name="validate")
-    schema = installed.run("schema", name="schema")
+    installed.run("init", "--project", "team", "--no-input", name="init")
+    project, env = installed.work / "team", "environments/hyperpod-dev.yaml"
+    assert (project / env).is_file() and (project / "cdk.json").is_file()
+    installed.run("validate", env, name="validate", cwd=project)
+    schema = installed.run("schema", name="schema", cwd=project)
     assert json.loads(schema.stdout)["title"]
-    installed.run("synth", "env.yaml", "-q", name="synth")
-    assert (installed.work / "cdk.out" / "manifest.json").is_file()
-    installed.run("jobs", "env.yaml", "-o", "jobs", name="jobs")
-    assert any((installed.work / "jobs").iterdir())
-    plan = installed.run("plan", "env.yaml", "--baseline", "cdk.out", name="plan")
+    installed.run("synth", env, "-q", name="synth", cwd=project)
+    assert (project / "cdk.out" / "manifest.json").is_file()
+    installed.run("jobs", env, "-o", "jobs", name="jobs", cwd=project)
+    assert any((project / "jobs").iterdir())
+    plan = installed.run("plan", env, "--baseline", "cdk.out", name="plan", cwd=project)
     assert "0 dangerous" in plan.stdout + plan.stderr
-    installed.run("check", "cdk.out", "--rehearse", "env.yaml", name="rehearse")
+    installed.run("check", "cdk.out", "--rehearse", env, name="rehearse", cwd=project)
 
 
 COMMANDS = ("version", "init", "validate", "schema", "synth", "jobs", "plan", "rehearse")
