@@ -28,7 +28,7 @@ from hyperpod_kit.config.facts import (
 )
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 GROUPS = "cluster.instance_groups"
 

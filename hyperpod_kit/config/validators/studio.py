@@ -12,7 +12,7 @@ from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.naming import eks_cluster_name
 
 # SageMaker's UserProfileName and SpaceName pattern (CreateUserProfile, CreateSpace).
