@@ -2936,7 +2936,7 @@ BAD: list[Any] = [
                 "cluster.eks.kubernetes_version",
                 "no pinned kubectl for Kubernetes 1.40",
                 "use a version of the table, or add the conda-forge kubernetes-client build for "
-                "it to KUBECTL_VERSIONS in hyperpod_kit/config/validators/studio.py",
+                "it to KUBECTL_VERSIONS in hyperpod_kit/config/kubectl.py",
             )
         ],
         id="studio-eks-no-kubectl",
