@@ -46,7 +46,7 @@ from hyperpod_kit.paths import REPO
 
 if TYPE_CHECKING:
     from hyperpod_kit.app import StagedEnvironment
-    from hyperpod_kit.config import LoadedEnvironment
+    from hyperpod_kit.config.environment import LoadedEnvironment
     from hyperpod_kit.constructs.delivery_pipeline import PipelineSource
 
 CODEPIPELINE_OUTPUT = "pipeline.out"

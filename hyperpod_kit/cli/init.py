@@ -454,7 +454,8 @@ def combination_error(findings: list[Finding]) -> str:
 
 
 def init(args: argparse.Namespace) -> int:
-    from hyperpod_kit.config import ConfigError, load_environment
+    from hyperpod_kit.config import ConfigError
+    from hyperpod_kit.config.environment import load_environment
     from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
 
     defaults = default_choices()

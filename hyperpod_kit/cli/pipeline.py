@@ -44,7 +44,7 @@ from hyperpod_kit.naming import (
 from hyperpod_kit.paths import REPO
 
 if TYPE_CHECKING:
-    from hyperpod_kit.config import LoadedEnvironment
+    from hyperpod_kit.config.environment import LoadedEnvironment
     from hyperpod_kit.outputs import FolderOutput
 
 EXIT_OK, EXIT_BAD_INPUT = 0, 2
@@ -457,7 +457,8 @@ def loaded_environments(
     """`environments`, each with its loaded file. An environment may not take a reserved name
     (`plan`, `drift`); `--region` must be each file's region, and a role's account the file's
     `account` (where it names one) and the other roles' of that environment."""
-    from hyperpod_kit.config import ConfigError, Level, load_environment
+    from hyperpod_kit.config import ConfigError, Level
+    from hyperpod_kit.config.environment import load_environment
 
     files: dict[str, str] = {}
     for value in envs:

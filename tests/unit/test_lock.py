@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from botocore.stub import Stubber
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.lock import (
     LOCK_IN_ASSEMBLY,
     LockError,

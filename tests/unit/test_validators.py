@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level, load_environment
+from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.validators import REGISTRY, run_validators, validator
 from tests.conftest import WriteEnv, default_data, merge
