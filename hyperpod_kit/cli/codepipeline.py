@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_kit.cli.pipeline import (
+from hyperpod_kit.cli.pipeline_flags import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     PipelineError,
