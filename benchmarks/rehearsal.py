@@ -33,7 +33,7 @@ QUIET = {
 REHEARSE = """
 import sys, time
 from pathlib import Path
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.rehearsal import rehearse_assembly
 loaded = load_environment(Path(sys.argv[1]))
 started = time.perf_counter()

@@ -29,7 +29,8 @@ def one(env_file: str, users: int, outdir: str) -> dict[str, float]:
     seconds in all and per phase."""
     started = time.perf_counter()
     from hyperpod_kit.app import build_environment, create_app
-    from hyperpod_kit.config import EnvironmentConfig, has_errors, load_environment
+    from hyperpod_kit.config import EnvironmentConfig, has_errors
+    from hyperpod_kit.config.environment import load_environment
     from hyperpod_kit.config.validators import run_validators
     from hyperpod_kit.gates import check_assembly, warm_up
 

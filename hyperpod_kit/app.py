@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from hyperpod_kit.config import ConfigError, EnvironmentConfig, load_environment
+from hyperpod_kit.config import ConfigError, EnvironmentConfig
 from hyperpod_kit.config.derived import (
     environment_areas,
     observability_stack,
@@ -23,6 +23,7 @@ from hyperpod_kit.config.derived import (
     slurm_accounting,
     task_governance,
 )
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
 from hyperpod_kit.outputs import ASSEMBLY, write_marker

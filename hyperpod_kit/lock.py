@@ -34,7 +34,7 @@ from packaging.version import Version
 from pydantic import BaseModel, ValidationError
 
 from hyperpod_kit import __version__
-from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.pins import ADDONS, Pin, incompatible, resolved_pins
 from hyperpod_kit.config.schema import EnvironmentConfig

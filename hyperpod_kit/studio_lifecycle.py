@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from hyperpod_kit.config.derived import FSX_MOUNT
+from hyperpod_kit.config.kubectl import kubectl_version
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.naming import slurm_client_parameter, slurm_token_prefix
 from hyperpod_kit.paths import ASSETS
@@ -92,8 +93,6 @@ def _word(value: str) -> str:
 def lifecycle_settings(
     config: EnvironmentConfig, *, file_system_id: str, eks: StudioEks | None
 ) -> LifecycleSettings:
-    from hyperpod_kit.config.validators.studio import kubectl_version  # a cycle at import time
-
     return LifecycleSettings(
         environment=config.name,
         region=config.region,

@@ -23,7 +23,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.progress import Progress
 
 # Options of the pinned CDK CLI (package.json) that take a value: the value is not a stack name.

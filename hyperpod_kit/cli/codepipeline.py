@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hyperpod_kit.cli.pipeline import (
+from hyperpod_kit.cli.pipeline_flags import (
     EXIT_BAD_INPUT,
     EXIT_OK,
     MissingFlagError,
@@ -45,7 +45,7 @@ from hyperpod_kit.config.facts import regions
 
 if TYPE_CHECKING:
     from hyperpod_kit.app import StagedEnvironment
-    from hyperpod_kit.config import LoadedEnvironment
+    from hyperpod_kit.config.environment import LoadedEnvironment
     from hyperpod_kit.constructs.delivery_pipeline import PipelineSource
 
 CODEPIPELINE_OUTPUT = "pipeline.out"

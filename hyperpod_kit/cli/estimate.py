@@ -12,7 +12,7 @@ import json
 import math
 import sys
 
-from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.estimate import Estimate, render_text
 from hyperpod_kit.estimate import estimate as compute
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import sys
 
-from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.config.extends import UnknownKeyError, explain, read_layers
 from hyperpod_kit.config.findings import Finding, Level
 

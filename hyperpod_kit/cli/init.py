@@ -29,7 +29,7 @@ from hyperpod_kit.config.schema import USER_NAME, EnvironmentConfig
 from hyperpod_kit.paths import DEFAULT_ENVIRONMENT
 
 if TYPE_CHECKING:
-    from hyperpod_kit.config import LoadedEnvironment
+    from hyperpod_kit.config.environment import LoadedEnvironment
 
 T = TypeVar("T")
 
@@ -507,7 +507,8 @@ def validated(text: str, then: Callable[[LoadedEnvironment], T]) -> T:
     """Load the rendered file as `validate` would, from a temporary copy (nothing else beside
     it), and return `then(loaded)`, computed while the copy exists; `CombinationError` for a
     combination of choices that the flags' own checks let through."""
-    from hyperpod_kit.config import ConfigError, load_environment
+    from hyperpod_kit.config import ConfigError
+    from hyperpod_kit.config.environment import load_environment
 
     with tempfile.TemporaryDirectory(prefix="hyperpod-kit-init.") as tmp:
         trial = Path(tmp) / "environment.yaml"
@@ -533,7 +534,7 @@ def say_choices(args: argparse.Namespace, choices: Choices) -> None:
 
 def _only_with_project(args: argparse.Namespace) -> None:
     """`CombinationError` for a flag of --project's given without it."""
-    from hyperpod_kit.cli.pipeline import DEFAULT_TOOLKIT_REF
+    from hyperpod_kit.cli.pipeline_flags import DEFAULT_TOOLKIT_REF
 
     for flag, given in (
         ("--github", args.github),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.config.pins import Pin, installed_addons
 from hyperpod_kit.lock import (
     LockError,

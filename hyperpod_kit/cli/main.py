@@ -18,7 +18,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from hyperpod_kit.config import ConfigError, Level, LoadedEnvironment, load_environment
+from hyperpod_kit.config import ConfigError, Level
+from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
 from hyperpod_kit.config.findings import Finding
 from hyperpod_kit.files import fileio
 from hyperpod_kit.process import quick_exit, silence_jsii
@@ -476,7 +477,7 @@ def _shown(findings: list[Finding], quiet: bool) -> list[Finding]:
 def _region_of(file: str) -> str:
     """The file's region, for the AWS facade, read within the loader's bounds (a hostile file
     cannot hang or crash this); a file without one fails later with a finding."""
-    from hyperpod_kit.config.loader import peek_region
+    from hyperpod_kit.config.environment import peek_region
 
     return peek_region(file) or "us-east-1"
 

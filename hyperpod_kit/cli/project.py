@@ -44,7 +44,7 @@ from hyperpod_kit.cli.init import (
     say_choices,
     validated,
 )
-from hyperpod_kit.cli.pipeline import PipelineError
+from hyperpod_kit.cli.pipeline_flags import PipelineError
 from hyperpod_kit.paths import PACKAGE_JSON, PACKAGE_LOCK
 
 PROJECT_TEMPLATES = TEMPLATES / "project"
@@ -99,7 +99,7 @@ def _static(name: str) -> str:
 def _known_repository(given: str | None) -> str | None:
     """The toolkit's GitHub repository for the README: given, or named by the installed
     package; None when neither (the README then names no repository)."""
-    from hyperpod_kit.cli.pipeline import toolkit_repository
+    from hyperpod_kit.cli.pipeline_flags import toolkit_repository
 
     try:
         return toolkit_repository(given)
@@ -111,10 +111,10 @@ def _known_repository(given: str | None) -> str | None:
 
 def project_files(args: argparse.Namespace, choices: Choices) -> dict[str, str]:
     """Every file of the project (relative path -> text), rendered and checked."""
-    from hyperpod_kit.cli.pipeline import (
+    from hyperpod_kit.cli.pipeline import render_workflows
+    from hyperpod_kit.cli.pipeline_flags import (
         PipelineEnvironment,
         check_ref,
-        render_workflows,
         toolkit_repository,
     )
     from hyperpod_kit.lock import LockError, lock_environment, lock_path, render_lock

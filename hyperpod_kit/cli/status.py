@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.outputs import LOGS, FolderOutput, write_error
 from hyperpod_kit.text import printable
 

@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from hyperpod_kit.config import LoadedEnvironment
+from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.gates import GateReport, check_assembly
 from hyperpod_kit.outputs import (
     ASSEMBLY,

@@ -1,5 +1,6 @@
 """A pinned HyperPod Helm chart folder, read offline: vendored dependencies and the values to
-pass over its own. No CDK import, so `validate` can use it as well as synth.
+pass over its own. No CDK import; what `validate` reads of a chart folder (which chart it holds)
+is in `hyperpod_kit/charts.py`, outside `constructs/`.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from hyperpod_kit.charts import read_mapping
 from hyperpod_kit.naming import HEALTH_LABEL
 
 HYPERPOD_HEALTH_TAINT: dict[str, str] = {
@@ -26,13 +28,6 @@ DEVICE_PLUGINS = ("nvidia-device-plugin", "aws-efa-k8s-device-plugin")
 """Sub-charts whose DaemonSets must run on every node of their kind, health checks or not."""
 
 
-def _load_yaml(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {}
-    data = yaml.safe_load(path.read_text())
-    return data if isinstance(data, dict) else {}
-
-
 def _vendored_names(charts: Path) -> set[str]:
     """Names of the charts in a chart's ``charts/`` folder: sub-folders and packed .tgz files."""
     names: set[str] = set()
@@ -40,7 +35,7 @@ def _vendored_names(charts: Path) -> set[str]:
         return names
     for entry in charts.iterdir():
         if entry.is_dir() and (entry / "Chart.yaml").is_file():
-            names.add(str(_load_yaml(entry / "Chart.yaml").get("name", entry.name)))
+            names.add(str(read_mapping(entry / "Chart.yaml").get("name", entry.name)))
         elif entry.suffix == ".tgz" and entry.is_file():
             names.update(_packed_names(entry))
     return names
@@ -61,7 +56,7 @@ def _packed_names(archive: Path) -> Iterable[str]:
 def missing_dependencies(path: Path) -> list[str]:
     """Dependencies of the chart at ``path`` that its ``charts/`` folder lacks. `helm install`
     checks every listed dependency, enabled or not, and never fetches one itself."""
-    chart = _load_yaml(path / "Chart.yaml")
+    chart = read_mapping(path / "Chart.yaml")
     wanted = [str(d.get("name")) for d in chart.get("dependencies") or [] if isinstance(d, dict)]
     have = _vendored_names(path / "charts")
     return [name for name in wanted if name not in have]
@@ -73,7 +68,7 @@ def chart_values(path: Path, *, region: str) -> dict[str, Any]:
     toleration for each device plugin whose values.yaml lacks it. Helm replaces lists rather than
     merging them, so the chart's own tolerations are repeated with it."""
     values: dict[str, Any] = {"global": {"region": region}}
-    defaults = _load_yaml(path / "values.yaml")
+    defaults = read_mapping(path / "values.yaml")
     for plugin in DEVICE_PLUGINS:
         section = defaults.get(plugin)
         tolerations = section.get("tolerations") if isinstance(section, Mapping) else None
@@ -95,10 +90,3 @@ def _tolerates(tolerations: list[Any]) -> bool:
         if t.get("key") == taint["key"] and t.get("value") == taint["value"]:
             return True
     return False
-
-
-def chart_identity(path: Path) -> tuple[str | None, str | None]:
-    """The (name, version) a chart folder's Chart.yaml declares; None where it says nothing."""
-    chart = _load_yaml(path / "Chart.yaml")
-    name, version = chart.get("name"), chart.get("version")
-    return (str(name) if name is not None else None, str(version) if version is not None else None)

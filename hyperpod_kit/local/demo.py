@@ -41,8 +41,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, NoReturn
 
-from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.derived import job_partition
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.files import fileio
 from hyperpod_kit.local.health import HealthNode
 from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmJob, SlurmUnavailableError

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.jobs import LocalRun, render_jobs
 from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmJob, free_port
 from hyperpod_kit.paths import DEFAULT_ENVIRONMENT

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from tests.conftest import REPO, merge
 from tests.integration.test_security_baseline import function_key
 

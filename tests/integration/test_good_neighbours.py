@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.config import ConfigError, Level, load_environment
+from hyperpod_kit.config import ConfigError, Level
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.loader import _path_to_loc
 
 BAD = Path(__file__).resolve().parents[1] / "data" / "bad"

@@ -33,7 +33,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.studio import LifecycleSettings
 from hyperpod_kit.jobs.context import JobContext, LocalRun, job_context

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.config import EnvironmentConfig, load_environment
+from hyperpod_kit.config import EnvironmentConfig
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.rehearsal.actors import Recording, record_calls
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.model import Call, ResourceRef

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from hyperpod_kit.cli.synth import build_assembly
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.rehearsal import rehearse_assembly
 from tests.conftest import REPO, run_cli
 

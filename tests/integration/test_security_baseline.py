@@ -29,7 +29,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.naming import accounting_cluster_identifier
 from tests.conftest import REPO, merge
 

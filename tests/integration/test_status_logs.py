@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.derived import environment_areas
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
 from hyperpod_kit.outputs import LOGS, MARKER, read_marker
 from tests.conftest import REPO, run_cli

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.config import EnvironmentConfig, load_environment
+from hyperpod_kit.config import EnvironmentConfig
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.gates import check_assembly
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
 from tests.conftest import REPO, run_cli, run_command

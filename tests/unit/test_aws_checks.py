@@ -13,8 +13,9 @@ from botocore.stub import Stubber
 from moto import mock_aws
 
 from hyperpod_kit.cli.main import main
-from hyperpod_kit.config import ConfigError, EnvironmentConfig, Level, load_environment
+from hyperpod_kit.config import ConfigError, EnvironmentConfig, Level
 from hyperpod_kit.config.aws import AwsFacade, run_aws_checks
+from hyperpod_kit.config.environment import load_environment
 from tests.conftest import WriteEnv, default_data, merge
 
 

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.findings import Level
 from hyperpod_kit.config.validators import REGISTRY, run_validators
 from hyperpod_kit.config.validators.general import _control_characters

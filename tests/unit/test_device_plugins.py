@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.config import EnvironmentConfig, load_environment
+from hyperpod_kit.config import EnvironmentConfig
 from hyperpod_kit.config.derived import DevicePlugins, device_plugins
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.facts import helm_chart_pins
 from tests.conftest import REPO, default_data, merge
 

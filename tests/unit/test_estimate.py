@@ -39,7 +39,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_kit.cli import main as cli
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.facts import instance_types_checked
 from hyperpod_kit.config.facts import prices as price_table
 from hyperpod_kit.estimate import Estimate, estimate, render_text

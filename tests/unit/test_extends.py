@@ -11,10 +11,11 @@ import pytest
 import yaml
 
 from hyperpod_kit.cli.main import main
-from hyperpod_kit.config import ConfigError, load_environment
+from hyperpod_kit.config import ConfigError
+from hyperpod_kit.config.environment import load_environment, peek_region
 from hyperpod_kit.config.extends import MAX_CHAIN
 from hyperpod_kit.config.jsonschema import environment_schema
-from hyperpod_kit.config.loader import MAX_VALUES, peek_region
+from hyperpod_kit.config.loader import MAX_VALUES
 from tests.conftest import REPO
 
 BASE = """\

@@ -16,7 +16,8 @@ from cdk_nag import AwsSolutionsChecks, NagSuppressions
 from constructs import Construct, IConstruct
 
 from hyperpod_kit.app import FEATURE_FLAGS
-from hyperpod_kit.config import EnvironmentConfig, load_environment
+from hyperpod_kit.config import EnvironmentConfig
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.constructs.hyperpod_cluster import FileSystemHandles, HyperPodCluster
 from hyperpod_kit.gates import check_assembly
 from tests.conftest import REPO, default_data, merge

@@ -12,7 +12,8 @@ import yaml
 
 from hyperpod_kit.cli import main as cli
 from hyperpod_kit.cli.init import Choices, check_users, default_choices, render
-from hyperpod_kit.config import Level, load_environment
+from hyperpod_kit.config import Level
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.templating import json_value
 
 ORCHESTRATORS = ("slurm", "eks")

@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from hyperpod_kit.cli.main import main
-from hyperpod_kit.config import EnvironmentConfig, load_environment
+from hyperpod_kit.config import EnvironmentConfig
 from hyperpod_kit.config.derived import JOB_EVENTS_DIR, trainer_settings
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.facts import instance_types
 from hyperpod_kit.jobs import ImageError, JobImage, LocalRun, RenderedJob, lint, render_jobs
 from hyperpod_kit.jobs.context import UnsafeValueError, job_context

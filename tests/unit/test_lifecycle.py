@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.health_settings import node_health_settings
 from hyperpod_kit.lifecycle import (

@@ -19,7 +19,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hyperpod_kit.config import ConfigError, Finding, Level, load_environment
+from hyperpod_kit.config import ConfigError, Finding, Level
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.loader import Loc, format_loc, line_of, parse_yaml
 from tests.conftest import WriteEnv, default_data, merge
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.config import ConfigError, Finding, Level, load_environment
+from hyperpod_kit.config import ConfigError, Finding, Level
+from hyperpod_kit.config.environment import load_environment, peek_region
 from hyperpod_kit.config.loader import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_NUMBER_CHARS,
     MAX_VALUES,
-    peek_region,
 )
 
 HEAD = "name: hyperpod-dev\nregion: us-west-2\navailability_zone_id: usw2-az2\n"

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from hyperpod_kit.config import ConfigError, Finding, Level, load_environment
+from hyperpod_kit.config import ConfigError, Finding, Level
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.loader import parse_yaml
 
 HEAD = "name: hyperpod-dev\nregion: us-west-2\navailability_zone_id: usw2-az2\n"

@@ -11,8 +11,9 @@ from typing import Any, Literal
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from hyperpod_kit.config import ConfigError, Finding, Level, load_environment
+from hyperpod_kit.config import ConfigError, Finding, Level
 from hyperpod_kit.config import schema as schema_module
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.loader import schema_findings
 
 HEAD = "name: hyperpod-dev\nregion: us-west-2\navailability_zone_id: usw2-az2\n"

@@ -13,7 +13,7 @@ import pytest
 from botocore.stub import Stubber
 
 from hyperpod_kit import __version__
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.lock import (
     LOCK_FORMAT,
     LOCK_IN_ASSEMBLY,

@@ -24,7 +24,8 @@ import yaml
 
 from hyperpod_kit import __version__
 from hyperpod_kit.cli import main as cli
-from hyperpod_kit.cli.pipeline import WORKFLOWS, PipelineError, ours_digest, toolkit_repository
+from hyperpod_kit.cli.pipeline import WORKFLOWS, ours_digest
+from hyperpod_kit.cli.pipeline_flags import PipelineError, toolkit_repository
 from hyperpod_kit.cli.status import WATCH_LIMIT_S
 from hyperpod_kit.config.facts import action_pins
 from hyperpod_kit.naming import DEPLOY_SESSION_SECONDS, READ_SESSION_SECONDS

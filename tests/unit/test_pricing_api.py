@@ -24,8 +24,8 @@ from botocore.stub import Stubber
 
 from hyperpod_kit.cli import main as cli
 from hyperpod_kit.config import aws as aws_module
-from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.aws import AwsFacade
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.facts.prices import pricing_api_queries
 from hyperpod_kit.estimate import estimate, render_text
 from hyperpod_kit.operations.pricing import PRICING_API, PricingApi, matching, offers

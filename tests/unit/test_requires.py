@@ -180,7 +180,7 @@ def test_the_json_schema_knows_requires() -> None:
 
 def test_requires_is_a_directive_not_a_field(tmp_path: Path) -> None:
     """A directive, not a field: the config the stacks get is the same with or without it."""
-    from hyperpod_kit.config import load_environment
+    from hyperpod_kit.config.environment import load_environment
 
     plain = write(tmp_path, yaml.safe_dump(default_data()), "plain.yaml")
     stated = write(

@@ -19,9 +19,9 @@ import boto3
 import pytest
 from botocore.stub import Stubber
 
-from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.aws import AwsFacade
 from hyperpod_kit.config.derived import environment_areas
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.naming import ENVIRONMENT_TAG, LOG_STREAMS, parameter_name, stack_name
 from hyperpod_kit.operations import logs
 from hyperpod_kit.operations import status as status_module

@@ -18,7 +18,8 @@ from aws_cdk import aws_iam as iam
 
 import hyperpod_kit.gates
 from hyperpod_kit.app import build_environment, create_app
-from hyperpod_kit.config import EnvironmentConfig, load_environment
+from hyperpod_kit.config import EnvironmentConfig
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.validators import run_validators
 from hyperpod_kit.config.validators.studio import lifecycle_config_size
 from hyperpod_kit.constructs.studio import StudioEks

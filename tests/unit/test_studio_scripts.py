@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_kit import studio_lifecycle
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.studio import (
     CLIENT_SCRIPT,

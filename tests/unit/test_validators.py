@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level, load_environment
+from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.validators import REGISTRY, run_validators, validator
 from tests.conftest import WriteEnv, default_data, merge
@@ -2936,7 +2937,7 @@ BAD: list[Any] = [
                 "cluster.eks.kubernetes_version",
                 "no pinned kubectl for Kubernetes 1.40",
                 "use a version of the table, or add the conda-forge kubernetes-client build for "
-                "it to KUBECTL_VERSIONS in hyperpod_kit/config/validators/studio.py",
+                "it to KUBECTL_VERSIONS in hyperpod_kit/config/kubectl.py",
             )
         ],
         id="studio-eks-no-kubectl",

@@ -3,71 +3,14 @@
 Each validator is a function from the whole config to findings, registered under a stable name so
 that a user can suppress its warnings (`validation.suppress` in the file, `--suppress` on the CLI)
 and a test can call it by name. Errors cannot be suppressed: they mean AWS would reject the stack.
+
+The registry lives in `registry.py`, which every area imports; this package imports the areas,
+so importing it registers every check, and nothing imports the package back while it loads.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
-
-from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.schema import EnvironmentConfig
-
-Check = Callable[[EnvironmentConfig], Iterator[Finding]]
-
-
-@dataclass(frozen=True)
-class Validator:
-    name: str
-    area: str
-    check: Check
-    first: bool = False  # runs before the others: its finding leads among those of one line
-
-
-REGISTRY: dict[str, Validator] = {}
-
-
-def validator(name: str, *, area: str, first: bool = False) -> Callable[[Check], Check]:
-    """Register `check` under `name`; the name is what users suppress and tests select. `first`:
-    its findings come before the others' (a value with a control character is reported for
-    that before any rule reads the rest of it)."""
-
-    def register(check: Check) -> Check:
-        if name in REGISTRY:
-            raise ValueError(f"validator {name!r} registered twice")
-        REGISTRY[name] = Validator(name, area, check, first)
-        return check
-
-    return register
-
-
-def run_validators(
-    config: EnvironmentConfig, *, suppress: Iterable[str] = (), only: Sequence[str] | None = None
-) -> list[Finding]:
-    """All findings of all (or `only` the named) validators, minus suppressed warnings and infos."""
-    unknown = [n for n in suppress if n not in REGISTRY]
-    findings = [
-        Finding(
-            Level.WARNING,
-            "validation.suppress",
-            f"no check is named {name!r}",
-            f"names: {', '.join(sorted(REGISTRY))}",
-            check="validation",
-        )
-        for name in unknown
-    ]
-    muted = set(suppress)
-    for v in sorted(REGISTRY.values(), key=lambda v: not v.first):  # stable: else as registered
-        if only is not None and v.name not in only:
-            continue
-        for f in v.check(config):
-            if f.level is Level.ERROR or v.name not in muted:
-                findings.append(replace(f, check=v.name))
-    return findings
-
-
-# Import the areas so that their validators register.
-from hyperpod_kit.config.validators import (  # noqa: E402
+from hyperpod_kit.config.validators import (
     accounting,
     api,
     cluster,
@@ -82,9 +25,17 @@ from hyperpod_kit.config.validators import (  # noqa: E402
     studio,
     trainer,
 )
+from hyperpod_kit.config.validators.registry import (
+    REGISTRY,
+    Check,
+    Validator,
+    run_validators,
+    validator,
+)
 
 __all__ = [
     "REGISTRY",
+    "Check",
     "Validator",
     "accounting",
     "api",

@@ -16,7 +16,7 @@ from hyperpod_kit.config.derived import continuous_provisioning
 from hyperpod_kit.config.facts import accounting_facts
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, NewVpcConfig, TeamConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 AT = "cluster.slurm.accounting"
 

@@ -22,7 +22,7 @@ from hyperpod_kit.config.derived import deep_health_checks
 from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.naming import (
     LIFECYCLE_KINDS,
     eks_cluster_name,

@@ -12,6 +12,7 @@ from ipaddress import IPv4Network
 from pathlib import Path
 from typing import Any
 
+from hyperpod_kit.charts import chart_identity
 from hyperpod_kit.config.derived import FSX_MOUNT, device_plugins, training_plan_of
 from hyperpod_kit.config.facts import (
     ami_accounts,
@@ -28,7 +29,7 @@ from hyperpod_kit.config.facts import (
 )
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 GROUPS = "cluster.instance_groups"
 
@@ -344,8 +345,6 @@ def _plugin_folders(config: EnvironmentConfig) -> dict[str, str]:
 
 def _check_plugin_folder(at: str, value: str, path: Path) -> Iterator[Finding]:
     """A local copy of a device plugin's chart is that chart, at the version HyperPod pins."""
-    from hyperpod_kit.constructs.eks_chart_folder import chart_identity
-
     pin = helm_chart_pins()[PLUGIN_FOLDERS[at.rsplit(".", 1)[1]]]
     fetch = f"helm pull {pin.name} --repo {pin.repository} --version {pin.version} --untar"
     if not (path / "Chart.yaml").is_file():

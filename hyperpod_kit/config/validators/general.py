@@ -11,7 +11,7 @@ from hyperpod_kit.config.facts import limit, limits_checked, regions, regions_ch
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.regions import az_id_prefix
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.text import MULTI_LINE_KEY, control_characters, control_hint, describe, shown
 
 KIT_TAG = "hyperpod-kit:environment"  # on every stack and resource (app.py)

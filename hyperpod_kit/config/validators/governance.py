@@ -26,7 +26,7 @@ from hyperpod_kit.config.derived import (
 from hyperpod_kit.config.facts import instance_type, task_governance_facts
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, TeamConfig, TeamQuotaConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.naming import (
     compute_quota_name,
     scheduler_config_name,

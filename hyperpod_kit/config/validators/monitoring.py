@@ -17,7 +17,7 @@ from hyperpod_kit.config.schema import (
     EnvironmentConfig,
     Remediation,
 )
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 AT = "monitoring"
 CHECKS = f"{AT}.node_checks"

@@ -9,7 +9,7 @@ from ipaddress import IPv4Network
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, NewVpcConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 
 @validator("vpc-source", area="network")

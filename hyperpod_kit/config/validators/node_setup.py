@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 SETUP = "cluster.node_setup"
 

@@ -12,7 +12,7 @@ from hyperpod_kit.config.derived import account_of_arn, region_of_arn
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 AT = "monitoring.prometheus"
 # Files of monitoring.prometheus.packages each exporter (and, without internet, the agent) needs.

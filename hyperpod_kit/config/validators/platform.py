@@ -17,7 +17,7 @@ from hyperpod_kit.config.facts import instance_type, limit, limits_checked
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.pins import incompatible
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig, RollingDeployment
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 GROUPS = "cluster.instance_groups"
 # Label and taint prefixes a user may not set on nodes: Kubernetes' own, and HyperPod's (it

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from hyperpod_kit.config.derived import lustre_throughput_mb_s, lustre_tib
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 LUSTRE = "storage.lustre"
 THROUGHPUT_TIERS = (125, 250, 500, 1000)

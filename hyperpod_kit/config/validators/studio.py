@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.kubectl import KUBECTL_CHECKED, KUBECTL_VERSIONS, kubectl_version
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.naming import eks_cluster_name
 
 # SageMaker's UserProfileName and SpaceName pattern (CreateUserProfile, CreateSpace).
@@ -20,26 +21,6 @@ PROFILE_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 # FSxLustreFileSystemConfig.FileSystemPath.
 FILE_SYSTEM_PATH = re.compile(r"^/\S*$")
 FILE_SYSTEM_PATH_MAX = 256
-
-# kubectl from conda-forge's `kubernetes-client`, one build per Kubernetes minor version HyperPod
-# supports; kubectl talks to API servers one minor version either side of its own. Versions
-# listed on anaconda.org/conda-forge/kubernetes-client, checked 2026-11-23 (no 1.26-1.28 builds:
-# 1.28 clusters get 1.29).
-KUBECTL_VERSIONS = {
-    "1.28": "1.29.4",
-    "1.29": "1.29.4",
-    "1.30": "1.30.3",
-    "1.31": "1.31.4",
-    "1.32": "1.32.3",
-    "1.33": "1.33.4",
-    "1.34": "1.34.3",
-}
-KUBECTL_CHECKED = "2026-11-23"
-
-
-def kubectl_version(kubernetes: str) -> str | None:
-    """The pinned kubectl for a cluster's Kubernetes minor version, or None without one."""
-    return KUBECTL_VERSIONS.get(kubernetes)
 
 
 def _names(config: EnvironmentConfig) -> list[str]:
@@ -232,7 +213,7 @@ _FILE_SYSTEM_ID = "fs-" + "0" * 17
 def lifecycle_config_size(config: EnvironmentConfig) -> int:
     """Characters of the lifecycle configuration in base64, as StudioLifecycleConfigContent
     counts them, rendered by the function the Studio construct uses."""
-    from hyperpod_kit.studio_lifecycle import (  # imports this module: a cycle at import time
+    from hyperpod_kit.studio_lifecycle import (  # its templating loads jinja2: only with Studio
         StudioEks,
         lifecycle_settings,
         render_lifecycle_script,
@@ -333,7 +314,7 @@ def check_cluster_client(config: EnvironmentConfig) -> Iterator[Finding]:
             f"no pinned kubectl for Kubernetes {version} (table of "
             f"{', '.join(KUBECTL_VERSIONS)}, checked {KUBECTL_CHECKED})",
             "use a version of the table, or add the conda-forge kubernetes-client build for it "
-            "to KUBECTL_VERSIONS in hyperpod_kit/config/validators/studio.py",
+            "to KUBECTL_VERSIONS in hyperpod_kit/config/kubectl.py",
         )
 
 

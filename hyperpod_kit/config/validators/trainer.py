@@ -18,7 +18,7 @@ from hyperpod_kit.config.derived import (
 )
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import ElasticConfig, EnvironmentConfig
-from hyperpod_kit.config.validators import validator
+from hyperpod_kit.config.validators.registry import validator
 
 JOB = "trainer.job"
 # Trainer keys whose rules this module checks itself (with better hints).

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.config import load_environment
 from hyperpod_kit.config.derived import job_partition
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.local import LocalSlurm, SlurmJob, SlurmUnavailableError
 from hyperpod_kit.local.training import (  # the job and its output, shared with `make demo`
     CHECKPOINT_EVERY,

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.lifecycle import build_bundle
 from hyperpod_kit.local import LocalSlurm, SlurmUnavailableError
 from tests.conftest import REPO

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from hyperpod_kit.config import load_environment
+from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.local import LocalSlurm
 from hyperpod_kit.local.health import HealthNode
 from tests.integration.slurm.conftest import job_environment
