@@ -266,7 +266,7 @@ def add_init_parser(sub: Any) -> None:
         "environment (.github/workflows; needs --toolkit-repository unless the installed "
         "hyperpod-kit names its GitHub source)",
     )
-    from hyperpod_kit.cli.pipeline import add_toolkit_arguments
+    from hyperpod_kit.cli.pipeline_flags import add_toolkit_arguments
 
     add_toolkit_arguments(
         p, "the --github workflows install", "checked out (--github) and installed (README.md)"
@@ -550,12 +550,9 @@ def _only_with_project(args: argparse.Namespace) -> None:
 
 
 def init(args: argparse.Namespace) -> int:
+    """`init FILE` (`init --project DIR` is cli/project.py's, which builds on this module)."""
     from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
 
-    if args.project is not None:
-        from hyperpod_kit.cli.project import init_project
-
-        return init_project(args)
     try:
         _only_with_project(args)
         # Refuse an existing file before asking anything (checked again with the real text).

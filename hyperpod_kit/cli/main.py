@@ -327,8 +327,11 @@ def _dispatch(args: argparse.Namespace) -> int:
     if args.command in ("init", "pipeline"):  # commands that write files, not environments
         from hyperpod_kit.cli.init import init
         from hyperpod_kit.cli.pipeline import pipeline
+        from hyperpod_kit.cli.project import init_project  # builds on init's parts
 
-        return (init if args.command == "init" else pipeline)(args)
+        if args.command == "pipeline":
+            return pipeline(args)
+        return (init if args.project is None else init_project)(args)
     if args.command == "estimate":
         from hyperpod_kit.cli.estimate import estimate
 
