@@ -321,17 +321,22 @@ def split_cdk_argv(argv: Sequence[str]) -> tuple[list[str], list[str]]:
     return ours, theirs
 
 
+def _writer(args: argparse.Namespace) -> int:
+    """`init FILE`, `init --project DIR` (cli/project.py builds on cli/init.py), `pipeline`."""
+    from hyperpod_kit.cli.init import init
+    from hyperpod_kit.cli.pipeline import pipeline
+    from hyperpod_kit.cli.project import init_project
+
+    if args.command == "pipeline":
+        return pipeline(args)
+    return (init if args.project is None else init_project)(args)
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
         return _schema(args.output, markdown=args.markdown, force=args.force)
     if args.command in ("init", "pipeline"):  # commands that write files, not environments
-        from hyperpod_kit.cli.init import init
-        from hyperpod_kit.cli.pipeline import pipeline
-        from hyperpod_kit.cli.project import init_project  # builds on init's parts
-
-        if args.command == "pipeline":
-            return pipeline(args)
-        return (init if args.project is None else init_project)(args)
+        return _writer(args)
     if args.command == "estimate":
         from hyperpod_kit.cli.estimate import estimate
 
