@@ -84,7 +84,7 @@ dist: setup-dev
 # wall-clock bound (`timed`) run afterwards on their own, so no neighbour skews their timing.
 TEST_WORKERS ?= auto
 test: lint typecheck
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "not timed" $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope -m "not timed" --durations=30 $(PYTEST_ARGS)
 	$(BIN)/pytest -p no:xdist -m timed $(PYTEST_ARGS) || [ $$? -eq 5 ]  # 5: PYTEST_ARGS chose none
 
 BASELINE ?= cdk.out

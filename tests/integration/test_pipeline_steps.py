@@ -276,7 +276,8 @@ def test_the_install_step_installs_the_pinned_checkout_as_a_package(
         )  # fmt: skip
 
     version = run("hyperpod-kit", "--version")
-    assert (version.returncode, version.stdout.strip()) == (0, f"hyperpod-kit {__version__}")
+    first = version.stdout.splitlines()[0] if version.stdout else ""
+    assert (version.returncode, first) == (0, f"hyperpod-kit {__version__}"), version
     valid = run("hyperpod-kit", "validate", "mine.yaml")
     assert valid.returncode == 0, valid.stderr
     assert "mine.yaml: valid" in valid.stderr

@@ -150,7 +150,10 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
     pip = subprocess.run(
+        # --no-compile: the interpreter writes the bytecode of what the commands import, not of
+        # every module of every dependency (aws-cdk-lib's are most of the install's time)
         [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
+         "--no-compile",
          "-r", str(REPO / "requirements.txt"), str(wheel)],
         capture_output=True, text=True, timeout=900, check=False,
     )  # fmt: skip
