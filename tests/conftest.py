@@ -154,3 +154,11 @@ def assert_node_python(path: Path, *, local: frozenset[str] = frozenset()) -> No
         if isinstance(n, ast.ImportFrom) and not n.level
     }
     assert imports <= set(sys.stdlib_module_names) | {"__future__"} | local, imports
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """An empty HOME for a command run under `env -i` (nothing of the machine's user)."""
+    folder = tmp_path / "home"
+    folder.mkdir()
+    return folder

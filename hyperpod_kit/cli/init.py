@@ -549,9 +549,22 @@ def _only_with_project(args: argparse.Namespace) -> None:
             )
 
 
+def written(write: Callable[[], T], target: str) -> T | None:
+    """`write()`'s result; None once a refusal or the system's error is said in one line."""
+    from hyperpod_kit.outputs import OutputError, write_error
+
+    try:
+        return write()
+    except OutputError as e:
+        print(e, file=sys.stderr)
+    except OSError as e:
+        print(write_error(e, target), file=sys.stderr)
+    return None
+
+
 def init(args: argparse.Namespace) -> int:
     """`init FILE` (`init --project DIR` is cli/project.py's, which builds on this module)."""
-    from hyperpod_kit.outputs import OutputError, check_file, write_error, write_file
+    from hyperpod_kit.outputs import OutputError, check_file, write_file
 
     try:
         _only_with_project(args)
@@ -567,13 +580,12 @@ def init(args: argparse.Namespace) -> int:
     except (EOFError, KeyboardInterrupt):
         print(f"{args.file}: nothing written (no answer)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        write_file(check_file(args.file, text, force=args.force, other="give another FILE"))
-    except OutputError as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        print(write_error(e, args.file), file=sys.stderr)
+    other = "give another FILE"
+    done = written(  # True once written (write_file returns None)
+        lambda: write_file(check_file(args.file, text, force=args.force, other=other)) or True,
+        args.file,
+    )
+    if done is None:
         return EXIT_BAD_INPUT
     say_choices(args, choices)
     print(f"wrote {args.file}; next: hyperpod-kit validate {args.file}", file=sys.stderr)

@@ -43,6 +43,7 @@ from hyperpod_kit.cli.init import (
     render,
     say_choices,
     validated,
+    written,
 )
 from hyperpod_kit.cli.pipeline_flags import PipelineError
 from hyperpod_kit.paths import PACKAGE_JSON, PACKAGE_LOCK
@@ -191,7 +192,6 @@ def init_project(args: argparse.Namespace) -> int:
         PROJECT,
         OutputError,
         check_files_folder,
-        write_error,
         write_files,
     )
 
@@ -208,13 +208,10 @@ def init_project(args: argparse.Namespace) -> int:
     except (EOFError, KeyboardInterrupt):
         print(f"{args.project}: nothing written (no answer)", file=sys.stderr)
         return EXIT_BAD_INPUT
-    try:
-        writes = write_files(args.project, files, kind=PROJECT, force=args.force)
-    except OutputError as e:
-        print(e, file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except OSError as e:
-        print(write_error(e, args.project), file=sys.stderr)
+    writes = written(
+        lambda: write_files(args.project, files, kind=PROJECT, force=args.force), args.project
+    )
+    if writes is None:
         return EXIT_BAD_INPUT
     say_choices(args, choices)
     changed = [w for w in writes if w.changes]

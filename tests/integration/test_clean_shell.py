@@ -45,13 +45,6 @@ def clean(
     )  # fmt: skip
 
 
-@pytest.fixture
-def home(tmp_path: Path) -> Path:
-    folder = tmp_path / "home"
-    folder.mkdir()
-    return folder
-
-
 def cdk_synth(env_file: Path, out: Path, home: Path) -> subprocess.CompletedProcess[str]:
     return clean(
         [CDK, "synth", "--quiet", "-o", out, "-c", f"environment={env_file}"], cwd=REPO, home=home
