@@ -7,7 +7,8 @@ an app they made with `create_app()`, so every path synthesizes the same templat
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from hyperpod_kit.config import ConfigError, EnvironmentConfig
+from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level
 from hyperpod_kit.config.derived import (
     environment_areas,
     observability_stack,
@@ -23,7 +24,9 @@ from hyperpod_kit.config.derived import (
     slurm_accounting,
     task_governance,
 )
-from hyperpod_kit.config.environment import load_environment
+from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
+from hyperpod_kit.config.keys import annotate
+from hyperpod_kit.constructs.provenance import building, trace
 from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
@@ -86,6 +89,25 @@ class EnvironmentStacks:
         return [s for s in stacks if s is not None]
 
 
+@contextmanager
+def built(loaded: LoadedEnvironment) -> Iterator[None]:
+    """A value that CDK refused while the stacks were built from `loaded` is the file's: a
+    `ConfigError` at the key's line (`constructs/provenance.building`), not a traceback."""
+    from hyperpod_kit.constructs.provenance import BuildError
+
+    try:
+        yield
+    except BuildError as e:
+        finding = Finding(
+            Level.ERROR,
+            e.key,
+            f"CDK refused it: {e.message}",
+            "change the value; `hyperpod-kit validate` checks what it can before a synth",
+            check="cdk",
+        )
+        raise ConfigError(loaded.file, [loaded.place(finding)]) from None
+
+
 def create_app(*, outdir: str | None = None) -> cdk.App:
     """An app with the project's feature flags; `outdir` None lets the CDK CLI choose."""
     return cdk.App(outdir=outdir, context=dict(FEATURE_FLAGS))
@@ -96,6 +118,7 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
     App, or a `Stage` of a CDK pipeline (`build_pipeline`): the same stacks either way, with the
     same names and templates; cdk-nag is added to the scope given, as aspects of an App do not
     reach into its stages."""
+    annotate(config)  # every section knows its key: the constructs' provenance (provenance.py)
     env = cdk.Environment(account=config.account, region=config.region)
     prefix = config.name
 
@@ -106,56 +129,64 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             "description": f"hyperpod-kit {prefix}: {what}",
         }
 
-    network = NetworkStack(
-        scope,
-        f"{prefix}-network",
-        config=config,
-        **stack_args("network", "VPC, subnet, security groups"),
-    )
-    storage = StorageStack(
-        scope,
-        f"{prefix}-storage",
-        config=config,
-        network=network.network,
-        **stack_args("storage", "S3 data bucket and FSx for Lustre"),
-    )
+    # A value CDK refuses while a stack is built is reported at its key (provenance.building).
+    with building(config.network):
+        network = NetworkStack(
+            scope,
+            f"{prefix}-network",
+            config=config,
+            **stack_args("network", "VPC, subnet, security groups"),
+        )
+    with building(config.storage):
+        storage = StorageStack(
+            scope,
+            f"{prefix}-storage",
+            config=config,
+            network=network.network,
+            **stack_args("storage", "S3 data bucket and FSx for Lustre"),
+        )
     accounting = None
     if slurm_accounting(config):
         from hyperpod_kit.stacks.accounting import AccountingStack
 
         # Beside storage: the database the cluster hands to HyperPod for slurmdbd.
-        accounting = AccountingStack(
-            scope, f"{prefix}-accounting", config=config, network=network.network,
-            **stack_args("accounting", "the Slurm accounting database and its secret"),
-        )  # fmt: skip
+        with building(config.cluster.slurm.accounting):
+            accounting = AccountingStack(
+                scope, f"{prefix}-accounting", config=config, network=network.network,
+                **stack_args("accounting", "the Slurm accounting database and its secret"),
+            )  # fmt: skip
     # Beside storage, before the cluster: the nodes remote-write from their first boot.
-    observability, prometheus = _observability(
-        scope, config, stack_args("observability", "Prometheus workspace and Grafana")
-    )
+    with building(config.monitoring):
+        observability, prometheus = _observability(
+            scope, config, stack_args("observability", "Prometheus workspace and Grafana")
+        )
     trainer = None
     if config.trainer.build_image:
         # Independent of the others: deploys in parallel with network and storage.
-        trainer = TrainerStack(
-            scope, f"{prefix}-trainer", config=config,
-            **stack_args("trainer", "the bundled trainer image in ECR"),
-        )  # fmt: skip
+        with building(config.trainer):
+            trainer = TrainerStack(
+                scope, f"{prefix}-trainer", config=config,
+                **stack_args("trainer", "the bundled trainer image in ECR"),
+            )  # fmt: skip
     eks = None
     if config.orchestrator == "eks":
         from hyperpod_kit.stacks.eks import EksStack
 
         # In parallel with storage: what HyperPod needs before its cluster exists.
-        eks = EksStack(
-            scope, f"{prefix}-eks", config=config, network=network.network,
-            **stack_args("eks", "the EKS cluster, its core add-ons and HyperPod's Helm chart"),
+        with building(config.cluster.eks):
+            eks = EksStack(
+                scope, f"{prefix}-eks", config=config, network=network.network,
+                **stack_args("eks", "the EKS cluster, its core add-ons and HyperPod's Helm chart"),
+            )  # fmt: skip
+    with building(config.cluster):
+        cluster = ClusterStack(
+            scope, f"{prefix}-cluster", config=config, network=network.network,
+            lustre=storage.lustre, data_bucket=storage.data.bucket,
+            trainer_image=trainer.image if trainer else None,
+            eks=eks.eks if eks else None,
+            accounting=accounting.database if accounting else None, prometheus=prometheus,
+            **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
         )  # fmt: skip
-    cluster = ClusterStack(
-        scope, f"{prefix}-cluster", config=config, network=network.network,
-        lustre=storage.lustre, data_bucket=storage.data.bucket,
-        trainer_image=trainer.image if trainer else None,
-        eks=eks.eks if eks else None,
-        accounting=accounting.database if accounting else None, prometheus=prometheus,
-        **stack_args("cluster", "the SageMaker HyperPod cluster and its lifecycle scripts"),
-    )  # fmt: skip
     if observability is not None:
         # The nodes read the workspace's address from its handles while they provision.
         cluster.add_stack_dependency(observability, "the nodes read the workspace's handles")
@@ -169,54 +200,70 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
         from hyperpod_kit.stacks.eks_addons import EksAddonsStack
 
         # After the HyperPod cluster: these run on its nodes.
-        eks_addons = EksAddonsStack(
-            scope, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
-            cluster_arn=cluster.cluster.cluster_arn, after=[cluster], prometheus=prometheus,
-            grafana=observability.grafana_handles if observability else None,
-            **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"
-                         + (", task governance" if task_governance(config) else "")),
-        )  # fmt: skip
+        with building(config.cluster.eks):
+            eks_addons = EksAddonsStack(
+                scope, f"{prefix}-eks-addons", config=config, eks=eks.eks, lustre=storage.lustre,
+                cluster_arn=cluster.cluster.cluster_arn, after=[cluster], prometheus=prometheus,
+                grafana=observability.grafana_handles if observability else None,
+                **stack_args("eks-addons", "training operator, cert-manager, the FSx volume claim"
+                             + (", task governance" if task_governance(config) else "")),
+            )  # fmt: skip
     studio = None
     if config.studio.enabled:
         from hyperpod_kit.constructs.studio import StudioEks
         from hyperpod_kit.stacks.studio import StudioStack
 
         # After the cluster: partitions exist once its nodes report them.
-        studio = StudioStack(
-            scope, f"{prefix}-studio", config=config, network=network.network,
-            file_system=storage.lustre, cluster=cluster.cluster, data_bucket=storage.data.bucket,
-            eks=StudioEks(
-                cluster_name=eks.eks.cluster_name, cluster_arn=eks.eks.cluster_arn,
-                security_group_id=eks.eks.control_plane_security_group_id,
-            ) if eks else None,
-            **stack_args("studio", "SageMaker Studio domain, profiles and FSx partitions"),
-        )  # fmt: skip
+        with building(config.studio):
+            studio = StudioStack(
+                scope, f"{prefix}-studio", config=config, network=network.network,
+                file_system=storage.lustre, cluster=cluster.cluster,
+                data_bucket=storage.data.bucket,
+                eks=StudioEks(
+                    cluster_name=eks.eks.cluster_name, cluster_arn=eks.eks.cluster_arn,
+                    security_group_id=eks.eks.control_plane_security_group_id,
+                ) if eks else None,
+                **stack_args("studio", "SageMaker Studio domain, profiles and FSx partitions"),
+            )  # fmt: skip
     monitoring = None
     if config.monitoring.enabled:
         # After the cluster, beside Studio: events, alarms, dashboard, remediation.
-        monitoring = MonitoringStack(
-            scope, f"{prefix}-monitoring", config=config, cluster=cluster.cluster,
-            file_system_id=storage.lustre.file_system_id,
-            **stack_args("monitoring", "HyperPod events, alarms, dashboard and auto-repair"),
-        )  # fmt: skip
+        with building(config.monitoring):
+            monitoring = MonitoringStack(
+                scope, f"{prefix}-monitoring", config=config, cluster=cluster.cluster,
+                file_system_id=storage.lustre.file_system_id,
+                **stack_args("monitoring", "HyperPod events, alarms, dashboard and auto-repair"),
+            )  # fmt: skip
     stacks = EnvironmentStacks(
         network=network, storage=storage, trainer=trainer, cluster=cluster, accounting=accounting,
         eks=eks, observability=observability,
         eks_addons=eks_addons, studio=studio, monitoring=monitoring,
     )  # fmt: skip
+    _tag(stacks, config)
+    _same_areas(stacks, config)
+    cdk.Aspects.of(scope).add(AwsSolutionsChecks(verbose=True))
+    return stacks
+
+
+def _same_areas(stacks: EnvironmentStacks, config: EnvironmentConfig) -> None:
+    """`status` knows the stacks from the file alone: keep the two one list."""
+    built = [s.stack_name for s in stacks.all()]
+    implied = [stack_name(config.name, area) for area in environment_areas(config)]
+    if built != implied:
+        raise RuntimeError(f"stacks {built} differ from environment_areas' {implied}")
+
+
+def _tag(stacks: EnvironmentStacks, config: EnvironmentConfig) -> None:
+    """The environment's tags on every resource, and its key on every log group."""
     for stack in stacks.all():
         for key, value in {ENVIRONMENT_TAG: config.name, **config.tags}.items():
             cdk.Tags.of(stack).add(key, value, exclude_resource_types=UNTAGGABLE)
+        trace(stack, config, {"Tags": "tags"})  # a finding on a resource's tags: the file's
         if config.kms_key_arn is not None:  # docs/security.md
             cdk.Aspects.of(stack).add(
-                EncryptLogGroups(config.kms_key_arn), priority=cdk.AspectPriority.MUTATING
+                EncryptLogGroups(config.kms_key_arn, written=config),
+                priority=cdk.AspectPriority.MUTATING,
             )
-    built = [s.stack_name for s in stacks.all()]
-    implied = [stack_name(prefix, area) for area in environment_areas(config)]
-    if built != implied:  # `status` knows the stacks from the file alone: keep the two one list
-        raise RuntimeError(f"stacks {built} differ from environment_areas' {implied}")
-    cdk.Aspects.of(scope).add(AwsSolutionsChecks(verbose=True))
-    return stacks
 
 
 def _observability(
@@ -328,18 +375,23 @@ def main() -> int:
         return 2
     for finding in loaded.findings:
         print(finding.render(loaded.file), file=sys.stderr)
-    build_environment(app, loaded.config)
+    try:
+        with built(loaded):
+            build_environment(app, loaded.config)
+    except ConfigError as e:
+        print(e, file=sys.stderr)
+        return 2
     warm_up(loaded.config.region)  # cfn-lint loads while Node synthesizes
     outdir = app.synth().directory
     (Path(outdir) / LOCK_IN_ASSEMBLY).write_text(lock_text(loaded.config, resolution.pins))
     write_marker(outdir, ASSEMBLY)  # last: it lists everything the assembly holds
     report = check_assembly(outdir)
-    print(report.render(), file=sys.stderr)
+    print(report.render(loaded.at), file=sys.stderr)
     if not report.ok:
         print(
             f"{file}: rejected by the gates ({len(report.errors)} errors); nothing goes to AWS",
             file=sys.stderr,
         )
-        return 1
+        return 2 if report.traced else 1
     write_file(lock)  # once the gates pass, as `hyperpod-kit synth` writes it
     return 0

@@ -191,3 +191,8 @@ def compute_quota_name(cluster_name: str, team: str) -> str:
 def scheduler_config_name(cluster_name: str) -> str:
     """The cluster policy (`AWS::SageMaker::ClusterSchedulerConfig` Name, create-only)."""
     return f"{cluster_name}-policy"
+
+
+PROVENANCE_METADATA = "hyperpod-kit:keys"
+"""The construct metadata type under which a resource records the keys of the environment file
+its properties came from (`constructs/provenance.py` writes it, the gates read it)."""

@@ -218,7 +218,7 @@ def run_cdk(command: str, loaded: LoadedEnvironment, extra: list[str]) -> int:
                     "was not run, nothing was sent to AWS",
                     file=sys.stderr,
                 )
-                return 1
+                return 2 if report.traced else 1
             if command == "deploy":
                 from hyperpod_kit.rehearsal import rehearse_assembly
 

@@ -289,6 +289,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except fileio.PathError as e:  # an input or an output refused: one line
         print(e, file=sys.stderr)
         return EXIT_BAD_INPUT
+    except ConfigError as e:  # a value CDK refused while the stacks were built (`built`)
+        for finding in e.findings:
+            print(finding.render(e.file), file=sys.stderr)
+        return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         return 130
 

@@ -30,10 +30,10 @@ from hyperpod_kit.progress import SILENT, Progress
 def build_assembly(loaded: LoadedEnvironment, outdir: Path, progress: Progress = SILENT) -> None:
     """Synthesize the environment's stacks into `outdir` (offline, no gates), with the version
     lock it was resolved against (for `plan`)."""
-    with progress.stage("build the stacks"):
-        from hyperpod_kit.app import build_environment, create_app
-        from hyperpod_kit.gates import warm_up
+    from hyperpod_kit.app import build_environment, built, create_app
+    from hyperpod_kit.gates import warm_up
 
+    with progress.stage("build the stacks"), built(loaded):
         app = create_app(outdir=str(outdir))
         build_environment(app, loaded.config)
     with progress.stage("synthesize, cdk-nag"):  # cdk-nag is an aspect: it runs in the synth
@@ -53,7 +53,7 @@ def gated_assembly(
     write_marker(outdir, ASSEMBLY)
     with progress.stage("cfn-lint"):
         report = check_assembly(outdir)
-    _print(report)
+    print(report.render(loaded.at), file=sys.stderr)
     return report
 
 
@@ -82,7 +82,7 @@ def synth(loaded: LoadedEnvironment, output: Path, progress: Progress = SILENT) 
                     f"in {rejected.target} for inspection, {out.target} is unchanged",
                     file=sys.stderr,
                 )
-                return 1
+                return 2 if report.traced else 1
             out.commit(staging)
         if lock is not None and lock.changes:
             write_file(lock)
@@ -125,7 +125,7 @@ def check(assembly: Path, progress: Progress = SILENT) -> int:
         )
         return 2
     _print(report)
-    return 0 if report.ok else 1
+    return 0 if report.ok else (2 if report.traced else 1)
 
 
 def _readable_assembly(assembly: Path) -> None:
@@ -146,13 +146,21 @@ def _readable_assembly(assembly: Path) -> None:
 def rehearse(
     loaded: LoadedEnvironment, *, as_json: bool = False, progress: Progress = SILENT
 ) -> int:
-    """Synthesize to a temporary folder, play every actor in deploy order, check its calls."""
+    """Synthesize to a temporary folder, run both gates, and play every actor in deploy order,
+    checking its calls: the deepest check there is short of a deploy (the one `deploy` runs
+    before it hands over to the CDK CLI, and the pipelines' rehearse job)."""
     from hyperpod_kit.rehearsal import rehearse_assembly
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="hyperpod-kit-rehearse.") as tmp:
         assembly = Path(tmp) / "cdk.out"
-        build_assembly(loaded, assembly, progress)
+        gates = gated_assembly(loaded, assembly, progress)
+        if not gates.ok:
+            print(
+                f"rehearsal of {loaded.file} not run: the gates found {len(gates.errors)} errors",
+                file=sys.stderr,
+            )
+            return 2 if gates.traced else 1
         with progress.stage("rehearsal"):
             report = rehearse_assembly(assembly, loaded.config, workdir=Path(tmp) / "actors")
     if as_json:

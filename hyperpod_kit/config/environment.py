@@ -48,6 +48,12 @@ class LoadedEnvironment:
                 return (None if source == self.file else source), self.lines[loc[:end]]
         return None, None
 
+    def at(self, path: str) -> str:
+        """``FILE:LINE`` where the value at `path` is written (``FILE`` alone if no line)."""
+        source, line = self.origin(path)
+        file = source or self.file
+        return f"{file}:{line}" if line else file
+
     def place(self, finding: Finding) -> Finding:
         """The finding at the file and line of its path."""
         source, line = self.origin(finding.path)

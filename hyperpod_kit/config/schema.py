@@ -32,6 +32,8 @@ class Section(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+    # Where in the file this section is written (`config/keys.py`): set by `keys.annotate`.
+    _key: str | None = PrivateAttr(default=None)
 
 
 def _cidr_text(value: object) -> object:

@@ -30,6 +30,7 @@ from aws_cdk.lambda_layer_kubectl_v33 import KubectlV33Layer
 from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct, IConstruct
 
+from hyperpod_kit.config.pins import ADDONS
 from hyperpod_kit.config.schema import EksAddonsConfig, EksConfig
 from hyperpod_kit.constructs.functions import (
     ANSWERS_CLOUDFORMATION,
@@ -41,6 +42,7 @@ from hyperpod_kit.constructs.functions import (
     skip_function_checks,
 )
 from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.constructs.provenance import trace, trace_values
 
 CLUSTER_LOGICAL_ID = "EksCluster"
 """Pinned: a new logical id would replace the cluster (and everything running on it)."""
@@ -59,6 +61,10 @@ def core_addon_versions(addons: EksAddonsConfig) -> dict[str, str | None]:
         "coredns": addons.coredns,
         "eks-pod-identity-agent": addons.pod_identity_agent,
     }
+
+
+# The key under cluster.eks.addons that pins each add-on the stacks install (config/pins.py).
+ADDON_KEYS = {addon: key for key, (addon, _) in ADDONS.items()}
 
 
 class EksCluster(Construct):
@@ -108,6 +114,8 @@ class EksCluster(Construct):
         )
         self.addons: dict[str, eks.CfnAddon] = {}
         self._kubectl_barrier: list[IConstruct] = []
+        if config.existing_cluster_name is not None:  # its name reaches every add-on, manifest
+            trace_values(self, config, ["existing_cluster_name"])
 
         subnet_ids = [network.private_subnet_id, *network.control_plane_subnet_ids]
         # Imported from the network's ids: the L1 network places subnets by zone ID, which the L2
@@ -196,6 +204,10 @@ class EksCluster(Construct):
         resource = cluster.node.default_child
         assert isinstance(resource, eks.CfnCluster)
         resource.override_logical_id(CLUSTER_LOGICAL_ID)
+        trace(resource, cfg, {
+            "Version": "kubernetes_version",
+            "ResourcesVpcConfig/PublicAccessCidrs": "public_access_cidrs",
+        })  # fmt: skip
         # EKS creates its grant on the key with CloudFormation's credentials when it creates the
         # cluster; the control plane's own calls are covered here as well (as the Terraform EKS
         # module does), before the cluster exists.
@@ -332,6 +344,9 @@ class EksCluster(Construct):
             or None,
         )
         addon.apply_removal_policy(RemovalPolicy.DESTROY)
+        field = ADDON_KEYS.get(name)
+        if field is not None:  # its version, as the file (or its lock) pins it
+            trace(addon, self.config.addons, {"AddonVersion": field})
         return addon
 
     def kubectl_ready(self, construct: IConstruct) -> None:

@@ -33,6 +33,7 @@ from hyperpod_kit.config.schema import (
     RollingDeployment,
 )
 from hyperpod_kit.constructs.network import describe_network_statement
+from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.naming import rollback_alarm_names
 
 LOGICAL_ID = "HyperPodCluster"
@@ -216,6 +217,7 @@ class HyperPodCluster(Construct):
                     "1.58 checks it); aws-cdk-lib 2.275's built-in validator carries an older one",
                 )
             )
+        self._trace(config)
         self.cfn.override_logical_id(LOGICAL_ID)
         self.cfn.apply_removal_policy(RemovalPolicy.DESTROY)
         # The role's inline policy (ENI permissions, lifecycle reads) must exist before HyperPod
@@ -228,6 +230,63 @@ class HyperPodCluster(Construct):
             self.cfn.node.add_dependency(access_entry)
         self.cluster_arn: str = self.cfn.attr_cluster_arn
         self.cluster_id: str = Fn.select(1, Fn.split("/", self.cfn.attr_cluster_arn))
+
+    def _trace(self, config: EnvironmentConfig) -> None:
+        """The keys of the file each property of the cluster came from (provenance.py)."""
+        cluster = config.cluster
+        trace(self.cfn, cluster, {
+            "NodeRecovery": "node_recovery",
+            "AutoScaling/AutoScalerType": "autoscaling.autoscaler",
+            "TieredStorageConfig/InstanceMemoryAllocationPercentage":
+                "tiered_checkpointing.memory_percent",
+        })  # fmt: skip
+        trace(self.cfn, config, {"ClusterName": "cluster.name" if cluster.name else "name"})
+        if config.orchestrator == "slurm":
+            trace(self.cfn, cluster.slurm, {
+                "Orchestrator/Slurm/SlurmConfigStrategy": "config_strategy",
+            })  # fmt: skip
+        for i, group in enumerate(cluster.instance_groups):
+            keys = {
+                "InstanceGroupName": "name",
+                "InstanceType": "instance_type",
+                "InstanceRequirements/InstanceTypes": "instance_types",
+                "InstanceCount": "instance_count",
+                "MinInstanceCount": "min_instance_count",
+                "CapacityRequirements": "capacity",
+                "ThreadsPerCore": "threads_per_core",
+                "ImageId": "image_id",
+                "ImageReleaseVersion": "image_release_version",
+                "LifeCycleConfig": "lifecycle",
+                "InstanceStorageConfigs/0/EbsVolumeConfig/VolumeSizeInGB": "ebs_volume_gib",
+                "InstanceStorageConfigs/0/EbsVolumeConfig/VolumeKmsKeyId": "ebs_kms_key_arn",
+                "OnStartDeepHealthChecks": "deep_health_checks",
+                "SlurmConfig/PartitionNames": "partition" if group.partition else "name",
+                "TrainingPlanArn": "training_plan_arn",
+                "KubernetesConfig/Labels": "kubernetes.labels",
+                "NetworkInterface/InterfaceType": "network.interface_type",
+                "OverrideVpcConfig/Subnets": "network.subnet_ids",
+                "OverrideVpcConfig/SecurityGroupIds": "network.security_group_ids",
+                "ScheduledUpdateConfig": "ami_updates",
+                "ScheduledUpdateConfig/ScheduleExpression": "ami_updates.schedule",
+                "ScheduledUpdateConfig/DeploymentConfig": "ami_updates.deployment",
+                "AutoPatchConfig": "auto_patch",
+            }
+            if group.root_volume_kms_key_arn is not None:
+                keys["InstanceStorageConfigs/1/EbsVolumeConfig/VolumeKmsKeyId"] = (
+                    "root_volume_kms_key_arn"
+                )
+            if group.kubernetes is not None:
+                for t, _ in enumerate(group.kubernetes.taints):
+                    keys[f"KubernetesConfig/Taints/{t}"] = f"kubernetes.taints[{t}]"
+            if group.training_plan_arn is None:  # the cluster's, where it applies
+                del keys["TrainingPlanArn"]
+                trace(
+                    self.cfn,
+                    cluster,
+                    {"TrainingPlanArn": "training_plan_arn"},
+                    at=f"InstanceGroups/{i}",
+                )
+            trace(self.cfn, group, keys, at=f"InstanceGroups/{i}")
 
     def _group(
         self,

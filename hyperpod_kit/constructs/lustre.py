@@ -10,6 +10,7 @@ from constructs import Construct
 from hyperpod_kit.config.schema import LustreConfig, S3Event
 from hyperpod_kit.constructs.data_bucket import REMOVAL
 from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.constructs.provenance import trace, trace_values
 
 LOGICAL_ID = "LustreFileSystem"
 
@@ -36,6 +37,7 @@ class LustreFileSystem(Construct):
             self.file_system_id: str = config.existing.file_system_id
             self.dns_name: str = config.existing.dns_name
             self.mount_name: str = config.existing.mount_name
+            trace_values(self, config.existing, ["file_system_id", "dns_name", "mount_name"])
             return
 
         meta = fsx.CfnFileSystem.MetadataConfigurationProperty(
@@ -64,6 +66,16 @@ class LustreFileSystem(Construct):
                 weekly_maintenance_start_time=config.weekly_maintenance_start_time,
             ),
         )
+        trace(fs, config, {
+            "FileSystemTypeVersion": "file_system_type_version",
+            "StorageCapacity": "storage_capacity_gib",
+            "LustreConfiguration/PerUnitStorageThroughput": "throughput_per_unit_storage",
+            "LustreConfiguration/DataCompressionType": "data_compression",
+            "LustreConfiguration/MetadataConfiguration/Mode": "metadata.mode",
+            "LustreConfiguration/MetadataConfiguration/Iops": "metadata.iops",
+            "LustreConfiguration/AutomaticBackupRetentionDays": "automatic_backup_retention_days",
+            "LustreConfiguration/WeeklyMaintenanceStartTime": "weekly_maintenance_start_time",
+        })  # fmt: skip
         fs.override_logical_id(LOGICAL_ID)  # stable: a new logical id would replace the data
         fs.apply_removal_policy(REMOVAL[config.removal_policy])
         self.file_system = fs
@@ -82,6 +94,14 @@ class LustreFileSystem(Construct):
                 imported_file_chunk_size=dra.imported_file_chunk_size_mib,
                 s3=_s3_policies(dra.import_policy, dra.export_policy),
             )
+            trace(assoc, dra, {
+                "FileSystemPath": "file_system_path",
+                "DataRepositoryPath": "s3_prefix",
+                "BatchImportMetaDataOnCreate": "batch_import_meta_data_on_create",
+                "ImportedFileChunkSize": "imported_file_chunk_size_mib",
+                "S3/AutoImportPolicy/Events": "import_policy",
+                "S3/AutoExportPolicy/Events": "export_policy",
+            })  # fmt: skip
             # The link holds no data of its own; deleting it leaves files and objects in place.
             assoc.apply_removal_policy(RemovalPolicy.DESTROY)
             self.associations.append(assoc)

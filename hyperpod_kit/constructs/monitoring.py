@@ -49,6 +49,7 @@ from hyperpod_kit.constructs.functions import (
     runs,
     skip_function_checks,
 )
+from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.naming import alarm_name, cluster_log_group_name
 from hyperpod_kit.paths import FUNCTIONS_DIR
 
@@ -142,8 +143,15 @@ class AlertTopic(Construct):
                 },
             )
         )
-        for email in config.monitoring.emails:
-            self.topic.add_subscription(subs.EmailSubscription(email))
+        monitoring = config.monitoring
+        for email in monitoring.emails:
+            subscription = self.topic.add_subscription(subs.EmailSubscription(email))
+            written = (
+                "alarm_email"
+                if email == monitoring.alarm_email
+                else f"subscribers.emails[{monitoring.subscribers.emails.index(email)}]"
+            )
+            trace(subscription, monitoring, {"Endpoint": written})
         self.extra_topics: list[sns.ITopic] = [
             sns.Topic.from_topic_arn(self, f"Existing{i}", arn)
             for i, arn in enumerate(config.monitoring.subscribers.sns_topic_arns)

@@ -16,6 +16,7 @@ from constructs import Construct
 
 from hyperpod_kit.config.derived import endpoint_services
 from hyperpod_kit.config.schema import NetworkConfig, NewVpcConfig
+from hyperpod_kit.constructs.provenance import trace, trace_values
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 """TCP ports between Lustre clients and servers."""
@@ -53,6 +54,9 @@ class ClusterNetwork(Construct):
         ``prometheus``: add the Prometheus workspaces' endpoint when interface endpoints are on."""
         super().__init__(scope, id)
         self.availability_zone_id = availability_zone_id
+        self.subnets: dict[str, ec2.CfnSubnet] = {}  # by kind (Public, Private, ...)
+        self.config = config
+        self._vpc_key = "vpc" if config.existing_vpc is None else "existing_vpc"  # its CIDR's
         self.control_plane_subnet_ids: list[str] = []
         self.database_subnet_ids: list[str] = []
         control_plane = eks if eks_control_plane is None else eks_control_plane
@@ -63,9 +67,21 @@ class ClusterNetwork(Construct):
             db_zone = config.database_availability_zone_id
             if accounting and db_zone is not None and new_vpc.database_subnet_cidr is not None:
                 self._database_subnet(str(new_vpc.database_subnet_cidr), db_zone)
+                trace(self.subnets["Database"], new_vpc, {"CidrBlock": "database_subnet_cidr"})
+            for kind, zone in (("ControlPlane", "control_plane"), ("Database", "database")):
+                if kind in self.subnets:
+                    trace(
+                        self.subnets[kind],
+                        config,
+                        {"AvailabilityZoneId": f"{zone}_availability_zone_id"},
+                    )
         else:
             existing = config.existing_vpc
             assert existing is not None  # the schema's vpc-source rule guarantees one
+            trace_values(self, existing, [
+                "vpc_id", "private_subnet_id", "route_table_ids", "control_plane_subnet_ids",
+                "database_subnet_ids",
+            ])  # fmt: skip
             self.vpc_id: str = existing.vpc_id
             self.vpc_cidr: str = str(existing.cidr)
             self.private_subnet_id: str = existing.private_subnet_id
@@ -95,11 +111,13 @@ class ClusterNetwork(Construct):
             enable_dns_hostnames=True,
             enable_dns_support=True,
         )
+        trace(vpc, cfg, {"CidrBlock": "cidr"})
         _name(vpc, "vpc")
         self.vpc_id = vpc.ref
         self.vpc_cidr = str(cfg.cidr)
 
         public = self._subnet("Public", str(cfg.public_subnet_cidr))
+        trace(public, cfg, {"CidrBlock": "public_subnet_cidr"})
         igw = ec2.CfnInternetGateway(self, "InternetGateway")
         attach = ec2.CfnVPCGatewayAttachment(
             self, "InternetGatewayAttachment", vpc_id=vpc.ref, internet_gateway_id=igw.ref
@@ -121,6 +139,7 @@ class ClusterNetwork(Construct):
         nat.node.add_dependency(attach)
 
         private = self._subnet("Private", str(cfg.private_subnet_cidr))
+        trace(private, cfg, {"CidrBlock": "private_subnet_cidr"})
         self.private_subnet_id = private.ref
         route_tables = [self._private_route_table("Private", private, nat)]
         if control_plane_zone is not None and cfg.control_plane_subnet_cidr is not None:
@@ -128,6 +147,7 @@ class ClusterNetwork(Construct):
             # this small one carries only the control plane's ENIs (and the kubectl handler).
             cidr = str(cfg.control_plane_subnet_cidr)
             cp = self._subnet("ControlPlane", cidr, control_plane_zone)
+            trace(cp, cfg, {"CidrBlock": "control_plane_subnet_cidr"})
             self.control_plane_subnet_ids = [cp.ref]
             route_tables.append(self._private_route_table("ControlPlane", cp, nat))
         self._s3_gateway_endpoint([rt.ref for rt in route_tables])
@@ -153,6 +173,7 @@ class ClusterNetwork(Construct):
             map_public_ip_on_launch=False,
         )
         _name(subnet, f"{kind.lower()}-{zone}")
+        self.subnets[kind] = subnet
         return subnet
 
     def _private_route_table(
@@ -307,6 +328,7 @@ class ClusterNetwork(Construct):
                 )
             ],
         )
+        trace(sg, self.config, {"SecurityGroupIngress/0/CidrIp": f"{self._vpc_key}.cidr"})
         _name(sg, "endpoints")
         for service in services:
             logical = "".join(p.capitalize() for p in service.replace("-", ".").split("."))

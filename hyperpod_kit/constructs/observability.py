@@ -29,6 +29,7 @@ from hyperpod_kit.config.derived import (
     workspace_id_of,
 )
 from hyperpod_kit.config.schema import GrafanaConfig, PrometheusConfig
+from hyperpod_kit.constructs.provenance import trace_values
 
 WORKSPACE_LOGICAL_ID = "PrometheusWorkspace"
 """Pinned: a new logical id would replace the workspace, and its metrics with it."""
@@ -94,6 +95,7 @@ class PrometheusWorkspace(Construct):
         self.workspace: aps.CfnWorkspace | None = None
         if config.workspace_arn is not None:
             self.handles = existing_workspace(config.workspace_arn)
+            trace_values(self, config, ["workspace_arn"])
             return
         retention = config.retention_days
         workspace = aps.CfnWorkspace(

@@ -23,6 +23,9 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct, IConstruct
 
+from hyperpod_kit.config.schema import Section
+from hyperpod_kit.constructs.provenance import trace
+
 
 def access_log_bucket(
     scope: Construct,
@@ -89,9 +92,12 @@ class EncryptLogGroups:
     (the key is the file's, so the file's owner writes that statement; docs/security.md has it).
     """
 
-    def __init__(self, key_arn: str) -> None:
+    def __init__(self, key_arn: str, *, written: Section | None = None) -> None:
         self.key_arn = key_arn
+        self.written = written  # the section whose `kms_key_arn` it is (provenance.py)
 
     def visit(self, node: IConstruct) -> None:
         if isinstance(node, logs.CfnLogGroup) and node.kms_key_id is None:
             node.kms_key_id = self.key_arn
+            if self.written is not None:
+                trace(node, self.written, {"KmsKeyId": "kms_key_arn"})

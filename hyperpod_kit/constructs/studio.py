@@ -23,6 +23,7 @@ from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig, StudioApp
 from hyperpod_kit.constructs.network import describe_network_statement
+from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.naming import (
     CLIENT_BUNDLE_PREFIX,
     slurm_client_parameter,
@@ -251,13 +252,17 @@ class StudioDomain(Construct):
         # the name ends with a hash of the content as CloudFormation will see it.
         resolved = json.dumps(Stack.of(self).resolve(content), sort_keys=True)
         digest = hashlib.sha256((resolved + app).encode()).hexdigest()[:8]
-        return sagemaker.CfnStudioLifecycleConfig(
+        lifecycle = sagemaker.CfnStudioLifecycleConfig(
             self,
             f"{app}Lifecycle",
             studio_lifecycle_config_name=studio_lifecycle_config_name(config.name, app, digest),
             studio_lifecycle_config_app_type=app,
             studio_lifecycle_config_content=Fn.base64(content),
         )
+        trace(lifecycle, config.studio, {
+            "StudioLifecycleConfigAppType": f"apps[{config.studio.apps.index(app)}]",
+        })  # fmt: skip
+        return lifecycle
 
     # --- the domain ----------------------------------------------------------------------------
 
@@ -335,6 +340,17 @@ class StudioDomain(Construct):
         # Retained: the domain holds users' home volume (EFS) and its profiles hold their
         # spaces; deleting it means deleting those first, which only a person should decide.
         domain.apply_removal_policy(RemovalPolicy.RETAIN)
+        keys = {
+            "DefaultUserSettings/SpaceStorageSettings/DefaultEbsStorageSettings/"
+            "DefaultEbsVolumeSizeInGb": "space_ebs_gib",
+        }
+        for app in ("JupyterLab", "CodeEditor"):
+            settings = f"DefaultUserSettings/{app}AppSettings"
+            keys[f"{settings}/DefaultResourceSpec/InstanceType"] = "default_instance_type"
+            for limit in ("IdleTimeoutInMinutes", "MaxIdleTimeoutInMinutes"):
+                setting = f"{settings}/AppLifecycleManagement/IdleSettings/{limit}"
+                keys[setting] = "idle_shutdown_minutes"
+        trace(domain, studio, keys)
         return domain
 
 

@@ -33,6 +33,7 @@ from hyperpod_kit.config.derived import governed_teams, task_governance_addon_ve
 from hyperpod_kit.config.facts import task_governance_facts
 from hyperpod_kit.config.schema import EnvironmentConfig, TeamConfig, TeamQuotaConfig
 from hyperpod_kit.constructs.eks import EksCluster
+from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.naming import (
     ENVIRONMENT_TAG,
     compute_quota_name,
@@ -55,6 +56,23 @@ def quota_resources(items: list[TeamQuotaConfig]) -> list[dict[str, Any]]:
             row["Accelerators"] = item.accelerators
         out.append(row)
     return out
+
+
+def _quota_keys(team: TeamConfig) -> dict[str, str]:
+    """The keys of the file a team's quota's properties come from (provenance.py)."""
+    config = "ComputeQuotaConfig"
+    keys = {
+        "ComputeQuotaTarget/TeamName": "name",
+        "ComputeQuotaTarget/FairShareWeight": "fairshare",
+        f"{config}/ResourceSharingConfig/Strategy": "sharing",
+        f"{config}/ResourceSharingConfig/BorrowLimit": "borrow_limit_percent",
+        f"{config}/PreemptTeamTasks": "preempt_own_tasks",
+    }
+    for j, _ in enumerate(team.quota):
+        keys[f"{config}/ComputeQuotaResources/{j}/InstanceType"] = f"quota[{j}].instance_type"
+        keys[f"{config}/ComputeQuotaResources/{j}/Count"] = f"quota[{j}].instances"
+        keys[f"{config}/ComputeQuotaResources/{j}/Accelerators"] = f"quota[{j}].accelerators"
+    return keys
 
 
 def compute_quota_properties(
@@ -122,6 +140,11 @@ class TaskGovernance(Construct):
             ),
         )
         self.policy.node.add_dependency(self.addon)
+        keys = {"SchedulerConfig/FairShare": "fair_share"}
+        for i, _ in enumerate(tg.priority_classes):
+            keys[f"SchedulerConfig/PriorityClasses/{i}/Name"] = f"priority_classes[{i}].name"
+            keys[f"SchedulerConfig/PriorityClasses/{i}/Weight"] = f"priority_classes[{i}].weight"
+        trace(self.policy, tg, keys)
         self.quotas: dict[str, CfnResource] = {}
         self.namespaces: dict[str, str] = {}
         for team in governed_teams(config):
@@ -137,6 +160,7 @@ class TaskGovernance(Construct):
                 ),
             )
             quota.node.add_dependency(self.policy)
+            trace(quota, team, _quota_keys(team))
             # aws-cdk-lib 2.275's built-in validator knows no such type; cfn-lint 1.58 (the gate)
             # checks the resource against the registry schema it ships.
             Validations.of(quota).acknowledge(

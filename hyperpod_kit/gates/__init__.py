@@ -10,13 +10,15 @@ import multiprocessing
 import os
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
 from hyperpod_kit.cloud_assembly import asset_of, file_assets, read_json, stack_artifacts
+from hyperpod_kit.naming import PROVENANCE_METADATA
 
 GateLevel = Literal["error", "warning", "info"]
 _NAG_RULE = re.compile(r"\b(AwsSolutions-[A-Za-z0-9]+)\b")
@@ -40,10 +42,34 @@ class GateFinding:
     where: str
     rule: str
     message: str
+    # The key of the environment file the finding's property (or, failing that, its resource)
+    # was built from, as `constructs/provenance.py` recorded it; None when nothing was recorded.
+    key: str | None = None
+    # The key is the property's own (or the literal's it holds), not only its resource's section.
+    exact: bool = False
 
-    def render(self) -> str:
-        rule = "" if self.message.startswith(self.rule) else f"{self.rule} "
-        return f"{self.gate} {self.level} {self.where}: {rule}{self.message}"
+    def render(self, place: Place | None = None) -> str:
+        """``FILE:LINE key: message (gate rule at where)`` for a finding traced to a key (`place`
+        gives a key's ``FILE:LINE``; without it the key leads), else the gate, the level, the
+        stack and the template path."""
+        message = self.message.strip()
+        if message.startswith(self.rule):
+            message = message[len(self.rule) :].lstrip(" :")
+        origin = f"({self.gate} {self.rule} at {self.stack} {self.where})".replace("  ", " ")
+        level = "" if self.level == "error" else f"{self.level}: "
+        if self.key is not None:
+            at = f"{place(self.key)} " if place is not None else ""
+            return f"{at}{level}{self.key}: {_sentence(message)} {origin}"
+        rule = f"{self.rule} " if self.rule else ""
+        return f"{self.gate} {self.level} {self.stack} {self.where}: {rule}{message}"
+
+
+# Where a key of the environment file is written, as ``FILE:LINE`` (`LoadedEnvironment.at`).
+Place = Callable[[str], str]
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "?", "!")) else text + "."
 
 
 @dataclass(frozen=True)
@@ -90,9 +116,16 @@ class GateReport:
             lines.append(f"cdk: {self.count('cdk', 'error')} errors, {cdk_warnings} warnings")
         return "\n".join(lines)
 
-    def render(self) -> str:
+    @property
+    def traced(self) -> bool:
+        """Every error traces to a property's own key of the file: the file is what to change
+        (exit 2). An error only placed at its resource's section (a hand-edited template) is
+        not the file's alone (exit 1)."""
+        return bool(self.errors) and all(f.exact for f in self.errors)
+
+    def render(self, place: Place | None = None) -> str:
         """What `hyperpod-kit synth`, `check` and `app.py` print: findings (no infos), summary."""
-        shown = [f.render() for f in self.findings if f.level != "info"]
+        shown = [f.render(place) for f in self.findings if f.level != "info"]
         return "\n".join([*shown, self.summary()])
 
 
@@ -105,7 +138,9 @@ def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
     manifest = read_json(outdir / "manifest.json", "the assembly's manifest")
     report = GateReport()
     templates: dict[Path, dict[str, Path]] = {}  # per assembly folder
-    per_stack: list[tuple[list[GateFinding], list[LintJob]]] = []
+    per_stack: list[tuple[list[GateFinding], list[LintJob], Provenance]] = []
+    held: dict[str, dict[str, Any]] = {}  # each template's resources, by its stack's label
+    values: dict[str, str] = {}  # the file's literal ids, from every stack (`trace_values`)
     for stack in stack_artifacts(outdir, manifest.get("artifacts", {})):
         artifact = stack.artifact
         if stack.folder not in templates:
@@ -116,19 +151,115 @@ def check_assembly(outdir: str | Path, *, lint: bool = True) -> GateReport:
         nested = _nested(stack.label, template_path, templates[stack.folder])
         for label, path in [(stack.label, template_path), *nested]:
             resources = read_json(path, "a template").get("Resources", {})
+            held[label] = resources
             report.stacks.append(
                 StackSummary(label, path, len(resources), _suppressions(resources))
             )
             jobs.append((label, path, region))
-        noted = _annotations(stack.label, _metadata(stack.folder, artifact))
-        per_stack.append((noted, jobs if lint else []))
+        metadata = _metadata(stack.folder, artifact)
+        keys = Provenance.of(metadata, values)
+        noted = [keys.traced(f) for f in _annotations(stack.label, metadata)]
+        per_stack.append((noted, jobs if lint else [], keys))
     many = sum(s.resources for s in report.stacks) >= PARALLEL_LINT_FROM
-    linted = iter(_lint_all([job for _, jobs in per_stack for job in jobs], parallel=many))
-    for noted, jobs in per_stack:
+    linted = iter(_lint_all([job for _, jobs, _ in per_stack for job in jobs], parallel=many))
+    for noted, jobs, keys in per_stack:
         report.findings += noted
         for _ in jobs:
-            report.findings += next(linted)
+            report.findings += [keys.traced(f, held.get(f.stack, {})) for f in next(linted)]
     return report
+
+
+@dataclass
+class _Record:
+    section: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class Provenance:
+    """The keys of the environment file a stack's resources were built from, as their
+    constructs recorded them (`constructs/provenance.py`), by construct path and logical id."""
+
+    by_path: dict[str, _Record] = field(default_factory=dict)
+    by_logical_id: dict[str, _Record] = field(default_factory=dict)
+    stack: _Record = field(default_factory=_Record)  # what holds for every resource (tags)
+    # Literal values the file names (existing resources' ids) and their keys, wherever passed.
+    values: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(
+        cls, metadata: dict[str, list[dict[str, Any]]], values: dict[str, str] | None = None
+    ) -> Provenance:
+        """`values`: one map shared by the stacks of an assembly (an id one stack reads from
+        the file reaches the others through handles)."""
+        found = cls() if values is None else cls(values=values)
+        for path, entries in metadata.items():
+            records = [e.get("data") for e in entries if e.get("type") == PROVENANCE_METADATA]
+            if not records:
+                continue
+            is_stack = path.count("/") == 1  # the stack's own path: `/<stack>`
+            record = found.stack if is_stack else found.by_path.setdefault(path, _Record())
+            for data in records:
+                if isinstance(data, dict):
+                    found.values.update(data.get("values") or {})
+                    record.section = record.section or data.get("section")
+                    record.properties.update(data.get("properties") or {})
+            for entry in entries:
+                if entry.get("type") == "aws:cdk:logicalId":
+                    found.by_logical_id[str(entry.get("data"))] = record
+        return found
+
+    def key(
+        self, finding: GateFinding, resources: dict[str, Any] | None = None
+    ) -> tuple[str | None, bool]:
+        """The key a finding is about, and whether it is the property's own: its property's,
+        else the key of the file's literal the property holds (`resources`: the template's),
+        else its resource's section."""
+        if finding.gate == "cfn-lint":
+            parts = finding.where.split("/")
+            if len(parts) < 2 or parts[0] != "Resources":
+                return None, False
+            below = "/".join(parts[3:]) if len(parts) > 3 and parts[2] == "Properties" else ""
+            record = self.by_logical_id.get(parts[1])
+            found = self.property_key(parts[1], below) if below else None
+            if found is None and below and resources:
+                held = _at(resources.get(parts[1], {}).get("Properties", {}), parts[3:])
+                found = self.values.get(held) if isinstance(held, str) else None
+        else:
+            record = self.by_path.get(finding.where)
+            found = None
+        if found is not None:
+            return found, True
+        return (record.section if record is not None else None), False
+
+    def property_key(self, logical_id: str, path: str) -> str | None:
+        """The key recorded for the property at `path` (`/` between levels) of a resource, or
+        for the nearest property above it; the stack's own record (tags) after the resource's."""
+        record = self.by_logical_id.get(logical_id)
+        parts = path.split("/")
+        for end in range(len(parts), 0, -1):
+            prefix = "/".join(parts[:end])
+            for holder in (record, self.stack):
+                key = holder.properties.get(prefix) if holder is not None else None
+                if key is not None:
+                    return key
+        return None
+
+    def traced(self, finding: GateFinding, resources: dict[str, Any] | None = None) -> GateFinding:
+        key, exact = self.key(finding, resources)
+        return finding if key is None else replace(finding, key=key, exact=exact)
+
+
+def _at(value: Any, parts: list[str]) -> Any:
+    """The value at a template path below `value` (None where there is none)."""
+    for part in parts:
+        if isinstance(value, dict):
+            value = value.get(part)
+        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
+            value = value[int(part)]
+        else:
+            return None
+    return value
 
 
 LintJob = tuple[str, Path, str]  # the label of a stack, its template, its region

@@ -10,6 +10,7 @@ from constructs import Construct
 from hyperpod_kit.config.derived import prometheus_enabled, slurm_accounting
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.stacks.discovery import publish
 
 
@@ -29,6 +30,13 @@ class NetworkStack(Stack):
             accounting=slurm_accounting(config),
             prometheus=prometheus_enabled(config),
         )
+        for kind in ("Public", "Private"):
+            if kind in self.network.subnets:  # the environment's zone: a key of the file's root
+                trace(
+                    self.network.subnets[kind],
+                    config,
+                    {"AvailabilityZoneId": "availability_zone_id"},
+                )
         publish(
             self,
             environment=config.name,

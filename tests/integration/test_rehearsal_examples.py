@@ -102,6 +102,8 @@ def test_check_rehearse_from_the_command_line(tmp_path: Path) -> None:
     report = json.loads(result.stdout)
     assert report["ok"] and report["checked"] > 0 and report["not_checked"]
     assert "rehearsal of" in result.stderr and "Traceback" not in result.stderr
+    # the deepest check: the gates ran on the rehearsed assembly first
+    assert "cfn-lint: 0 errors" in result.stderr and "cdk-nag AwsSolutions: 0" in result.stderr
 
 
 def test_check_rehearse_bad_file_is_exit_2_and_one_line(tmp_path: Path) -> None:

@@ -12,10 +12,11 @@ from pathlib import Path
 import pytest
 
 from hyperpod_kit.config import EnvironmentConfig
-from hyperpod_kit.config.environment import load_environment
+from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
 from hyperpod_kit.gates import check_assembly
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
 from tests.conftest import REPO, run_cli, run_command
+from tests.integration.provenance import keyed_properties, misplaced, untraced
 
 pytestmark = pytest.mark.synth
 EXAMPLES = sorted((REPO / "environments").glob("*.yaml"))
@@ -36,9 +37,15 @@ def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> 
     assert report.ok, [f.render() for f in report.errors]
     assert [f.render() for f in report.findings if f.gate == "cfn-lint"] == []
     assert [f.render() for f in report.findings if f.gate == "cdk-nag"] == []
-    config = load_environment(example).config
+    loaded = load_environment(example)
+    config = loaded.config
     stacks = {s.name for s in report.stacks if "/" not in s.name}
     assert stacks == {f"{config.name}-{area}" for area in expected_areas(config)}
+    # Provenance (constructs/provenance.py): every value of the file a property holds has its
+    # key, and every key holds its value
+    assert untraced(out, loaded) == []
+    assert misplaced(out, loaded) == []
+    _compare_keys(example.stem, out, loaded)
     nested = {s.template.name for s in report.stacks if "/" in s.name}  # linted like the others
     assert nested == {p.name for p in out.glob("*.nested.template.json")}
     assert bool(nested) == config.studio.enabled  # Studio's user batches
@@ -111,8 +118,10 @@ def test_cfn_lint_gate_catches_a_broken_template(tmp_path: Path) -> None:
     template["Resources"]["LustreFileSystem"]["Properties"]["StorageCapacty"] = 1200  # a typo
     template_path.write_text(json.dumps(template))
     result = _cli("check", str(out), cwd=tmp_path)
+    # Not a value of the file: placed at the resource's section, but not the file's fault
     assert result.returncode == 1
-    assert "cfn-lint error" in result.stderr and "StorageCapacty" in result.stderr
+    (line,) = [line for line in result.stderr.splitlines() if "StorageCapacty" in line]
+    assert line.startswith("storage.lustre: ") and "(cfn-lint E3002 at " in line, line
     assert "cfn-lint: 1 errors" in result.stderr
 
 
@@ -303,6 +312,20 @@ def expected_areas(config: EnvironmentConfig) -> list[str]:
     )
     areas += ["observability"] if observability else []
     return areas
+
+
+def _compare_keys(example: str, out: Path, loaded: LoadedEnvironment) -> None:
+    """The keys the constructs recorded for the example's properties equal the reviewed ones in
+    tests/golden/<example>/keys.json, from which `registry_rules.json` is made (regenerate both
+    with HYPERPOD_KIT_UPDATE_GOLDEN=1, then `python -m hyperpod_kit.config.facts.cfn_registry`)."""
+    golden = GOLDEN / example / "keys.json"
+    rows = [json.dumps(row) for row in keyed_properties(out, loaded)]
+    produced = "[\n" + ",\n".join(rows) + "\n]\n"  # a row a line: reviewable diffs
+    if os.environ.get("HYPERPOD_KIT_UPDATE_GOLDEN") == "1":
+        golden.write_text(produced)
+    assert golden.is_file() and golden.read_text() == produced, (
+        f"{golden} differs from the keys the constructs recorded; regenerate it"
+    )
 
 
 def _compare_with_golden(example: str, out: Path) -> None:

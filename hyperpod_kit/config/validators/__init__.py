@@ -13,6 +13,7 @@ from __future__ import annotations
 from hyperpod_kit.config.validators import (
     accounting,
     api,
+    cloudformation,
     cluster,
     general,
     governance,
@@ -38,6 +39,7 @@ __all__ = [
     "Check",
     "Validator",
     "accounting",
+    "cloudformation",
     "api",
     "cluster",
     "general",

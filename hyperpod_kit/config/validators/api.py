@@ -196,7 +196,10 @@ def _values(config: EnvironmentConfig, row: dict[str, Any]) -> Iterator[Value]:
 
 
 def api_name(row: dict[str, Any]) -> str:
-    """`sagemaker:CreateCluster:ClusterName` as a person reads it."""
+    """`sagemaker:CreateCluster:ClusterName` as a person reads it; a registry row's resource
+    type and property (`validators/cloudformation.py`)."""
+    if "resource" in row:
+        return f"{row['resource']} {row['property']}"
     service, operation, member = row["api"].split(":")
     return f"{service} {operation} {member}"
 
@@ -281,7 +284,11 @@ def _length_violation(row: dict[str, Any], text: str, made: str) -> tuple[str, s
 
 def _pattern_violation(row: dict[str, Any], text: str, made: str) -> tuple[str, str] | None:
     pattern = row.get("pattern")
-    if pattern is None or _pattern(pattern).fullmatch(text) is not None:
+    if pattern is None:
+        return None
+    # botocore's patterns match the whole value; a JSON schema's (the registry's) match anywhere
+    compiled = _pattern(pattern)
+    if (compiled.search if row.get("search") else compiled.fullmatch)(text) is not None:
         return None
     return (
         f"{_subject(text, made)} does not match {api_name(row)}'s pattern {pattern}",
