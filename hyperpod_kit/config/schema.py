@@ -1561,7 +1561,8 @@ class EnvironmentConfig(Section):
     tags: dict[str, str] = Field(
         default_factory=dict,
         description="Tags on every stack and resource (at most 47: hyperpod-kit adds up to 3 of "
-        "its own; keys may not start with aws:).",
+        "its own; keys and values may not start with aws:, nor with rds: where the Slurm "
+        "accounting database is created).",
     )
     kms_key_arn: str | None = Field(
         default=None,

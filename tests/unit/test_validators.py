@@ -265,6 +265,14 @@ def updates(schedule: str, **deployment: Any) -> dict[str, Any]:
     return {"cluster": {"instance_groups": [CONTROLLER, LOGIN, compute]}}
 
 
+def patches(strategy: str, **deployment: Any) -> dict[str, Any]:
+    patch: dict[str, Any] = {"strategy": strategy}
+    if deployment:
+        patch["deployment"] = deployment
+    compute = dict(COMPUTE, auto_patch=patch)
+    return {"cluster": {"instance_groups": [CONTROLLER, LOGIN, compute]}}
+
+
 def k8s(labels: dict[str, str], taints: list[dict[str, Any]]) -> dict[str, Any]:
     workers = dict(WORKERS, kubernetes={"labels": labels, "taints": taints})
     return merge(eks_network(), {"cluster": {"instance_groups": [workers]}})
@@ -512,6 +520,7 @@ GOOD: list[Any] = [
         id="tags-allowed-characters",
     ),
     pytest.param("tags", {"tags": {f"k{i}": "v" for i in range(47)}}, id="tags-47"),
+    pytest.param("tags", {"tags": {"team": "aws-ml", "rds:owner": "rds:x"}}, id="tags-rds-no-db"),
     # kms-key
     pytest.param("kms-key", {}, id="kms-key-none"),
     pytest.param("kms-key", {"kms_key_arn": KMS_KEY}, id="kms-key-of-the-region"),
@@ -1152,6 +1161,26 @@ GOOD: list[Any] = [
         id="governance-existing-cluster-info",
     ),
     # team-quotas
+    # team-fair-share
+    pytest.param("team-fair-share", TWO_TEAMS, id="fair-share-on-default-weights"),
+    pytest.param(
+        "team-fair-share",
+        governed(team("pretraining", "alice", quota=[quota(instances=2)], fairshare=5)),
+        id="fair-share-on-with-a-weight",
+    ),
+    pytest.param(
+        "team-fair-share",
+        governed(team("pretraining", "alice", quota=[quota(instances=2)]), fair_share=False),
+        id="fair-share-off-no-weight",
+    ),
+    pytest.param(
+        "team-fair-share",
+        merge(
+            teams(team("research", "alice", fairshare=5)),
+            {"cluster": {"eks": {"task_governance": {"fair_share": False}}}},
+        ),
+        id="fair-share-slurm-weight-is-slurms",
+    ),
     pytest.param("team-quotas", {}, id="quotas-off"),
     pytest.param("team-quotas", TWO_TEAMS, id="quotas-within-the-groups"),
     pytest.param(
@@ -1206,6 +1235,13 @@ GOOD: list[Any] = [
         "ami-updates",
         updates("cron(0 3 ? * SUN *)", batch_size=100, batch_unit="percent"),
         id="updates-whole-group",
+    ),
+    # auto-patch-deployment
+    pytest.param("auto-patch-deployment", patches("when_all_idle"), id="patch-all-idle-plain"),
+    pytest.param(
+        "auto-patch-deployment",
+        patches("when_idle", batch_size=1, wait_seconds=300),
+        id="patch-node-by-node-in-batches",
     ),
     # kubernetes-labels
     pytest.param("kubernetes-labels", k8s({"example.com/pool": "a"}, []), id="labels-own-prefix"),
@@ -1788,6 +1824,35 @@ BAD: list[Any] = [
             )
         ],
         id="tags-kit-key",
+    ),
+    pytest.param(
+        "tags",
+        {"tags": {"team": "aws:ml"}},
+        [
+            err(
+                "tags.team",
+                "tag values starting with 'aws:' are reserved for AWS ('aws:ml')",
+                "drop the aws: prefix from the value",
+            )
+        ],
+        id="tags-aws-value",
+    ),
+    pytest.param(
+        "tags",
+        merge(ACCOUNTING, {"tags": {"rds:owner": "ml", "team": "rds:ml"}}),
+        [
+            err(
+                "tags.rds:owner",
+                "tag keys starting with 'rds:' are reserved by RDS ('rds:owner')",
+                "use another prefix, e.g. 'hyperpod-dev:owner'",
+            ),
+            err(
+                "tags.team",
+                "tag values starting with 'rds:' are reserved by RDS ('rds:ml')",
+                "drop the rds: prefix from the value",
+            ),
+        ],
+        id="tags-rds-prefix-with-accounting",
     ),
     # kms-key
     pytest.param(
@@ -4065,6 +4130,23 @@ BAD: list[Any] = [
     ),
     # team-quotas
     pytest.param(
+        "team-fair-share",
+        governed(
+            team("pretraining", "alice", quota=[quota(instances=2)], fairshare=5),
+            team("research", "bob", quota=[quota(accelerators=8)]),
+            fair_share=False,
+        ),
+        [
+            warn(
+                "teams[0].fairshare",
+                "team 'pretraining' has a fair-share weight (5), and "
+                "cluster.eks.task_governance.fair_share is off",
+                "set cluster.eks.task_governance.fair_share: true, or remove fairshare",
+            )
+        ],
+        id="fair-share-off-with-a-weight",
+    ),
+    pytest.param(
         "team-quotas",
         governed(
             team(
@@ -4433,6 +4515,19 @@ BAD: list[Any] = [
             )
         ],
         id="release-with-own-ami",
+    ),
+    pytest.param(
+        "auto-patch-deployment",
+        patches("when_all_idle", batch_size=2),
+        [
+            warn(
+                f"{GROUPS}[2].auto_patch.deployment",
+                "when_all_idle patches the whole group at once, once no node runs a job; a "
+                "deployment (batches, waits, rollback) applies only to rolling patches",
+                "remove auto_patch.deployment, or use strategy: when_idle",
+            )
+        ],
+        id="patch-all-idle-with-batches",
     ),
     pytest.param(
         "ami-updates",

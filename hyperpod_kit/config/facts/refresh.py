@@ -2,6 +2,7 @@
 
     python -m hyperpod_kit.config.facts.refresh PATH/TO/facts-instance-types.md
     python -m hyperpod_kit.config.facts.refresh --api
+    python -m hyperpod_kit.config.facts.refresh --prose
 
 Reads the Markdown fact sheet (instance types with GPUs, EFA, RDMA and ENIs; AZ IDs per region,
 each row with its sources) and botocore's `ClusterInstanceType` enum (the types HyperPod
@@ -12,6 +13,10 @@ feeds (`API_FIELDS` below), the constraints the installed botocore's service mod
 cfn-lint ships it) wants the list's items unique; and, in `task_governance.json`, the regions
 where that cfn-lint knows task governance's CloudFormation types. The JSON is committed:
 validation never reads the sheet, botocore's models or cfn-lint's schemas, and never calls AWS.
+`--prose` (and both forms) also regenerate `prose_rules.json`: every sentence
+of those registry schemas and service models that states a rule in prose only (`prose_sentences`),
+each with the verdict a person wrote (the check that enforces it, or why none is needed); a new
+sentence gets no verdict, and tests/unit/test_prose_rules.py fails until it has one.
 Run it when the sheet is
 refreshed or botocore is bumped (new instance types and AZs appear in botocore and the AZ guide
 first), then review the diff.
@@ -20,6 +25,7 @@ first), then review the diff.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import re
 import sys
@@ -508,6 +514,219 @@ def api_constraints(today: str | None = None) -> dict[str, Any]:
     }
 
 
+# --- the rules AWS states only in prose ----------------------------------------------------------
+
+# What makes a sentence a rule that a schema's or a model's constraints (pattern, length, range,
+# enum) do not carry: "Supported only for EKS-orchestrated clusters", "must be less than or equal
+# to InstanceCount", "cannot be specified together with ...". The wording varies between services,
+# so the phrases are a little wider than the issue's list (#24): "only supported", "(X only)",
+# "mutually exclusive", "not supported" and "must be unique/equal" state rules too.
+PROSE_RULE = re.compile(
+    r"\bonly (?:for|with|when|if|on|in)\b"
+    r"|\b(?:supported|available|applicable|valid|allowed|required|used|present|passed) only\b"
+    r"|\bonly (?:be )?(?:supported|available|applicable|valid|allowed|required|used|passed"
+    r"|specify|set)\b"
+    r"|\(\s*[^()]*\bonly\s*\)"
+    r"|\bmust be (?:less|greater|between|unique|equal)\b"
+    r"|\bmust not\b|\bcannot be\b|\bcan.t be\b|\bmutually exclusive\b|\bnot supported\b",
+    re.IGNORECASE,
+)
+# The templates whose resource types' schemas are read: every example's synthesized stacks.
+GOLDEN = HERE.parents[2] / "tests" / "golden"
+SCHEMA_REGION = "us-east-1"
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z(\"'`])")
+
+
+def _plain(text: str) -> str:
+    """A model's documentation (HTML) or a schema's description as one line of plain text."""
+    import html
+
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text))).strip()
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(_plain(text)) if s]
+
+
+def _sentence_id(prefix: str, sentence: str) -> str:
+    """`prefix#hash`: the hash of the sentence without case and spacing, so a rewording is a new
+    row and a reflowed description is not."""
+    import hashlib
+
+    norm = re.sub(r"\s+", " ", sentence).strip().lower()
+    return f"{prefix}#{hashlib.sha1(norm.encode()).hexdigest()[:8]}"
+
+
+def golden_resource_types(golden: Path = GOLDEN) -> list[str]:
+    """The Type of every resource in tests/golden/*/*.template.json."""
+    types = set()
+    for path in golden.glob("*/*.template.json"):
+        for resource in json.loads(path.read_text(encoding="utf-8")).get("Resources", {}).values():
+            types.add(resource["Type"])
+    return sorted(types)
+
+
+def api_requests() -> list[tuple[str, str]]:
+    """(service, operation) of every request `API_FIELDS` (api_constraints.json) names."""
+    return sorted({tuple(f["api"].split(":")[:2]) for f in API_FIELDS})  # type: ignore[misc]
+
+
+def _schema_sentences(types: tuple[str, ...]) -> list[dict[str, str]]:
+    import cfnlint
+
+    root = Path(cfnlint.__file__).parent / "data" / "schemas"
+    providers = json.loads((root / "providers" / f"{SCHEMA_REGION}.json").read_text())
+    out: list[dict[str, str]] = []
+
+    def walk(node: Any, pointer: str, type_name: str) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                if key == "description" and isinstance(value, str):
+                    for sentence in _sentences(value):
+                        if PROSE_RULE.search(sentence):
+                            out.append(
+                                {
+                                    "id": _sentence_id(f"cfn:{type_name}{pointer}", sentence),
+                                    "source": f"registry schema {type_name}",
+                                    "where": pointer or "/",
+                                    "sentence": sentence,
+                                }
+                            )
+                else:
+                    escaped = str(key).replace("~", "~0").replace("/", "~1")
+                    walk(value, f"{pointer}/{escaped}", type_name)
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                walk(value, f"{pointer}/{i}", type_name)
+
+    for type_name in types:
+        if type_name not in providers:  # Custom::...: a custom resource has no registry schema
+            continue
+        schema = json.loads((root / "resources" / f"{providers[type_name]}.json").read_text())
+        for part in ("properties", "definitions"):
+            walk(schema.get(part, {}), f"/{part}", type_name)
+    return out
+
+
+def _model_sentences(requests: tuple[tuple[str, str], ...]) -> list[dict[str, str]]:
+    import botocore.session
+
+    session = botocore.session.get_session()
+    out: list[dict[str, str]] = []
+    seen: set[tuple[str, str]] = set()
+
+    def add(service: str, api_version: str, where: str, request: str, doc: str) -> None:
+        for sentence in _sentences(doc):
+            if PROSE_RULE.search(sentence):
+                out.append(
+                    {
+                        "id": _sentence_id(f"api:{service}:{where}", sentence),
+                        "source": f"botocore {service} {api_version} model (via {request})",
+                        "where": where,
+                        "sentence": sentence,
+                    }
+                )
+
+    for service, operation in requests:
+        data = session.get_service_data(service)
+        shapes, api_version = data["shapes"], data["metadata"]["apiVersion"]
+        request = f"{service}:{operation}"
+        stack = [data["operations"][operation]["input"]["shape"]]
+        while stack:  # the input shape and every shape reachable from it, each once per service
+            name = stack.pop()
+            if (service, name) in seen:
+                continue
+            seen.add((service, name))
+            shape = shapes[name]
+            add(service, api_version, name, request, shape.get("documentation", ""))
+            for member, ref in shape.get("members", {}).items():
+                add(service, api_version, f"{name}.{member}", request, ref.get("documentation", ""))
+                stack.append(ref["shape"])
+            stack.extend(shape[k]["shape"] for k in ("member", "key", "value") if k in shape)
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def _prose_sentences(
+    types: tuple[str, ...], requests: tuple[tuple[str, str], ...]
+) -> tuple[dict[str, str], ...]:
+    rows: dict[str, dict[str, str]] = {}
+    for row in _schema_sentences(types) + _model_sentences(requests):
+        rows.setdefault(row["id"], row)  # one sentence said twice in one description: one row
+    return tuple(rows.values())
+
+
+def prose_sentences(
+    types: list[str] | None = None, requests: list[tuple[str, str]] | None = None
+) -> list[dict[str, str]]:
+    """Every sentence that states a rule in prose (`PROSE_RULE`): in the registry schemas, as the
+    installed cfn-lint ships them, of `types` (default: those of tests/golden), their properties'
+    and definitions' descriptions; in the installed botocore's models, the documentation of the
+    input shape of each of `requests` (default: those of api_constraints.json) and of every shape
+    and member reachable from it. Each with a stable `id` (source, JSON pointer or
+    Shape.Member, and a hash of the sentence), its `source` and `where`. Cached: the schemas and
+    models are read once per process."""
+    key_types = tuple(sorted(golden_resource_types() if types is None else types))
+    key_requests = tuple(sorted(api_requests() if requests is None else requests))
+    return [dict(r) for r in _prose_sentences(key_types, key_requests)]
+
+
+def uncovered(table: dict[str, Any], sentences: list[dict[str, str]]) -> list[dict[str, str]]:
+    """The listed sentences that have no row with a verdict (`enforced_by` or `reason`)."""
+    done = {r["id"] for r in table["rows"] if r.get("enforced_by") or r.get("reason")}
+    return [s for s in sentences if s["id"] not in done]
+
+
+def stale(table: dict[str, Any], sentences: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """The rows whose sentence is no longer listed (reworded, or gone from the schema or model)."""
+    listed = {s["id"] for s in sentences}
+    return [r for r in table["rows"] if r["id"] not in listed]
+
+
+def prose_rules(previous: dict[str, Any] | None, today: str | None = None) -> dict[str, Any]:
+    """The table of prose rules: today's sentences, each with the verdict `previous` gave its id;
+    a new sentence comes without one (the coverage test lists it until a person writes it)."""
+    import botocore
+    import cfnlint.version
+
+    verdicts = {r["id"]: r for r in (previous or {"rows": []})["rows"]}
+    rows = []
+    for sentence in prose_sentences():
+        row: dict[str, Any] = dict(sentence)
+        for key in ("enforced_by", "reason"):
+            if key in verdicts.get(sentence["id"], {}):
+                row[key] = verdicts[sentence["id"]][key]
+        rows.append(row)
+    return {
+        "checked": today or datetime.date.today().isoformat(),
+        "about": "Every sentence of the registry schemas (the resource types of tests/golden) "
+        "and of the service models (the input shapes of the requests in api_constraints.json, "
+        "and every shape they reach) that states a rule only in prose, with its verdict: "
+        "`enforced_by` names the validator (config/validators) or synth gate that enforces it; "
+        "`reason` says why no check is needed. Regenerated by `python -m "
+        "hyperpod_kit.config.facts.refresh --prose`, which keeps the verdicts by id; "
+        "tests/unit/test_prose_rules.py fails on a sentence without a row.",
+        "sources": {
+            "schemas": f"CloudFormation registry schemas ({SCHEMA_REGION}) as cfn-lint "
+            f"{cfnlint.version.__version__} ships them",
+            "models": f"botocore {botocore.__version__} service models",
+            "phrases": PROSE_RULE.pattern,
+        },
+        "rows": rows,
+    }
+
+
+def refresh_prose(out: Path = HERE) -> None:
+    path = out / "prose_rules.json"
+    kept = path if path.exists() else HERE / path.name
+    previous = json.loads(kept.read_text(encoding="utf-8")) if kept.exists() else None
+    table = prose_rules(previous)
+    gone = stale(previous, prose_sentences()) if previous else []
+    path.write_text(json.dumps(table, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    todo = uncovered(table, prose_sentences())
+    print(f"{len(table['rows'])} prose rules, {len(todo)} without a verdict, {len(gone)} rows gone")
+
+
 # Task governance's CloudFormation types: the regions where the gate's cfn-lint knows them
 # (elsewhere it refuses the template with E3006, so `validate` refuses first).
 GOVERNANCE_TYPES = ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")
@@ -547,6 +766,7 @@ def refresh_api(out: Path = HERE) -> None:
     (out / "api_constraints.json").write_text(json.dumps(table, indent=1) + "\n")
     print(f"{len(table['fields'])} request fields, botocore {table['botocore']}")
     refresh_governance_regions(out)
+    refresh_prose(out)
 
 
 def refresh(sheet: Path, out: Path = HERE) -> None:
@@ -597,5 +817,7 @@ if __name__ == "__main__":
         sys.exit(__doc__)
     if sys.argv[1] == "--api":
         refresh_api()
+    elif sys.argv[1] == "--prose":
+        refresh_prose()
     else:
         refresh(Path(sys.argv[1]))

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from pydantic import BaseModel
 
+from hyperpod_kit.config.derived import slurm_accounting
 from hyperpod_kit.config.facts import limit, limits_checked, regions, regions_checked
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.regions import az_id_prefix
@@ -92,9 +93,12 @@ def check_az_in_region(config: EnvironmentConfig) -> Iterator[Finding]:
 
 @validator("tags", area="general")
 def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
-    """Tags AWS accepts on every resource: no `aws:` keys, none of hyperpod-kit's own, and room
-    for hyperpod-kit's tags within the 50 a resource takes (limits.json). Their lengths and
-    characters are `api-constraints`' (botocore's models)."""
+    """Tags AWS accepts on every resource: no `aws:` keys or values (the registry schemas of
+    AWS::SageMaker::Cluster, AWS::EKS::*, AWS::FSx::DataRepositoryAssociation, AWS::APS::Workspace
+    say neither "can be prefixed with aws:"), no `rds:` keys or values where the Slurm accounting
+    database is created (AWS::RDS::*'s schemas), none of hyperpod-kit's own, and room for
+    hyperpod-kit's tags within the 50 a resource takes (limits.json). Their lengths and
+    characters are `api-constraints`' (botocore's models); prose_rules.json lists the sentences."""
     tags = config.tags
     most = limit("tags_per_resource") - limit("kit_tags_per_resource")
     if len(tags) > most:
@@ -106,6 +110,7 @@ def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
             f"{limits_checked()})",
             f"keep at most {most}",
         )
+    rds = slurm_accounting(config)  # AWS::RDS::DBCluster, DBInstance, DBSubnetGroup
     for key in tags:
         at = f"tags.{key}"
         if key.lower().startswith("aws:"):
@@ -121,6 +126,30 @@ def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
                 at,
                 f"{KIT_TAG} is hyperpod-kit's own tag (the environment's name, {config.name!r})",
                 "remove it; every resource already carries it",
+            )
+        elif rds and key.lower().startswith("rds:"):
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"tag keys starting with 'rds:' are reserved by RDS ({key!r}), and the Slurm "
+                "accounting database's resources carry every tag",
+                f"use another prefix, e.g. {config.name + ':' + key[4:]!r}",
+            )
+        value = tags[key]
+        if value.lower().startswith("aws:"):
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"tag values starting with 'aws:' are reserved for AWS ({value!r})",
+                "drop the aws: prefix from the value",
+            )
+        elif rds and value.lower().startswith("rds:"):
+            yield Finding(
+                Level.ERROR,
+                at,
+                f"tag values starting with 'rds:' are reserved by RDS ({value!r}), and the Slurm "
+                "accounting database's resources carry every tag",
+                "drop the rds: prefix from the value",
             )
 
 

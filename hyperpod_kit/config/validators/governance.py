@@ -226,6 +226,25 @@ def _instances(item: TeamQuotaConfig) -> float | None:
     return item.accelerators / facts.accelerators
 
 
+@validator("team-fair-share", area="cluster")
+def check_team_fair_share(config: EnvironmentConfig) -> Iterator[Finding]:
+    """On EKS a team's fairshare becomes its compute quota's FairShareWeight, which HyperPod
+    uses "only when FairShare is enabled" (the API model's ComputeQuotaTarget.FairShareWeight;
+    prose_rules.json): a weight written while task_governance.fair_share is off does nothing."""
+    tg = config.cluster.eks.task_governance
+    if config.orchestrator != "eks" or not tg.enabled or tg.fair_share:
+        return
+    for i, t in enumerate(config.teams):
+        if "fairshare" in t.model_fields_set:
+            yield Finding(
+                Level.WARNING,
+                f"teams[{i}].fairshare",
+                f"team {t.name!r} has a fair-share weight ({t.fairshare}), and "
+                f"{AT}.fair_share is off: HyperPod uses the weight only with fair share on",
+                f"set {AT}.fair_share: true, or remove fairshare",
+            )
+
+
 @validator("team-quotas", area="cluster")
 def check_team_quotas(config: EnvironmentConfig) -> Iterator[Finding]:
     """A team's quota names a type some worker group has, in instances or accelerators (one of

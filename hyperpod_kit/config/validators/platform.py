@@ -291,6 +291,24 @@ def check_updates(config: EnvironmentConfig) -> Iterator[Finding]:
             yield from _rolling(config, _at(i, "auto_patch.deployment"), g.auto_patch.deployment)
 
 
+@validator("auto-patch-deployment", area="cluster")
+def check_auto_patch_deployment(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A patch deployment (batches, waits, rollback) is for rolling patches: the API model says
+    `ClusterAutoPatchConfig.DeploymentConfig` is "only applicable when using a rolling patching
+    strategy", and when_all_idle (WhenAllIdle) patches every node of the group at once, when none
+    runs a job (prose_rules.json). when_idle patches node by node as each goes idle."""
+    for i, g in _groups(config):
+        patch = g.auto_patch
+        if patch is not None and patch.strategy == "when_all_idle" and patch.deployment:
+            yield Finding(
+                Level.WARNING,
+                _at(i, "auto_patch.deployment"),
+                "when_all_idle patches the whole group at once, once no node runs a job; a "
+                "deployment (batches, waits, rollback) applies only to rolling patches",
+                "remove auto_patch.deployment, or use strategy: when_idle",
+            )
+
+
 @validator("kubernetes-labels", area="cluster")
 def check_kubernetes(config: EnvironmentConfig) -> Iterator[Finding]:
     """Labels and taints are for EKS; Kubernetes' own prefixes and HyperPod's are not ours to
