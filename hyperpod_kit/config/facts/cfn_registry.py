@@ -4,10 +4,10 @@ for the properties the environment file feeds (`registry_rules.json`).
 The rows come from two sources, both in the repository: the keys of the file each property of the
 examples' templates came from (`tests/golden/<example>/keys.json`, written with the goldens from
 the constructs' provenance: `hyperpod_kit/constructs/provenance.py`), and cfn-lint's schemas.
-For each (key, resource type, property) the schema's pattern, enum, length and range, and the
-regions whose schemas lack the type. `validators/cloudformation.py` checks the file's values
-against them before any synth; tests/unit/test_registry_rules.py fails when the table is not what
-`refresh()` makes of the goldens and the pinned cfn-lint.
+For each (key, resource type, property) the schema's pattern, enum, length and range, and per
+resource type the regions whose schemas lack it. `validators/cloudformation.py` checks the file's
+values against them before any synth; tests/unit/test_registry_rules.py fails when the table is
+not what `refresh()` makes of the goldens and the pinned cfn-lint.
 
 Regenerate: ``python -m hyperpod_kit.config.facts.cfn_registry`` (after the goldens).
 """
@@ -109,14 +109,21 @@ def rows(keyed: Iterable[tuple[str, str, str, bool]]) -> list[dict[str, Any]]:
             continue
         spec = property_schema(type_name, path)
         rules = constraints(spec) if spec is not None and as_written else {}
-        missing = regions_without(type_name)
-        if rules or missing:
-            row: dict[str, Any] = {"key": key, "resource": type_name, "property": path}
-            row.update(rules)
-            if missing:
-                row["regions_without"] = missing
-            found.append(row)
+        if rules:
+            found.append({"key": key, "resource": type_name, "property": path, **rules})
     return found
+
+
+def type_gaps(types: Iterable[str]) -> dict[str, list[str]]:
+    """The types among `types` that some region's registry lacks, with those regions."""
+    gaps = {}
+    for type_name in sorted(set(types)):
+        if type_name.startswith("Custom::") or type_name not in providers("us-east-1"):
+            continue
+        missing = regions_without(type_name)
+        if missing:
+            gaps[type_name] = missing
+    return gaps
 
 
 def refresh(goldens: Path, today: str | None = None) -> dict[str, Any]:
@@ -131,9 +138,11 @@ def refresh(goldens: Path, today: str | None = None) -> dict[str, Any]:
         "cfn_lint": cfnlint.version.__version__,
         "about": "The rules CloudFormation's registry schemas state for each property the "
         "environment file feeds: (key, resource type, property) from the examples' provenance "
-        "(tests/golden/*/keys.json), pattern/enum/length/range from the schema, and the regions "
-        "whose schemas lack the type. Read by validators/cloudformation.py.",
+        "(tests/golden/*/keys.json), pattern/enum/length/range from the schema where the "
+        "property holds the file's value as written; and the regions whose registry lacks a "
+        "type the file creates. Read by validators/cloudformation.py.",
         "rows": rows(keyed),
+        "regions_without": type_gaps(t for _, t, _, _ in keyed),
     }
 
 

@@ -17,40 +17,50 @@ from hyperpod_kit.config.facts import api_constraints
 from hyperpod_kit.config.facts.cfn_registry import table
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.config.validators.api import values_at, violation
+from hyperpod_kit.config.validators.api import WHEN, values_at, violation
 from hyperpod_kit.config.validators.registry import validator
+
+# The resource types some region's registry lacks (the table's `regions_without`): when the file
+# creates one (api.WHEN's condition; None: always) and the key a finding is placed at.
+CREATED_WHEN: dict[str, tuple[str | None, str]] = {
+    "AWS::SageMaker::Cluster": (None, "region"),
+    "AWS::SageMaker::ClusterSchedulerConfig": (
+        "eks-governance", "cluster.eks.task_governance.enabled"
+    ),
+    "AWS::SageMaker::ComputeQuota": ("eks-governance", "teams"),
+    "AWS::SageMaker::Domain": ("studio", "studio.enabled"),
+    "AWS::SageMaker::StudioLifecycleConfig": ("studio", "studio.apps"),
+    "AWS::FSx::FileSystem": ("file-system-new", "storage.lustre"),
+}  # fmt: skip
 
 
 @cache
-def _rules() -> tuple[str, list[dict[str, Any]]]:
+def _rules() -> tuple[str, list[dict[str, Any]], dict[str, list[str]]]:
     rules = table()
     owned = {row["key"] for row in api_constraints()["fields"]}
     rows = [{**row, "search": True} for row in rules["rows"] if row["key"] not in owned]
-    return rules["cfn_lint"], rows
+    return rules["cfn_lint"], rows, rules["regions_without"]
 
 
 @validator("registry-schema", area="cloudformation")
 def check_registry_schema(config: EnvironmentConfig) -> Iterator[Finding]:
-    """Each value meets its property's registry schema; each resource type is in the region."""
-    version, rows = _rules()
+    """Each resource type the file creates is in its region's registry; each value meets its
+    property's registry schema."""
+    version, rows, gaps = _rules()
+    for type_name, regions in gaps.items():
+        when, key = CREATED_WHEN[type_name]
+        if config.region in regions and (when is None or WHEN[when](config)):
+            yield Finding(
+                Level.ERROR,
+                key,
+                f"{type_name} is not in {config.region}'s CloudFormation registry (cfn-lint "
+                f"{version}'s schemas); this environment creates one",
+                "choose a region that has it, or leave this feature out",
+            )
     reported: set[str] = set()
-    absent: set[str] = set()  # resource types already said to be missing from the region
     for row in rows:
         for at, value, _ in values_at(config, row["key"]):
             if at in reported:
-                continue
-            if config.region in row.get("regions_without", ()):
-                reported.add(at)
-                if row["resource"] in absent:
-                    continue
-                absent.add(row["resource"])
-                yield Finding(
-                    Level.ERROR,
-                    at,
-                    f"{row['resource']} is not in {config.region}'s CloudFormation registry "
-                    f"(cfn-lint {version}'s schemas), and this key creates one",
-                    "choose a region that has it, or leave this feature out",
-                )
                 continue
             broken = violation(row, value)
             if broken is not None:
