@@ -202,15 +202,3 @@ def test_hyperpod_kits_own_tags_leave_room_for_the_files() -> None:
                 assert len(own) <= most, (example.name, path.name, logical, own)
                 seen = max(seen, len(own))
     assert seen == most, "the table overstates hyperpod-kit's tags: lower kit_tags_per_resource"
-
-
-def test_task_governance_regions_are_the_installed_cfn_lints() -> None:
-    """Where task governance's CloudFormation types exist is the gate's cfn-lint's view, recorded
-    in facts/task_governance.json; a cfn-lint bump that changes it fails here (run
-    `python -m hyperpod_kit.config.facts.refresh --api` and review the diff)."""
-    from hyperpod_kit.config.facts import regions, task_governance_facts
-    from hyperpod_kit.config.facts.refresh import governance_regions
-
-    recorded = task_governance_facts()["cloudformation_regions"]
-    assert recorded == governance_regions(list(regions())), "refresh --api, then review"
-    assert "us-east-1" in recorded["types"]["AWS::SageMaker::ClusterSchedulerConfig"]

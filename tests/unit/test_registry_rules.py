@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 
 from hyperpod_kit.config.facts import api_constraints
+from hyperpod_kit.config.facts import registry_rules as table
 from hyperpod_kit.config.facts.cfn_registry import (
     constraints,
     property_schema,
     refresh,
     rows,
-    table,
     type_gaps,
 )
 from hyperpod_kit.config.schema import EnvironmentConfig

@@ -941,6 +941,12 @@ GOOD: list[Any] = [
     ),
     # api-constraints
     pytest.param("api-constraints", {}, id="api-default"),
+    pytest.param("registry-schema", {}, id="registry-default"),
+    pytest.param(
+        "registry-schema",
+        merge(governed(team("a1")), region("us-east-1", "use1-az6")),
+        id="registry-governance-where-the-registry-has-it",
+    ),
     pytest.param("api-constraints", studio(), id="api-studio-slurm"),
     pytest.param("api-constraints", STUDIO_EKS, id="api-studio-eks"),
     pytest.param(
@@ -4058,15 +4064,17 @@ BAD: list[Any] = [
         id="governance-on-slurm",
     ),
     pytest.param(
-        "task-governance",
+        "registry-schema",
         merge(governed(team("a1")), region("us-west-2", "usw2-az2")),
         [
             err(
-                "region",
-                "cfn-lint 1.58.0 (the synth gate) knows no AWS::SageMaker::ClusterSchedulerConfig "
-                "in us-west-2: the template would be refused (E3006)",
-                "use a region where it has both types (ap-south-1, eu-central-1, me-south-1, "
-                "us-east-1), or turn task governance off until a cfn-lint that has them is pinned",
+                f"{TG}.enabled",
+                "AWS::SageMaker::ClusterSchedulerConfig is not in us-west-2's CloudFormation "
+                "registry (cfn-lint 1.58.0's schemas, what the synth gate checks against: E3006); "
+                "this environment creates one",
+                "use a HyperPod region whose registry has it (ap-northeast-1, ap-south-1, "
+                "eu-central-1, eu-north-1, eu-south-2, us-east-1, us-west-1), or leave this "
+                "feature out until a cfn-lint that has it is pinned",
             )
         ],
         id="governance-region-the-gate-lacks",

@@ -18,7 +18,10 @@ rehearsal evaluates (AWS managed policies, the IAM actions and ARN of each recor
 written reasons for policy-lint findings).
 
 `api_constraints.json` (also from `refresh.py`): the constraints botocore's service models carry
-for each request field the file feeds, with botocore's version. Written by hand, each with its
+for each request field the file feeds, with botocore's version. `registry_rules.json` (from
+`cfn_registry.py`): what CloudFormation's registry schemas, as the pinned cfn-lint ships them, say
+of each property the file feeds (through the constructs' provenance), and the regions whose
+registry lacks a type the file creates. Written by hand, each with its
 date and sources: `threads_per_core.json` (per instance family), `eks_versions.json` (EKS's
 support calendar), `ami_accounts.json` (the accounts an Ubuntu AMI already has), `limits.json`
 (quotas and service rules that no model carries), `accounting.json` (the Slurm accounting
@@ -237,6 +240,12 @@ def limits_checked() -> str:
 def accounting_facts() -> dict[str, Any]:
     """`accounting.json`: the accounting database's rules, versions and capacity range."""
     return _load("accounting.json")
+
+
+def registry_rules() -> dict[str, Any]:
+    """`registry_rules.json`: what CloudFormation's registry schemas say of each property the
+    file feeds, and the regions whose registry lacks a type (made by `cfn_registry.py`)."""
+    return _load("registry_rules.json")
 
 
 def task_governance_facts() -> dict[str, Any]:

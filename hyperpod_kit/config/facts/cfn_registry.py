@@ -146,10 +146,6 @@ def refresh(goldens: Path, today: str | None = None) -> dict[str, Any]:
     }
 
 
-def table() -> dict[str, Any]:
-    return dict(json.loads(TABLE.read_text()))
-
-
 if __name__ == "__main__":
     golden = Path(sys.argv[1]) if len(sys.argv) > 1 else HERE.parents[2] / "tests" / "golden"
     written = refresh(golden)

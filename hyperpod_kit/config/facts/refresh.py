@@ -727,45 +727,10 @@ def refresh_prose(out: Path = HERE) -> None:
     print(f"{len(table['rows'])} prose rules, {len(todo)} without a verdict, {len(gone)} rows gone")
 
 
-# Task governance's CloudFormation types: the regions where the gate's cfn-lint knows them
-# (elsewhere it refuses the template with E3006, so `validate` refuses first).
-GOVERNANCE_TYPES = ("AWS::SageMaker::ClusterSchedulerConfig", "AWS::SageMaker::ComputeQuota")
-
-
-def governance_regions(regions: list[str]) -> dict[str, Any]:
-    """For each task governance type, the regions (of `regions`) whose registry schemas, as the
-    installed cfn-lint ships them, have it."""
-    import cfnlint.version
-    from cfnlint.schema import ResourceNotFoundError
-    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
-
-    def known(region: str, resource_type: str) -> bool:
-        try:
-            PROVIDER_SCHEMA_MANAGER.get_resource_schema(region, resource_type)
-        except (ResourceNotFoundError, KeyError):  # KeyError: a region cfn-lint has no data of
-            return False
-        return True
-
-    return {
-        "cfn_lint": cfnlint.version.__version__,
-        "types": {t: [r for r in sorted(regions) if known(r, t)] for t in GOVERNANCE_TYPES},
-    }
-
-
-def refresh_governance_regions(out: Path = HERE) -> None:
-    regions = json.loads((out / "regions.json").read_text(encoding="utf-8"))["regions"]
-    path = out / "task_governance.json"
-    kept = path if path.exists() else HERE / path.name  # the table is otherwise kept by hand
-    data = json.loads(kept.read_text(encoding="utf-8"))
-    data["cloudformation_regions"] = governance_regions(list(regions))
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-
-
 def refresh_api(out: Path = HERE) -> None:
     table = api_constraints()
     (out / "api_constraints.json").write_text(json.dumps(table, indent=1) + "\n")
     print(f"{len(table['fields'])} request fields, botocore {table['botocore']}")
-    refresh_governance_regions(out)
     refresh_prose(out)
 
 

@@ -13,8 +13,7 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from hyperpod_kit.config.facts import api_constraints
-from hyperpod_kit.config.facts.cfn_registry import table
+from hyperpod_kit.config.facts import api_constraints, regions, registry_rules
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators.api import WHEN, values_at, violation
@@ -34,9 +33,14 @@ CREATED_WHEN: dict[str, tuple[str | None, str]] = {
 }  # fmt: skip
 
 
+def _having(without: list[str]) -> list[str]:
+    """The regions HyperPod is offered in (`regions.json`) whose registry has the type."""
+    return sorted(name for name, r in regions().items() if r.hyperpod and name not in without)
+
+
 @cache
 def _rules() -> tuple[str, list[dict[str, Any]], dict[str, list[str]]]:
-    rules = table()
+    rules = registry_rules()
     owned = {row["key"] for row in api_constraints()["fields"]}
     rows = [{**row, "search": True} for row in rules["rows"] if row["key"] not in owned]
     return rules["cfn_lint"], rows, rules["regions_without"]
@@ -47,15 +51,17 @@ def check_registry_schema(config: EnvironmentConfig) -> Iterator[Finding]:
     """Each resource type the file creates is in its region's registry; each value meets its
     property's registry schema."""
     version, rows, gaps = _rules()
-    for type_name, regions in gaps.items():
+    for type_name, without in gaps.items():
         when, key = CREATED_WHEN[type_name]
-        if config.region in regions and (when is None or WHEN[when](config)):
+        if config.region in without and (when is None or WHEN[when](config)):
             yield Finding(
                 Level.ERROR,
                 key,
                 f"{type_name} is not in {config.region}'s CloudFormation registry (cfn-lint "
-                f"{version}'s schemas); this environment creates one",
-                "choose a region that has it, or leave this feature out",
+                f"{version}'s schemas, what the synth gate checks against: E3006); this "
+                "environment creates one",
+                f"use a HyperPod region whose registry has it ({', '.join(_having(without))}), "
+                "or leave this feature out until a cfn-lint that has it is pinned",
             )
     reported: set[str] = set()
     for row in rows:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Any
 
 from hyperpod_kit.config.derived import (
     governed_teams,
@@ -77,7 +76,6 @@ def check_task_governance(config: EnvironmentConfig) -> Iterator[Finding]:
             "remove cluster.eks.task_governance, or use orchestrator: eks",
         )
         return
-    yield from _gate_regions(config)
     needed = str(facts["min_kubernetes_version"])
     eks = config.cluster.eks
     if eks.existing_cluster_name is None:
@@ -108,28 +106,6 @@ def check_task_governance(config: EnvironmentConfig) -> Iterator[Finding]:
             "queue is made, and jobs run outside task governance",
             "add teams (with their quota) to share the cluster",
         )
-
-
-def _gate_regions(config: EnvironmentConfig) -> Iterator[Finding]:
-    """The synth gate's cfn-lint knows task governance's types in some regions only (its
-    registry snapshot); elsewhere it refuses the template, so `validate` refuses first."""
-    known = task_governance_facts()["cloudformation_regions"]
-    for resource_type, regions in sorted(known["types"].items()):
-        if config.region not in regions:
-            yield Finding(
-                Level.ERROR,
-                "region",
-                f"cfn-lint {known['cfn_lint']} (the synth gate) knows no {resource_type} in "
-                f"{config.region}: the template would be refused (E3006)",
-                f"use a region where it has both types ({', '.join(_both(known))}), or turn "
-                "task governance off until a cfn-lint that has them is pinned",
-            )
-            return
-
-
-def _both(known: dict[str, Any]) -> list[str]:
-    lists = list(known["types"].values())
-    return sorted(set(lists[0]).intersection(*lists[1:]))
 
 
 def _priority_classes(config: EnvironmentConfig) -> Iterator[Finding]:
