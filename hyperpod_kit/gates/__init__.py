@@ -223,7 +223,7 @@ class Provenance:
             record = self.by_logical_id.get(parts[1])
             found = self.property_key(parts[1], below) if below else None
             if found is None and below and resources:
-                held = _at(resources.get(parts[1], {}).get("Properties", {}), parts[3:])
+                held = at_path(resources.get(parts[1], {}).get("Properties", {}), parts[3:])
                 found = self.values.get(held) if isinstance(held, str) else None
         else:
             record = self.by_path.get(finding.where)
@@ -250,7 +250,7 @@ class Provenance:
         return finding if key is None else replace(finding, key=key, exact=exact)
 
 
-def _at(value: Any, parts: list[str]) -> Any:
+def at_path(value: Any, parts: list[str]) -> Any:
     """The value at a template path below `value` (None where there is none)."""
     for part in parts:
         if isinstance(value, dict):

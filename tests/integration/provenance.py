@@ -17,7 +17,7 @@ from typing import Any
 from hyperpod_kit.cloud_assembly import read_json, stack_artifacts
 from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.config.extends import read_layers
-from hyperpod_kit.gates import Provenance, _metadata
+from hyperpod_kit.gates import Provenance, _metadata, at_path
 
 # Properties whose values are not set from one key, each with the reason.
 UNKEYED = {
@@ -156,18 +156,6 @@ def value_at(loaded: LoadedEnvironment, key: str) -> Any:
             value = value[part]
         else:
             value = getattr(value, part)
-    return value
-
-
-def at_path(value: Any, parts: list[str]) -> Any:
-    """The value at a template path (None where there is none)."""
-    for part in parts:
-        if isinstance(value, dict):
-            value = value.get(part)
-        elif isinstance(value, list) and part.isdigit() and int(part) < len(value):
-            value = value[int(part)]
-        else:
-            return None
     return value
 
 

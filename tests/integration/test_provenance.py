@@ -26,9 +26,9 @@ from hyperpod_kit.app import build_environment, create_app
 from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
 from hyperpod_kit.config.facts.cfn_registry import property_schema
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.gates import check_assembly
+from hyperpod_kit.gates import at_path, check_assembly
 from tests.conftest import REPO, run_cli
-from tests.integration.provenance import Traced, at_path, value_at
+from tests.integration.provenance import Traced, value_at
 
 pytestmark = pytest.mark.synth
 EXAMPLES = ["default", "eks-platform", "studio-slurm"]
