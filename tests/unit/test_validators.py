@@ -4502,7 +4502,7 @@ BAD: list[Any] = [
                 "AWS::SageMaker::Cluster, as cfn-lint 1.58.0 ships it; table checked 2026-11-28)",
                 "remove it: HyperPod gives a Slurm group its latest AMI when the group is "
                 "created, and `aws sagemaker update-cluster-software` moves it to a newer one "
-                "(docs/platform.md, AMI updates on Slurm)",
+                "(docs/platform.md, AMI pinning and patching)",
             ),
             err(
                 f"{GROUPS}[2].ami_updates.deployment",

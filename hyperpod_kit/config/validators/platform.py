@@ -317,7 +317,7 @@ def check_ami_updates_eks_only(config: EnvironmentConfig) -> Iterator[Finding]:
                 f'"{release["quote"]}" ({release["cite"]}; {checked})',
                 "remove it: HyperPod gives a Slurm group its latest AMI when the group is created, "
                 "and `aws sagemaker update-cluster-software` moves it to a newer one "
-                "(docs/platform.md, AMI updates on Slurm)",
+                "(docs/platform.md, AMI pinning and patching)",
             )
         written = [
             (key, hint)
