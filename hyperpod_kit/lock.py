@@ -2,9 +2,9 @@
 pinned in one file per environment (`<file>.lock.json` beside the environment file, so that
 `environments/*.yaml` never matches it), written by `synth` and committed by the user.
 
-A pin (`config/pins.py`) is one value a deploy depends on: an instance group's AMI release, the
-Kubernetes version, an EKS add-on's version, a Helm chart's, the Slurm configuration strategy.
-Each comes from:
+A pin (`config/pins.py`) is one value a deploy depends on: an instance group's AMI release (EKS
+clusters only: AWS takes no release for a Slurm group), the Kubernetes version, an EKS add-on's
+version, a Helm chart's, the Slurm configuration strategy. Each comes from:
 
 - ``file``: the environment file writes it. The file always wins, and the lock follows it.
 - ``default``: the toolkit's default or one of its dated tables. When this hyperpod-kit's default
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 from hyperpod_kit import __version__
 from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.pins import ADDONS, Pin, incompatible, resolved_pins
+from hyperpod_kit.config.pins import ADDONS, Pin, ami_pin_key, incompatible, resolved_pins
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.files import fileio
 from hyperpod_kit.outputs import FileWrite, check_file
@@ -179,6 +180,7 @@ class Resolution:
     pins: dict[str, Pin]  # the lock to write
     drift: list[Finding] = field(default_factory=list)  # refused without --update-lock
     updated: list[str] = field(default_factory=list)  # keys --update-lock moved
+    notes: list[Finding] = field(default_factory=list)  # warnings: locked values not applied
 
 
 def resolve(
@@ -206,7 +208,32 @@ def resolve(
             chosen = old
         pins[key] = chosen
     applied = _apply(config, {k: p.value for k, p in pins.items() if p.source == "deployed"})
-    return Resolution(applied, pins, drift, updated)
+    notes = list(_slurm_releases(config, lock)) if lock is not None else []
+    return Resolution(applied, pins, drift, updated, notes)
+
+
+def _slurm_releases(config: EnvironmentConfig, lock: LockFile) -> Iterator[Finding]:
+    """A warning for each AMI release the lock pins for a group of a Slurm cluster (an older
+    hyperpod-kit wrote them, `lock --from-deployed` too): AWS takes `ImageReleaseVersion` on EKS
+    clusters only, so it is not applied, and the next lock written leaves it out."""
+    if config.orchestrator != "slurm":
+        return
+    for g in config.cluster.instance_groups:
+        key = ami_pin_key(g.name)
+        old = lock.pins.get(key)
+        if old is None or old.value is None:
+            continue  # "latest": it pinned nothing
+        yield Finding(
+            Level.WARNING,
+            key,
+            f"the lock pins AMI release {old.value!r} ({old.source}) for group {g.name} of a Slurm "
+            "cluster, and AWS takes ImageReleaseVersion on EKS clusters only: not applied",
+            "nothing to do: the next `hyperpod-kit lock` or synth writes the lock without it; "
+            "`aws sagemaker update-cluster-software` moves a Slurm group's AMI (docs/platform.md)",
+            line=lock.line_of(key),
+            file=str(lock.path),
+            check="lock",
+        )
 
 
 def _drift(lock: LockFile, key: str, old: Pin, new: Pin) -> Finding:
@@ -230,7 +257,7 @@ def _apply(config: EnvironmentConfig, values: dict[str, str | None]) -> Environm
     cluster = config.cluster
     groups = []
     for g in cluster.instance_groups:
-        key = f"cluster.instance_groups[{g.name}].image_release_version"
+        key = ami_pin_key(g.name)
         release = values.get(key)
         if release:
             _schema_accepts(g, {"image_release_version": release}, key)
@@ -270,12 +297,13 @@ def _schema_accepts(model: BaseModel, update: dict[str, Any], key: str) -> None:
 def deployed_pins(
     config: EnvironmentConfig, cluster: dict[str, Any], addons: dict[str, str]
 ) -> dict[str, Pin]:
-    """Pins read from AWS: each group's current AMI release (DescribeCluster) and the add-ons'
-    versions (DescribeAddon, by add-on name), for the keys the file leaves open."""
+    """Pins read from AWS: each group's current AMI release (DescribeCluster; EKS clusters only,
+    where a release is a pin) and the add-ons' versions (DescribeAddon, by add-on name), for the
+    keys the file leaves open."""
     now = resolved_pins(config)
     found: dict[str, Pin] = {}
     for group in cluster.get("InstanceGroups", []):
-        key = f"cluster.instance_groups[{group.get('InstanceGroupName')}].image_release_version"
+        key = ami_pin_key(str(group.get("InstanceGroupName")))
         release = group.get("CurrentImageReleaseVersion")
         if key in now and now[key].source == "latest" and release:
             found[key] = Pin(key, str(release), "deployed", now[key].what)
@@ -341,6 +369,8 @@ def lock_environment(
         ) from None  # fmt: skip
     if res.drift and not warn_drift:
         raise LockError(res.drift)
+    if res.notes:
+        loaded = replace(loaded, findings=[*loaded.findings, *res.notes])
     if res.drift:
         warnings = [
             replace(

@@ -17,7 +17,8 @@ the CloudFormation registry schemas that cfn-lint ships:
   identity, so a rename is a removal and an addition), a new instance type, fewer nodes;
 - `rolling_update`: a new AMI (release version or image) for a group: HyperPod takes its nodes
   out of service batch by batch (the group's deployment configuration: batch size, wait, the
-  alarms it rolls back on), and jobs on a batch's nodes end;
+  alarms it rolls back on; on a Slurm cluster the whole group is one batch: AWS updates in
+  batches on EKS clusters only), and jobs on a batch's nodes end;
 - `new_nodes_only`: lifecycle scripts and storage, which only nodes provisioned later see;
 - `safe`.
 
@@ -836,8 +837,14 @@ def _present(properties: dict[str, Any], pointer: str, rules: Rules) -> bool:
 
 def _rolling_update(properties: dict[str, Any], where: str) -> str:
     """ "rolling AMI update of group X in batches of N ...": the group's deployment configuration
-    (its scheduled updates', else its patches') in the new template, or HyperPod's defaults."""
+    (its scheduled updates', else its patches') in the new template, or HyperPod's defaults. On
+    a Slurm cluster the whole group at once (facts/orchestrator_rules.json)."""
     name = where.split("[", 1)[1].split("]", 1)[0] if where.startswith("InstanceGroups[") else "?"
+    if "Slurm" in (properties.get("Orchestrator") or {}):
+        return (
+            f"AMI update of group {name}, all of its nodes at once (one batch: AWS updates in "
+            "batches on EKS clusters only)"
+        )
     group: dict[str, Any] = next(
         (g for g in properties.get("InstanceGroups", []) if g.get("InstanceGroupName") == name),
         {},

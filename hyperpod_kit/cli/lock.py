@@ -2,7 +2,7 @@
 
 Like the lock step of `synth` (hyperpod_kit/lock.py): pins from the file and the toolkit's tables,
 a default that moved refused unless `--update`; `--from-deployed` also reads what the deployed
-cluster runs (each group's current AMI release, the EKS add-ons' versions) for the pins the file
+cluster runs (each EKS group's current AMI release, the EKS add-ons' versions) for the pins the file
 leaves open, so that later synths deploy those and not "latest". The lock is replaced only when it
 is one of ours (or with `--force`), through a temporary file renamed into place.
 """
@@ -59,6 +59,8 @@ def lock(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         for finding in e.findings:
             print(finding.render(loaded.file), file=sys.stderr)
         return EXIT_BAD_INPUT
+    for note in resolution.notes:  # what the lock carries and this version does not apply
+        print(note.render(loaded.file), file=sys.stderr)
     pins = dict(resolution.pins)
     if args.from_deployed:
         read = _from_deployed(loaded)

@@ -1,8 +1,8 @@
 """Pins: the values a deploy of an environment depends on that would otherwise float (an instance
-group's AMI release, the Kubernetes version, EKS add-ons, Helm charts, the Slurm configuration
-strategy, the accounting database's engine), as the file and the toolkit's dated tables decide
-them; and the combinations of them known to break (`facts/compatibility.json`). The lock file that
-records pins is `hyperpod_kit/lock.py`'s.
+group's AMI release on EKS, the Kubernetes version, EKS add-ons, Helm charts, the Slurm
+configuration strategy, the accounting database's engine), as the file and the toolkit's dated
+tables decide them; and the combinations of them known to break (`facts/compatibility.json`). The
+lock file that records pins is `hyperpod_kit/lock.py`'s.
 """
 
 from __future__ import annotations
@@ -90,16 +90,24 @@ def _written(model: Any, name: str) -> bool:
     return name in model.model_fields_set and getattr(model, name) is not None
 
 
+def ami_pin_key(group: str) -> str:
+    """The pin of a group's HyperPod AMI release (EKS clusters only)."""
+    return f"cluster.instance_groups[{group}].image_release_version"
+
+
 def resolved_pins(config: EnvironmentConfig) -> dict[str, Pin]:
-    """The pins of this environment as the file and the toolkit's tables decide them."""
+    """The pins of this environment as the file and the toolkit's tables decide them. A group's
+    AMI release is pinned on an EKS cluster only: AWS takes `ImageReleaseVersion` on EKS
+    clusters alone (facts/orchestrator_rules.json), and a Slurm group runs HyperPod's latest AMI
+    of its creation, moved by `UpdateClusterSoftware` (docs/platform.md)."""
     pins: list[Pin] = []
-    for g in config.cluster.instance_groups:
+    for g in config.cluster.instance_groups if config.orchestrator == "eks" else []:
         if g.image_id not in (None, "default"):
             continue  # an AMI of the user's own: nothing of HyperPod's to pin
         release = g.image_release_version
         pins.append(
             Pin(
-                f"cluster.instance_groups[{g.name}].image_release_version",
+                ami_pin_key(g.name),
                 release,
                 "file" if release is not None else "latest",
                 f"the HyperPod AMI release of group {g.name}",

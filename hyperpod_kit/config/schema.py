@@ -512,7 +512,8 @@ class GroupKubernetesConfig(Section):
 
 
 class RollingDeployment(Section):
-    """How HyperPod rolls an AMI update through a group (`DeploymentConfig`)."""
+    """How HyperPod rolls an AMI update through a group in batches (`DeploymentConfig`; EKS
+    clusters only: AWS updates a Slurm group all at once)."""
 
     batch_size: int = Field(
         default=1, ge=1, description="Nodes updated at a time: a count, or a percentage."
@@ -546,7 +547,12 @@ class AmiUpdatesConfig(Section):
         description="When HyperPod updates the group's AMI: a cron expression, in UTC.",
         json_schema_extra=hint("like cron(0 3 ? * SUN *)"),
     )
-    deployment: RollingDeployment = Field(default_factory=RollingDeployment)
+    deployment: RollingDeployment = Field(
+        default_factory=RollingDeployment,
+        description="How the update rolls through the group in batches: EKS clusters only (a "
+        "Slurm group is updated all at once). Default on EKS: one node at a time, rolled back "
+        "on the health alarms.",
+    )
 
 
 class AutoPatchConfig(Section):
@@ -557,7 +563,9 @@ class AutoPatchConfig(Section):
         "group is patched once none of its nodes runs a job."
     )
     deployment: RollingDeployment | None = Field(
-        default=None, description="How patches roll through the group. Default: HyperPod's."
+        default=None,
+        description="How patches roll through the group in batches: EKS clusters only. "
+        "Default: HyperPod's.",
     )
 
 
@@ -624,8 +632,9 @@ class InstanceGroupConfig(Section):
     image_release_version: str | None = Field(
         default=None,
         pattern=r"^[0-9]+\.[0-9]+\.[0-9]+$",
-        description="The HyperPod AMI release the group runs (MAJOR.MINOR.PATCH). Left out: the "
-        "version recorded in the environment's lock, else the latest at deploy.",
+        description="The HyperPod AMI release the group runs (MAJOR.MINOR.PATCH); EKS clusters "
+        "only (a Slurm group runs HyperPod's latest AMI). Left out: the version recorded in the "
+        "environment's lock, else the latest at deploy.",
         json_schema_extra=hint("like 1.2.3"),
     )
     image_id: str | None = Field(
@@ -671,7 +680,8 @@ class InstanceGroupConfig(Section):
     )
     network: GroupNetworkConfig | None = Field(default=None)
     ami_updates: AmiUpdatesConfig | None = Field(
-        default=None, description="Scheduled AMI updates, rolled through the group."
+        default=None,
+        description="Scheduled AMI updates: in batches on EKS, the whole group at once on Slurm.",
     )
     auto_patch: AutoPatchConfig | None = Field(
         default=None, description="Automatic OS security patches."

@@ -207,7 +207,9 @@ class HyperPodCluster(Construct):
         # Stable: a new logical id would replace the cluster and every node with it. The cluster
         # holds no data (that is on FSx and S3), and a retained one would keep billing its
         # instances after `cdk destroy`, so it is deleted with the stack.
-        if any(g.image_release_version for g in config.cluster.instance_groups):
+        if config.orchestrator == "eks" and any(
+            g.image_release_version for g in config.cluster.instance_groups
+        ):
             # aws-cdk-lib 2.275 writes ImageReleaseVersion, and its bundled copy of the
             # resource's schema is older than the property; cfn-lint 1.58's (the gate) has it.
             Validations.of(self.cfn).acknowledge(
@@ -333,6 +335,10 @@ class HyperPodCluster(Construct):
         stage = group.lifecycle.stage
         network = group.network
         kubernetes = group.kubernetes
+        # AWS takes an AMI release and batched updates on EKS clusters only
+        # (facts/orchestrator_rules.json; `validate` refuses them on Slurm): a Slurm group runs
+        # HyperPod's latest AMI, and its scheduled updates take the whole group at once.
+        eks = config.orchestrator == "eks"
         return cfn.ClusterInstanceGroupProperty(
             instance_group_name=group.name,
             instance_type=group.instance_type,
@@ -347,7 +353,7 @@ class HyperPodCluster(Construct):
             execution_role=self.execution_role.role_arn,
             threads_per_core=group.threads_per_core,
             image_id=group.image_id,
-            image_release_version=group.image_release_version,
+            image_release_version=group.image_release_version if eks else None,
             life_cycle_config=cfn.ClusterLifeCycleConfigProperty(
                 source_s3_uri=lifecycle.source_s3_uri,
                 on_create=lifecycle.on_create if stage == "on_create" else None,
@@ -387,12 +393,14 @@ class HyperPodCluster(Construct):
             scheduled_update_config=(
                 cfn.ScheduledUpdateConfigProperty(
                     schedule_expression=group.ami_updates.schedule,
-                    deployment_config=_deployment(config, group.ami_updates.deployment),
+                    deployment_config=(
+                        _deployment(config, group.ami_updates.deployment) if eks else None
+                    ),
                 )
                 if group.ami_updates is not None
                 else None
             ),
-            auto_patch_config=_auto_patch(config, group.auto_patch),
+            auto_patch_config=_auto_patch(config, group.auto_patch, batches=eks),
         )
 
 
@@ -456,12 +464,12 @@ def _deployment(config: EnvironmentConfig, rolling: RollingDeployment | None) ->
     )
 
 
-def _auto_patch(config: EnvironmentConfig, patch: AutoPatchConfig | None) -> Any:
+def _auto_patch(config: EnvironmentConfig, patch: AutoPatchConfig | None, *, batches: bool) -> Any:
     if patch is None:
         return None
     return sagemaker.CfnCluster.AutoPatchConfigProperty(
         patching_strategy={"when_idle": "WhenIdle", "when_all_idle": "WhenAllIdle"}[patch.strategy],
-        deployment_config=_deployment(config, patch.deployment),
+        deployment_config=_deployment(config, patch.deployment) if batches else None,
     )
 
 

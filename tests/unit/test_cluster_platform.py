@@ -23,13 +23,9 @@ SLURM = {
                 "role": "compute",
                 "instance_type": "ml.g5.8xlarge",
                 "instance_count": 2,
-                "image_release_version": "1.2.3",
                 "root_volume_kms_key_arn": KEY,
                 "lifecycle": {"stage": "on_init_complete"},
-                "ami_updates": {
-                    "schedule": "cron(0 3 ? * SUN *)",
-                    "deployment": {"batch_size": 1, "wait_seconds": 300},
-                },
+                "ami_updates": {"schedule": "cron(0 3 ? * SUN *)"},
                 "auto_patch": {"strategy": "when_all_idle"},
             },
             {
@@ -63,6 +59,11 @@ EKS = {
                 "instance_type": "ml.g5.12xlarge",
                 "instance_count": 2,
                 "ebs_kms_key_arn": KEY,
+                "image_release_version": "1.2.3",
+                "ami_updates": {
+                    "schedule": "cron(0 3 ? * SUN *)",
+                    "deployment": {"batch_size": 1, "wait_seconds": 300},
+                },
                 "kubernetes": {
                     "labels": {"example.com/pool": "a"},
                     "taints": [{"key": "example.com/gpu", "effect": "NoSchedule"}],
@@ -95,15 +96,23 @@ def test_slurm_continuous_leaves_the_strategy_out(synth: SynthFn) -> None:
     assert default["Orchestrator"] == {"Slurm": {"SlurmConfigStrategy": "Managed"}}
 
 
-def test_a_group_carries_its_ami_volumes_stage_and_updates(synth: SynthFn) -> None:
+def test_a_slurm_group_carries_its_volumes_stage_and_whole_group_updates(synth: SynthFn) -> None:
+    """On Slurm no AMI release and no batches (AWS offers both on EKS only): the schedule and
+    the patch strategy alone, which update the whole group."""
     compute = _groups(_cluster(synth(SLURM)))["compute"]
-    assert compute["ImageReleaseVersion"] == "1.2.3"
+    assert "ImageReleaseVersion" not in compute
     assert compute["InstanceStorageConfigs"][1] == {
         "EbsVolumeConfig": {"RootVolume": True, "VolumeKmsKeyId": KEY}
     }
     assert set(compute["LifeCycleConfig"]) == {"SourceS3Uri", "OnInitComplete"}
     assert compute["AutoPatchConfig"] == {"PatchingStrategy": "WhenAllIdle"}
-    deployment = compute["ScheduledUpdateConfig"]["DeploymentConfig"]
+    assert compute["ScheduledUpdateConfig"] == {"ScheduleExpression": "cron(0 3 ? * SUN *)"}
+
+
+def test_an_eks_group_carries_its_ami_release_and_batches(synth: SynthFn) -> None:
+    workers = _groups(_cluster(synth(EKS)))["workers"]
+    assert workers["ImageReleaseVersion"] == "1.2.3"
+    deployment = workers["ScheduledUpdateConfig"]["DeploymentConfig"]
     assert deployment["RollingUpdatePolicy"] == {
         "MaximumBatchSize": {"Type": "INSTANCE_COUNT", "Value": 1}
     }
@@ -112,11 +121,11 @@ def test_a_group_carries_its_ami_volumes_stage_and_updates(synth: SynthFn) -> No
 
 def test_rollback_alarms_are_the_monitoring_stacks_alarms(synth: SynthFn) -> None:
     """The cluster names alarms before the monitoring stack makes them: the names must agree."""
-    synthesized = synth(SLURM)
-    compute = _groups(_cluster(synthesized))["compute"]
+    synthesized = synth(EKS)
+    workers = _groups(_cluster(synthesized))["workers"]
     named = [
         a["AlarmName"]
-        for a in compute["ScheduledUpdateConfig"]["DeploymentConfig"]["AutoRollbackConfiguration"]
+        for a in workers["ScheduledUpdateConfig"]["DeploymentConfig"]["AutoRollbackConfiguration"]
     ]
     alarms = synthesized.templates["monitoring"].find_resources("AWS::CloudWatch::Alarm")
     made = {a["Properties"]["AlarmName"] for a in alarms.values()}

@@ -13,6 +13,7 @@ from hyperpod_kit.config.facts import (
     HERE,
     ami_accounts,
     api_constraints,
+    eks_only,
     eks_versions,
     instance_type,
     instance_types,
@@ -176,6 +177,30 @@ def test_limits_name_their_source() -> None:
     assert limit("tags_per_resource") - limit("kit_tags_per_resource") == 47
     table = json.loads((HERE / "limits.json").read_text())
     assert all(row["source"] and row["kind"] for row in table["limits"].values())
+
+
+def test_the_eks_only_release_is_in_the_words_of_the_installed_registry_schema() -> None:
+    """`orchestrator_rules.json` quotes CloudFormation's schema of AWS::SageMaker::Cluster: the
+    installed cfn-lint's copy still says it (a newer one that drops the words fails here, and the
+    table and `ami-updates-eks-only` are read again)."""
+    from cfnlint.schema.manager import PROVIDER_SCHEMA_MANAGER
+    from cfnlint.version import __version__ as cfn_lint
+
+    schema = PROVIDER_SCHEMA_MANAGER.get_resource_schema(
+        "us-east-1", "AWS::SageMaker::Cluster"
+    ).schema
+    group = schema["definitions"]["ClusterInstanceGroup"]["properties"]
+    row = eks_only("image_release_version")
+    assert row["quote"] in group["ImageReleaseVersion"]["description"]
+    assert f"cfn-lint {cfn_lint}" in row["cite"]
+    # the batches' settings are one DeploymentConfig, under both places a group takes it
+    deployment = eks_only("deployment")
+    for parent in ("ScheduledUpdateConfig", "AutoPatchConfig"):
+        assert "DeploymentConfig" in schema["definitions"][parent]["properties"]
+        assert f"{parent}.DeploymentConfig" in deployment["property"]
+    assert set(schema["definitions"]["DeploymentConfig"]["properties"]) == {
+        "RollingUpdatePolicy", "WaitIntervalInSeconds", "AutoRollbackConfiguration",
+    }  # fmt: skip
 
 
 def test_hyperpod_kits_own_tags_leave_room_for_the_files() -> None:

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from hyperpod_kit.cli.main import main
-from tests.conftest import DEFAULT_FILE
+from tests.conftest import DEFAULT_FILE, REPO
 
 
 @pytest.fixture(autouse=True)
@@ -116,9 +116,10 @@ def test_a_lock_of_another_environment_is_refused(
 def test_a_lock_value_the_schema_refuses_is_not_applied(
     env: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    shutil.copyfile(REPO / "environments" / "eks.yaml", env)  # an AMI release is EKS's alone
     lock = _write_lock(env, capsys)
     data = json.loads(lock.read_text())
-    key = "cluster.instance_groups[compute].image_release_version"
+    key = "cluster.instance_groups[workers].image_release_version"
     data["pins"][key].update(value="2025.1.1\n$(touch /tmp/hpk-pwned)", source="deployed")
     lock.write_text(json.dumps(data, indent=1))
     line = _last_line(capsys, ["validate", str(env), "-q"])

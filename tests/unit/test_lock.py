@@ -26,7 +26,21 @@ from hyperpod_kit.lock import (
 from tests.conftest import REPO, WriteEnv, run_cli
 
 STRATEGY = "cluster.slurm.config_strategy"
-COMPUTE_AMI = "cluster.instance_groups[compute].image_release_version"
+COMPUTE_AMI = "cluster.instance_groups[compute].image_release_version"  # a Slurm group's
+WORKERS_AMI = "cluster.instance_groups[workers].image_release_version"  # eks.yaml's group
+CHART = "charts.nvidia-device-plugin"  # a default of eks.yaml's lock
+
+
+def _eks(tmp_path: Path, name: str = "eks.yaml", **workers: Any) -> Path:
+    """A copy of environments/eks.yaml (its `workers` group with `workers` set), no lock yet."""
+    import yaml
+
+    data = yaml.safe_load((REPO / "environments" / "eks.yaml").read_text())
+    (group,) = data["cluster"]["instance_groups"]
+    group.update(workers)
+    env = tmp_path / name
+    env.write_text(yaml.safe_dump(data, sort_keys=False))
+    return env
 
 
 def _lock(path: Path) -> dict[str, Any]:
@@ -72,7 +86,8 @@ def test_lock_command_writes_a_missing_lock(write_env: WriteEnv, tmp_path: Path)
         "source": "default",
         "what": "Slurm's configuration strategy (none: HyperPod merges, continuous provisioning)",
     }
-    assert pins[COMPUTE_AMI]["source"] == "latest" and pins[COMPUTE_AMI]["value"] is None
+    assert COMPUTE_AMI not in pins  # a Slurm group takes no AMI release (EKS clusters only)
+    assert not [key for key in pins if key.endswith(".image_release_version")]
     again = run_cli("lock", str(env), cwd=tmp_path)
     assert again.returncode == 0 and "unchanged" in again.stderr
 
@@ -99,65 +114,86 @@ def test_update_lock_takes_only_what_moved(write_env: WriteEnv, tmp_path: Path) 
     env = write_env()
     assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
     _edit_lock(env, STRATEGY, value="Overwrite")
-    _edit_lock(env, COMPUTE_AMI, value="1.4.2", source="deployed")
     loaded = load_environment(env)
     with pytest.raises(LockError):
         lock_environment(loaded)
-    locked, resolution = lock_environment(loaded, update=True)
+    _, resolution = lock_environment(loaded, update=True)
     assert resolution.updated == [STRATEGY]
     assert resolution.pins[STRATEGY].value == "Managed"
-    assert resolution.pins[COMPUTE_AMI].value == "1.4.2"  # a deployed pin stays
-    assert (
-        next(
-            g for g in locked.config.cluster.instance_groups if g.name == "compute"
-        ).image_release_version
-        == "1.4.2"
-    )
+    # an EKS group's deployed AMI release stays while a moved default is taken
+    eks = _eks(tmp_path)
+    assert run_cli("lock", str(eks), cwd=tmp_path).returncode == 0
+    _edit_lock(eks, CHART, value="0.15.0")  # as if an older hyperpod-kit's default
+    _edit_lock(eks, WORKERS_AMI, value="1.4.2", source="deployed")
+    locked, resolution = lock_environment(load_environment(eks), update=True)
+    assert resolution.updated == [CHART]
+    assert resolution.pins[WORKERS_AMI].value == "1.4.2"  # a deployed pin stays
+    (workers,) = locked.config.cluster.instance_groups
+    assert workers.image_release_version == "1.4.2"
 
 
-def test_the_file_wins_and_the_lock_follows(write_env: WriteEnv, tmp_path: Path) -> None:
-    env = write_env()
+def test_the_file_wins_and_the_lock_follows(tmp_path: Path) -> None:
+    env = _eks(tmp_path)
     assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
-    _edit_lock(env, COMPUTE_AMI, value="1.4.2", source="deployed")
-    groups = json.loads(json.dumps(load_environment(env).config.model_dump()["cluster"]))
-    compute = next(g for g in groups["instance_groups"] if g["name"] == "compute")
-    env = write_env(
-        {
-            "cluster": {
-                "instance_groups": [
-                    {"name": "controller", "role": "controller", "instance_type": "ml.m5.xlarge",
-                     "instance_count": 1},
-                    {"name": "login", "role": "login", "instance_type": "ml.m5.xlarge",
-                     "instance_count": 1},
-                    {"name": "compute", "role": "compute",
-                     "instance_type": compute["instance_type"], "instance_count": 2,
-                     "image_release_version": "1.5.0"},
-                ]
-            }
-        }
-    )  # fmt: skip
+    _edit_lock(env, WORKERS_AMI, value="1.4.2", source="deployed")
+    env = _eks(tmp_path, image_release_version="1.5.0")  # the same file, now pinning a release
     _, resolution = lock_environment(load_environment(env))
-    assert resolution.pins[COMPUTE_AMI].value == "1.5.0"
-    assert resolution.pins[COMPUTE_AMI].source == "file"
+    assert resolution.pins[WORKERS_AMI].value == "1.5.0"
+    assert resolution.pins[WORKERS_AMI].source == "file"
 
 
-def test_a_deployed_pin_reaches_the_template(write_env: WriteEnv, tmp_path: Path) -> None:
+def test_a_deployed_pin_reaches_the_template(tmp_path: Path) -> None:
     """A value the lock carries is what synth deploys, and the assembly carries the lock."""
-    env = write_env()
+    env = _eks(tmp_path)
     assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
-    _edit_lock(env, COMPUTE_AMI, value="1.4.2", source="deployed")
+    _edit_lock(env, WORKERS_AMI, value="1.4.2", source="deployed")
     out = tmp_path / "cdk.out"
     result = run_cli("synth", str(env), "-o", str(out), "-q", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    template = json.loads((out / "hyperpod-dev-cluster.template.json").read_text())
+    template = json.loads((out / "hyperpod-eks-cluster.template.json").read_text())
     (cluster,) = [
         r for r in template["Resources"].values() if r["Type"] == "AWS::SageMaker::Cluster"
     ]
-    groups = {g["InstanceGroupName"]: g for g in cluster["Properties"]["InstanceGroups"]}
-    assert groups["compute"]["ImageReleaseVersion"] == "1.4.2"
-    assert "ImageReleaseVersion" not in groups["controller"]
+    (workers,) = cluster["Properties"]["InstanceGroups"]
+    assert workers["ImageReleaseVersion"] == "1.4.2"
     carried = json.loads((out / LOCK_IN_ASSEMBLY).read_text())
-    assert carried["pins"][COMPUTE_AMI] == _lock(env)["pins"][COMPUTE_AMI]
+    assert carried["pins"][WORKERS_AMI] == _lock(env)["pins"][WORKERS_AMI]
+
+
+@pytest.mark.parametrize("source", ["deployed", "file"])
+def test_a_slurm_groups_locked_release_is_a_warning_and_is_dropped(
+    write_env: WriteEnv, tmp_path: Path, source: str
+) -> None:
+    """A lock an older hyperpod-kit wrote (its `lock --from-deployed`, or a file's pin) may carry
+    an AMI release for a Slurm group. AWS takes ImageReleaseVersion on EKS clusters only: it is
+    not applied, each command says so in one warning at the lock's line, and the next lock
+    written leaves it out. A "latest" row (it pinned nothing) goes without a word."""
+    env = write_env()
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    _edit_lock(env, COMPUTE_AMI, value="1.4.2", source=source, what="an older hyperpod-kit's")
+    _edit_lock(env, "cluster.instance_groups[login].image_release_version", value=None,
+               source="latest", what="an older hyperpod-kit's")  # fmt: skip
+    line = lock_path(env).read_text().splitlines().index(f'  "{COMPUTE_AMI}": {{') + 1
+    expected = (
+        f"{lock_path(env)}:{line} warning: {COMPUTE_AMI}: the lock pins AMI release '1.4.2' "
+        f"({source}) for group compute of a Slurm cluster, and AWS takes ImageReleaseVersion on "
+        "EKS clusters only: not applied. Hint: nothing to do: the next `hyperpod-kit lock` or "
+        "synth writes the lock without it; `aws sagemaker update-cluster-software` moves a Slurm "
+        "group's AMI (docs/platform.md)."
+    )
+    locked, resolution = lock_environment(load_environment(env))
+    assert [f.render(str(env)) for f in resolution.notes] == [expected]
+    assert expected in [f.render(str(env)) for f in locked.findings]
+    assert all(g.image_release_version is None for g in locked.config.cluster.instance_groups)
+    assert not [key for key in resolution.pins if key.endswith(".image_release_version")]
+    validate = run_cli("validate", str(env), cwd=tmp_path)
+    assert validate.returncode == 0, validate.stderr
+    assert validate.stderr.splitlines().count(expected) == 1
+    written = run_cli("lock", str(env), "-q", cwd=tmp_path)
+    assert written.returncode == 0 and expected in written.stderr.splitlines()
+    assert COMPUTE_AMI not in _lock(env)["pins"]
+    again = run_cli("lock", str(env), cwd=tmp_path)
+    assert COMPUTE_AMI not in again.stderr and "unchanged" in again.stderr
 
 
 def test_a_locked_pair_known_to_break_is_refused(tmp_path: Path) -> None:
@@ -251,13 +287,30 @@ def test_from_deployed_reads_the_cluster_and_the_addons(
         ek.assert_no_pending_responses()
     assert code == 0, capsys.readouterr().err
     pins = _lock(env)["pins"]
-    assert pins["cluster.instance_groups[workers].image_release_version"]["value"] == "1.7.1"
-    assert pins["cluster.instance_groups[workers].image_release_version"]["source"] == "deployed"
+    assert pins[WORKERS_AMI]["value"] == "1.7.1"
+    assert pins[WORKERS_AMI]["source"] == "deployed"
     assert pins["cluster.eks.addons.coredns"] == {
         "value": "v1.12.1-eksbuild.2", "source": "deployed", "what": "EKS add-on coredns",
     }  # fmt: skip
     assert pins["cluster.eks.addons.vpc_cni"]["source"] == "file"  # the file writes it: kept
     assert pins["cluster.eks.addons.training_operator"]["source"] == "latest"  # not installed
+
+
+def test_from_deployed_pins_no_release_for_a_slurm_group(write_env: WriteEnv) -> None:
+    """DescribeCluster gives a Slurm group's current AMI release too; `lock --from-deployed`
+    pins it only on EKS (AWS takes ImageReleaseVersion there alone)."""
+    from hyperpod_kit.lock import deployed_pins
+
+    described = {
+        "InstanceGroups": [
+            {"InstanceGroupName": name, "CurrentImageReleaseVersion": "1.7.1"}
+            for name in ("controller", "login", "compute", "workers")
+        ]
+    }
+    slurm = load_environment(write_env()).config
+    assert deployed_pins(slurm, described, {}) == {}
+    eks = load_environment(_eks(write_env().parent)).config
+    assert list(deployed_pins(eks, described, {})) == [WORKERS_AMI]
 
 
 def test_from_deployed_without_credentials_is_one_line(tmp_path: Path) -> None:

@@ -48,6 +48,27 @@ def _run_both(
     return plan(base, cand)
 
 
+def _on_eks(env: dict[str, Any]) -> None:
+    """The baseline's cluster orchestrated by EKS: an AMI release and batches are EKS's alone."""
+    cluster = _by_id_props(env)
+    cluster["Orchestrator"] = {"Eks": {"ClusterArn": "arn:aws:eks:us-west-2:1:cluster/dev"}}
+    for group in cluster["InstanceGroups"]:
+        group.pop("SlurmConfig", None)
+
+
+def _by_id_props(env: dict[str, Any]) -> dict[str, Any]:
+    props: dict[str, Any] = env["stacks"]["cluster"]["Resources"]["HyperPodCluster"]["Properties"]
+    return props
+
+
+def _both(*changes: Callable[[dict[str, Any]], None]) -> Callable[[dict[str, Any]], None]:
+    def change(env: dict[str, Any]) -> None:
+        for c in changes:
+            c(env)
+
+    return change
+
+
 def _pinned(
     version: str, *, batch: dict[str, Any] | None = None
 ) -> Callable[[dict[str, Any]], None]:
@@ -70,7 +91,7 @@ def _pinned(
 def test_an_ami_release_change_is_a_rolling_update_in_the_groups_batches(tmp_path: Path) -> None:
     result = _run_both(
         tmp_path,
-        _pinned("1.2.3", batch={"Type": "INSTANCE_COUNT", "Value": 2}),
+        _both(_on_eks, _pinned("1.2.3", batch={"Type": "INSTANCE_COUNT", "Value": 2})),
         _pinned("1.3.0", batch={"Type": "INSTANCE_COUNT", "Value": 2}),
     )
     cluster = _by_id(result)["HyperPodCluster"]
@@ -91,8 +112,7 @@ def test_an_ami_release_change_is_a_rolling_update_in_the_groups_batches(tmp_pat
 def test_pinning_an_ami_for_the_first_time_rolls_it_out_in_default_batches(
     tmp_path: Path,
 ) -> None:
-    cluster = _cluster_change(tmp_path, _pinned("1.2.3"))
-    (effect,) = cluster.effects
+    (effect,) = _by_id(_run_both(tmp_path, _on_eks, _pinned("1.2.3")))["HyperPodCluster"].effects
     assert effect.kind == "rolling_update"
     assert (
         "rolling AMI update of group gpu in batches of HyperPod's default size, no rollback "
@@ -103,11 +123,33 @@ def test_pinning_an_ami_for_the_first_time_rolls_it_out_in_default_batches(
 def test_a_percentage_batch_is_said_as_one(tmp_path: Path) -> None:
     result = _run_both(
         tmp_path,
-        _pinned("1.2.3", batch={"Type": "CAPACITY_PERCENTAGE", "Value": 25}),
+        _both(_on_eks, _pinned("1.2.3", batch={"Type": "CAPACITY_PERCENTAGE", "Value": 25})),
         _pinned("1.2.4", batch={"Type": "CAPACITY_PERCENTAGE", "Value": 25}),
     )
     (effect,) = _by_id(result)["HyperPodCluster"].effects
     assert "in batches of 25%" in effect.why
+
+
+def _image(ami: str) -> Callable[[dict[str, Any]], None]:
+    def change(env: dict[str, Any]) -> None:
+        _gpu(env)["ImageId"] = ami
+
+    return change
+
+
+def test_a_slurm_groups_new_ami_takes_the_whole_group_at_once(tmp_path: Path) -> None:
+    """A Slurm group has no batches (AWS updates in batches on EKS clusters only): its new AMI
+    (an image of its own: a Slurm group pins no release) is said as the whole group at once."""
+    result = _run_both(tmp_path, _image("ami-0123456789abcdef0"), _image("ami-0fedcba987654321f"))
+    cluster = _by_id(result)["HyperPodCluster"]
+    assert cluster.label == "ROLLING AMI UPDATE" and cluster.dangerous
+    (effect,) = cluster.effects
+    assert effect.render() == (
+        "InstanceGroups[gpu].ImageId changed (ami-0123456789abcdef0 -> ami-0fedcba987654321f): "
+        "AMI update of group gpu, all of its nodes at once (one batch: AWS updates in batches on "
+        "EKS clusters only); jobs on each batch's nodes end; --requeue and auto-resume jobs "
+        "restart from their last checkpoint"
+    )
 
 
 def _labels(value: str) -> Callable[[dict[str, Any]], None]:
@@ -203,7 +245,8 @@ def test_a_lock_bump_is_said_first(tmp_path: Path) -> None:
 
     key = "cluster.instance_groups[gpu].image_release_version"
     old, new = baseline(), baseline()
-    _pinned("1.3.0")(new)
+    _on_eks(old)  # an AMI release is a pin of EKS clusters only
+    _both(_on_eks, _pinned("1.3.0"))(new)
     base = write_assembly(tmp_path / "b", old["stacks"], nested=old["nested"], users=old["users"])
     cand = write_assembly(tmp_path / "c", new["stacks"], nested=new["nested"], users=new["users"])
     (base / LOCK_IN_ASSEMBLY).write_text(

@@ -21,9 +21,6 @@ from hyperpod_kit.config.facts import refresh
 from hyperpod_kit.config.validators import REGISTRY
 
 TABLE_PATH = Path(refresh.__file__).parent / "prose_rules.json"
-# Checks written on another branch of issue #24; the rows name them before they are merged.
-# Once one is registered under the name, this set must drop it (a test says so).
-PENDING = {"platform.ami_updates_eks_only"}
 _GATE = re.compile(r"^cfn-lint ([EWI]\d{4})$")
 
 
@@ -133,18 +130,13 @@ def test_each_row_has_exactly_one_verdict(table: dict[str, Any]) -> None:
 def test_enforced_by_names_a_registered_check_or_a_gate_rule(table: dict[str, Any]) -> None:
     for row in table["rows"]:
         name = row.get("enforced_by")
-        if name is None or name in PENDING:
+        if name is None:
             continue
         gate = _GATE.match(name)
         if gate:
             assert _cfn_lint_rule_exists(gate[1]), f"{row['id']}: cfn-lint has no rule {gate[1]}"
         else:
             assert name in REGISTRY, f"{row['id']}: no validator is registered as {name!r}"
-
-
-def test_pending_checks_are_not_yet_registered() -> None:
-    """A name in PENDING that is now registered: drop it from PENDING (the rows are checked)."""
-    assert not PENDING & set(REGISTRY)
 
 
 def test_never_set_reasons_hold_for_the_golden_templates(table: dict[str, Any]) -> None:

@@ -260,9 +260,22 @@ def spot(g: dict[str, Any]) -> dict[str, Any]:
     return dict(g, capacity="spot")
 
 
+def eks_group(**kw: Any) -> dict[str, Any]:
+    """An EKS environment whose workers carry `kw`."""
+    return merge(eks_network(), {"cluster": {"instance_groups": [dict(WORKERS, **kw)]}})
+
+
 def updates(schedule: str, **deployment: Any) -> dict[str, Any]:
-    compute = dict(COMPUTE, ami_updates={"schedule": schedule, "deployment": deployment})
-    return {"cluster": {"instance_groups": [CONTROLLER, LOGIN, compute]}}
+    """Scheduled AMI updates of the EKS workers (batches are for EKS clusters only)."""
+    return eks_group(ami_updates={"schedule": schedule, "deployment": deployment})
+
+
+# An AMI release and updates in batches: AWS offers both on EKS clusters only.
+AMI_RELEASE_AND_BATCHES: dict[str, Any] = {
+    "image_release_version": "1.2.3",
+    "ami_updates": {"schedule": "cron(0 3 ? * SUN *)", "deployment": {"batch_size": 2}},
+    "auto_patch": {"strategy": "when_idle", "deployment": {"batch_size": 1}},
+}
 
 
 def patches(strategy: str, **deployment: Any) -> dict[str, Any]:
@@ -1225,15 +1238,28 @@ GOOD: list[Any] = [
         id="min-equal-count",
     ),
     # ami-pinning
+    pytest.param("ami-pinning", eks_group(image_release_version="1.2.3"), id="release-pinned"),
     pytest.param(
         "ami-pinning",
-        groups(CONTROLLER, LOGIN, dict(COMPUTE, image_release_version="1.2.3")),
-        id="release-pinned",
+        eks_group(image_id="default", image_release_version="1.2.3"),
+        id="release-with-default-image",
+    ),
+    # ami-updates-eks-only: the settings Slurm refuses, on EKS; Slurm's own schedule and patches
+    pytest.param(
+        "ami-updates-eks-only", eks_group(**AMI_RELEASE_AND_BATCHES), id="eks-release-batches"
     ),
     pytest.param(
-        "ami-pinning",
-        groups(CONTROLLER, LOGIN, dict(COMPUTE, image_id="default", image_release_version="1.2.3")),
-        id="release-with-default-image",
+        "ami-updates-eks-only",
+        groups(
+            CONTROLLER,
+            LOGIN,
+            dict(
+                COMPUTE,
+                ami_updates={"schedule": "cron(0 4 1 * ? *)"},
+                auto_patch={"strategy": "when_all_idle"},
+            ),
+        ),
+        id="slurm-schedule-and-patches-whole-group",
     ),
     # ami-updates
     pytest.param("ami-updates", updates("cron(0 3 ? * SUN *)"), id="updates-weekly"),
@@ -3896,22 +3922,6 @@ BAD: list[Any] = [
         ],
         id="accounting-double-hyphen-name",
     ),
-    pytest.param(
-        "slurm-accounting",
-        merge(
-            ACCOUNTING,
-            groups(dict(CONTROLLER, image_release_version="1.2.3"), LOGIN, COMPUTE),
-        ),
-        [
-            info(
-                "cluster.instance_groups[0].image_release_version",
-                "an external accounting database needs a HyperPod AMI released after "
-                "2026-08-30 (HyperPod's guide); the controller pins 1.2.3",
-                "check the release's date in HyperPod's AMI release notes",
-            )
-        ],
-        id="accounting-pinned-controller-ami",
-    ),
     # accounting-subnets
     pytest.param(
         "accounting-subnets",
@@ -4509,14 +4519,10 @@ BAD: list[Any] = [
     ),
     pytest.param(
         "ami-pinning",
-        groups(
-            CONTROLLER,
-            LOGIN,
-            dict(COMPUTE, image_id="ami-0123456789abcdef0", image_release_version="1.2.3"),
-        ),
+        eks_group(image_id="ami-0123456789abcdef0", image_release_version="1.2.3"),
         [
             err(
-                f"{GROUPS}[2].image_release_version",
+                f"{GROUPS}[0].image_release_version",
                 "image_release_version pins HyperPod's AMI, and the group runs its own "
                 "(ami-0123456789abcdef0)",
                 "keep one: image_release_version, or image_id",
@@ -4545,23 +4551,76 @@ BAD: list[Any] = [
         ),
         [
             err(
-                f"{GROUPS}[2].ami_updates.schedule",
+                f"{GROUPS}[0].ami_updates.schedule",
                 "'cron(0 3 * *)' is not a cron expression of six fields",
                 "like cron(0 3 ? * SUN *): 03:00 UTC every Sunday",
             ),
             err(
-                f"{GROUPS}[2].ami_updates.deployment.batch_size",
+                f"{GROUPS}[0].ami_updates.deployment.batch_size",
                 "150% is more than the whole group",
                 "use 1-100",
             ),
             err(
-                f"{GROUPS}[2].ami_updates.deployment.rollback_on_alarms",
+                f"{GROUPS}[0].ami_updates.deployment.rollback_on_alarms",
                 "the update rolls back on the monitoring stack's health alarms, and monitoring is "
                 "off",
                 "set monitoring.enabled: true, or rollback_on_alarms: false",
             ),
         ],
         id="updates-bad-cron-batch-alarms",
+    ),
+    pytest.param(
+        "ami-updates",
+        merge(
+            groups(
+                CONTROLLER,
+                LOGIN,
+                dict(
+                    COMPUTE,
+                    ami_updates={
+                        "schedule": "cron(0 3 * *)",
+                        "deployment": {"batch_size": 150, "batch_unit": "percent"},
+                    },
+                ),
+            ),
+            {"monitoring": {"enabled": False}},
+        ),
+        [
+            err(
+                f"{GROUPS}[2].ami_updates.schedule",
+                "'cron(0 3 * *)' is not a cron expression of six fields",
+                "like cron(0 3 ? * SUN *): 03:00 UTC every Sunday",
+            ),
+        ],  # the batches are ami-updates-eks-only's to refuse on Slurm, not to size
+        id="updates-slurm-cron-only",
+    ),
+    pytest.param(
+        "ami-updates-eks-only",
+        groups(CONTROLLER, LOGIN, dict(COMPUTE, **AMI_RELEASE_AND_BATCHES)),
+        [
+            err(
+                f"{GROUPS}[2].image_release_version",
+                'a Slurm cluster takes no AMI release: ImageReleaseVersion is "Supported only '
+                "for EKS-orchestrated clusters\" (CloudFormation's schema of "
+                "AWS::SageMaker::Cluster, as cfn-lint 1.58.0 ships it; table checked 2026-11-28)",
+                "remove it: HyperPod gives a Slurm group its latest AMI when the group is "
+                "created, and `aws sagemaker update-cluster-software` moves it to a newer one "
+                "(docs/platform.md, AMI pinning and patching)",
+            ),
+            err(
+                f"{GROUPS}[2].ami_updates.deployment",
+                "a Slurm cluster updates a group's AMI all at once, not in batches: \"Updating "
+                "your cluster in batches is available only for HyperPod clusters integrated with "
+                "Amazon EKS\" (HyperPod's developer guide, sagemaker-hyperpod-ami-update",
+                "remove ami_updates.deployment: the schedule alone updates the whole group",
+            ),
+            err(
+                f"{GROUPS}[2].auto_patch.deployment",
+                "a Slurm cluster updates a group's AMI all at once, not in batches",
+                "remove auto_patch.deployment: the strategy alone decides when nodes are patched",
+            ),
+        ],
+        id="slurm-release-and-batches",
     ),
     pytest.param(
         "kubernetes-labels",

@@ -27,7 +27,9 @@ support calendar), `ami_accounts.json` (the accounts an Ubuntu AMI already has),
 (quotas and service rules that no model carries), `accounting.json` (the Slurm accounting
 database: HyperPod's rules for it, the Aurora MySQL versions CloudFormation knows, the default
 version and Serverless v2's capacity range), `task_governance.json` (HyperPod task governance on
-EKS: its add-on and default version, the names of a team's namespace, queue and priority labels).
+EKS: its add-on and default version, the names of a team's namespace, queue and priority labels),
+`orchestrator_rules.json` (cluster settings AWS offers on EKS only, each with the words of its
+source).
 """
 
 from __future__ import annotations
@@ -226,6 +228,16 @@ def eks_versions() -> dict[str, Any]:
 def ami_accounts() -> dict[str, Any]:
     """`ami_accounts.json`: the uid/gid ranges and names an Ubuntu AMI's own accounts use."""
     return _load("ami_accounts.json")
+
+
+def eks_only(setting: str) -> dict[str, str]:
+    """A row of `orchestrator_rules.json`: a setting AWS offers on EKS clusters only (its
+    CloudFormation property, the source's words, the source)."""
+    return cast(dict[str, str], _load("orchestrator_rules.json")["eks_only"][setting])
+
+
+def orchestrator_rules_checked() -> str:
+    return str(_load("orchestrator_rules.json")["checked"])
 
 
 def limit(name: str) -> int:

@@ -87,9 +87,9 @@ def check_accounting(config: EnvironmentConfig) -> Iterator[Finding]:
 
 def _said_aloud(config: EnvironmentConfig) -> Iterator[Finding]:
     """What an enabled database does that is worth saying: rotation not verified, a destroy
-    without snapshot, a name RDS refuses, the AMI date a pinned controller must meet."""
+    without snapshot, a name RDS refuses. (The AMI date of `accounting.json` is not checked: a
+    Slurm cluster pins no AMI release, `ami-updates-eks-only`; HyperPod gives it its latest.)"""
     acc = config.cluster.slurm.accounting
-    facts = accounting_facts()
     if acc.rotation:
         yield Finding(
             Level.WARNING,
@@ -116,16 +116,6 @@ def _said_aloud(config: EnvironmentConfig) -> Iterator[Finding]:
             "an identifier with two hyphens in a row",
             "use single hyphens in the environment's name",
         )
-    since = facts["ami_released_after"]
-    for i, g in enumerate(config.cluster.instance_groups):
-        if g.role == "controller" and g.image_release_version is not None:
-            yield Finding(
-                Level.INFO,
-                f"cluster.instance_groups[{i}].image_release_version",
-                f"an external accounting database needs a HyperPod AMI released after {since} "
-                f"(HyperPod's guide); the controller pins {g.image_release_version}",
-                "check the release's date in HyperPod's AMI release notes",
-            )
 
 
 @validator("accounting-subnets", area="network")

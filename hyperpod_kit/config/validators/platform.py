@@ -13,7 +13,13 @@ import re
 from collections.abc import Iterator
 
 from hyperpod_kit.config.derived import continuous_provisioning, job_group
-from hyperpod_kit.config.facts import instance_type, limit, limits_checked
+from hyperpod_kit.config.facts import (
+    eks_only,
+    instance_type,
+    limit,
+    limits_checked,
+    orchestrator_rules_checked,
+)
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.pins import incompatible
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig, RollingDeployment
@@ -272,7 +278,8 @@ def _rolling(
 @validator("ami-updates", area="cluster")
 def check_updates(config: EnvironmentConfig) -> Iterator[Finding]:
     """Scheduled AMI updates and patches: a cron expression of six fields, batches within the
-    group, and alarms to roll back on that exist."""
+    group, and alarms to roll back on that exist (batches on EKS only: `ami-updates-eks-only`)."""
+    batches = config.orchestrator == "eks"
     for i, g in _groups(config):
         if g.ami_updates is not None:
             at = _at(i, "ami_updates")
@@ -286,8 +293,9 @@ def check_updates(config: EnvironmentConfig) -> Iterator[Finding]:
                     "(minutes hours day-of-month month day-of-week year)",
                     "like cron(0 3 ? * SUN *): 03:00 UTC every Sunday",
                 )
-            yield from _rolling(config, f"{at}.deployment", g.ami_updates.deployment)
-        if g.auto_patch is not None:
+            if batches:
+                yield from _rolling(config, f"{at}.deployment", g.ami_updates.deployment)
+        if g.auto_patch is not None and batches:
             yield from _rolling(config, _at(i, "auto_patch.deployment"), g.auto_patch.deployment)
 
 
@@ -306,6 +314,46 @@ def check_auto_patch_deployment(config: EnvironmentConfig) -> Iterator[Finding]:
                 "when_all_idle patches the whole group at once, once no node runs a job; a "
                 "deployment (batches, waits, rollback) applies only to rolling patches",
                 "remove auto_patch.deployment, or use strategy: when_idle",
+            )
+
+
+@validator("ami-updates-eks-only", area="cluster")
+def check_ami_updates_eks_only(config: EnvironmentConfig) -> Iterator[Finding]:
+    """A Slurm cluster pins no HyperPod AMI release and updates a group's AMI all at once: AWS
+    offers `ImageReleaseVersion` and updates in batches (`DeploymentConfig`) on EKS clusters
+    only (facts/orchestrator_rules.json, with the words of each source)."""
+    if config.orchestrator != "slurm":
+        return
+    release, batches = eks_only("image_release_version"), eks_only("deployment")
+    checked = f"table checked {orchestrator_rules_checked()}"
+    for i, g in _groups(config):
+        if g.image_release_version is not None:
+            yield Finding(
+                Level.ERROR,
+                _at(i, "image_release_version"),
+                "a Slurm cluster takes no AMI release: ImageReleaseVersion is "
+                f'"{release["quote"]}" ({release["cite"]}; {checked})',
+                "remove it: HyperPod gives a Slurm group its latest AMI when the group is created, "
+                "and `aws sagemaker update-cluster-software` moves it to a newer one "
+                "(docs/platform.md, AMI pinning and patching)",
+            )
+        written = [
+            (key, hint)
+            for key, section, hint in (
+                ("ami_updates", g.ami_updates, "the schedule alone updates the whole group"),
+                ("auto_patch", g.auto_patch, "the strategy alone decides when nodes are patched"),
+            )
+            if section is not None
+            and "deployment" in section.model_fields_set
+            and section.deployment is not None
+        ]
+        for key, hint in written:
+            yield Finding(
+                Level.ERROR,
+                _at(i, f"{key}.deployment"),
+                f"a Slurm cluster updates a group's AMI all at once, not in batches: "
+                f'"{batches["quote"]}" ({batches["cite"]}; {checked})',
+                f"remove {key}.deployment: {hint}",
             )
 
 
