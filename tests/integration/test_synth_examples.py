@@ -1,4 +1,5 @@
-"""Every example environment synthesizes offline and passes both gates (cfn-lint, cdk-nag)."""
+"""Every example environment synthesizes offline, passes both gates (cfn-lint, cdk-nag), keeps
+its provenance, and rehearses its deploy without a problem."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from hyperpod_kit.config import EnvironmentConfig
 from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
 from hyperpod_kit.gates import check_assembly
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
+from hyperpod_kit.rehearsal import rehearse_assembly
 from tests.conftest import REPO, run_cli, run_command
 from tests.integration.provenance import keyed_properties, misplaced, untraced
 
@@ -46,6 +48,10 @@ def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> 
     assert untraced(out, loaded) == []
     assert misplaced(out, loaded) == []
     _compare_keys(example.stem, out, loaded)
+    # The deploy rehearsal on the very assembly the CLI wrote (one synth serves both)
+    rehearsal = rehearse_assembly(out, config, workdir=tmp_path / "actors")
+    assert rehearsal.ok, rehearsal.render()
+    assert rehearsal.checked > 0 and {c.actor for c in rehearsal.calls}
     nested = {s.template.name for s in report.stacks if "/" in s.name}  # linted like the others
     assert nested == {p.name for p in out.glob("*.nested.template.json")}
     assert bool(nested) == config.studio.enabled  # Studio's user batches
