@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -50,23 +53,26 @@ NO_CREDENTIALS = {
 }
 
 
-def run_cli(*args: str, cwd: Path, timeout: int = 300) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, cwd: Path, timeout: int = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """The real `hyperpod-kit` command in a fresh process, without AWS credentials."""
     return run_command(
-        [sys.executable, "-m", "hyperpod_kit.cli.main", *args], cwd=cwd, timeout=timeout
+        [sys.executable, "-m", "hyperpod_kit.cli.main", *args], cwd=cwd, timeout=timeout, env=env
     )
 
 
 def run_command(
-    command: list[str], *, cwd: Path, timeout: int = 300
+    command: list[str], *, cwd: Path, timeout: int = 300, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
     """Any command without AWS credentials, this interpreter's folder first on PATH (the CDK CLI
-    runs `python3 app.py`), and without a terminal on stdin (nothing may wait for an answer)."""
-    env = NO_CREDENTIALS | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    runs `python3 app.py`), and without a terminal on stdin (nothing may wait for an answer);
+    `env` adds to (or overrides) that environment."""
+    path = {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.run(
         command,
         cwd=cwd,
-        env=env,
+        env=NO_CREDENTIALS | path | (env or {}),
         stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
@@ -132,6 +138,106 @@ def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthFn:
         return cache[key]
 
     return run
+
+
+def shared_tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder of this test run that every xdist worker sees: the run's base temp (a worker's
+    is `<run's base>/popen-gwN`); without xdist, this session's own base temp."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+# The hash seed of the shared examples' synths: test_reproducible_synth compares the default's
+# with a second synth under another seed.
+EXAMPLE_HASH_SEED = "1"
+
+
+@dataclass(frozen=True)
+class ExampleSynth:
+    """`hyperpod-kit synth EXAMPLE -o FOLDER/cdk.out` as run once for the whole test run (all
+    workers): the CLI in a fresh process, its exit code and output. Read-only for the tests that
+    share it: one that writes to an assembly copies it first (`copy_to`)."""
+
+    example: Path
+    folder: Path
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def out(self) -> Path:
+        """The gated assembly (absent when the gates rejected the synth)."""
+        return self.folder / "cdk.out"
+
+    @property
+    def assembly(self) -> Path:
+        """What the synth produced: the gated assembly, or the one the gates rejected (kept for
+        inspection), so that tests of what is in an assembly do not hang on a gate's verdict."""
+        if self.returncode == 0:
+            return self.out
+        rejected = self.folder / "cdk.out.rejected"
+        assert rejected.is_dir(), f"`hyperpod-kit synth {self.example.name}`: {self.stderr}"
+        return rejected
+
+    def copy_to(self, target: Path) -> Path:
+        """A copy of the gated assembly that a test may change."""
+        assert self.returncode == 0, self.stderr
+        shutil.copytree(self.out, target, symlinks=True)
+        return target
+
+
+def _fingerprint(folder: Path) -> list[list[object]]:
+    return [
+        [str(p.relative_to(folder)), p.lstat().st_size, p.lstat().st_mtime_ns]
+        for p in sorted(folder.rglob("*"))
+    ]
+
+
+ExampleSynthFn = Callable[[Path], ExampleSynth]
+
+
+@pytest.fixture(scope="session")
+def example_synth(tmp_path_factory: pytest.TempPathFactory) -> ExampleSynthFn:
+    """One `hyperpod-kit synth` per example file (environments/) for the whole run, whichever
+    module and worker asks first (a file lock; the others wait and read its result). Each lookup
+    checks that the assembly is still as the CLI wrote it: a test that changed it fails the next
+    reader."""
+    from filelock import FileLock
+
+    shared = shared_tmp(tmp_path_factory) / "example-synths"
+    shared.mkdir(exist_ok=True)
+
+    def get(example: Path) -> ExampleSynth:
+        name = str(example.relative_to(REPO / "environments")).replace("/", "--")
+        folder = shared / name.removesuffix(".yaml")
+        result_file = folder / "result.json"
+        with FileLock(str(folder) + ".lock"):
+            if not result_file.exists():
+                shutil.rmtree(folder, ignore_errors=True)  # a run that died half-way
+                folder.mkdir()
+                done = run_cli(
+                    "synth", str(example), "-o", str(folder / "cdk.out"), cwd=folder,
+                    env={"PYTHONHASHSEED": EXAMPLE_HASH_SEED},
+                )  # fmt: skip
+                produced = folder / ("cdk.out" if done.returncode == 0 else "cdk.out.rejected")
+                result = {
+                    "returncode": done.returncode, "stdout": done.stdout, "stderr": done.stderr,
+                    "fingerprint": _fingerprint(produced) if produced.is_dir() else [],
+                }  # fmt: skip
+                partial = folder / "result.json.partial"
+                partial.write_text(json.dumps(result))
+                partial.rename(result_file)
+            result = json.loads(result_file.read_text())
+        synth = ExampleSynth(
+            example, folder, result["returncode"], result["stdout"], result["stderr"]
+        )
+        if result["fingerprint"]:
+            assert _fingerprint(synth.assembly) == result["fingerprint"], (
+                f"a test changed the shared assembly {synth.assembly}: copy it first"
+            )
+        return synth
+
+    return get
 
 
 def assert_node_python(path: Path, *, local: frozenset[str] = frozenset()) -> None:

@@ -19,6 +19,7 @@ run here."""
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -76,8 +77,9 @@ def _team_repository(root: Path) -> tuple[Path, str]:
     return repo, base
 
 
-def _plan_job(repo: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str, Any], Any]:
-    """The plan workflow hyperpod-kit writes into `repo`, and its job for `dev`."""
+def _plan_job(repo: Path) -> tuple[dict[str, Any], Any]:
+    """The plan workflow hyperpod-kit writes into `repo`, and its job for `dev` (a failure's
+    message is in the captured stderr)."""
     before = Path.cwd()
     os.chdir(repo)
     try:
@@ -87,7 +89,7 @@ def _plan_job(repo: Path, capsys: pytest.CaptureFixture[str]) -> tuple[dict[str,
         )  # fmt: skip
     finally:
         os.chdir(before)
-    assert code == 0, capsys.readouterr().err
+    assert code == 0
     workflow = yaml.safe_load((repo / ".github/workflows/hyperpod-kit-plan.yml").read_text())
     return workflow, workflow["jobs"]["plan-dev"]
 
@@ -246,21 +248,35 @@ class Job:
         return result
 
 
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Job:
+    """The PR job's steps up to and including its install step, played once for the module:
+    the install (a venv, `pip install` of the toolkit, `npm ci`) is the slow part, and both tests
+    start from it. A test that goes on plays the rest on a copy of the runner."""
+    root = tmp_path_factory.mktemp("pr-job")
+    repo, base = _team_repository(root)
+    workflow, job = _plan_job(repo)
+    runner = Job(repo, root, workflow, job, base)
+    for step in _steps(job, through_install=True):
+        runner.play(step)
+    return runner
+
+
+def _steps(job: dict[str, Any], *, through_install: bool) -> list[dict[str, Any]]:
+    """The job's steps through its install step, or the ones after it."""
+    steps: list[dict[str, Any]] = job["steps"]
+    install = next(i for i, s in enumerate(steps) if s.get("id") == INSTALL_STEP)
+    return steps[: install + 1] if through_install else steps[install + 1 :]
+
+
 def test_the_install_step_installs_the_pinned_checkout_as_a_package(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    installed: Job, tmp_path: Path
 ) -> None:
     """The workflow's own set-up steps, up to its install step, run against this checkout; then
     the venv's `hyperpod-kit`, in a folder outside both repositories, is the package (not this
     checkout, nor the copy it was built from) and validates a file; the CDK CLI is the pinned
     one."""
-    repo, base = _team_repository(tmp_path)
-    workflow, job = _plan_job(repo, capsys)
-    runner = Job(repo, tmp_path, workflow, job, base)
-    steps = job["steps"]
-    install = next(i for i, s in enumerate(steps) if s.get("id") == INSTALL_STEP)
-    for step in steps[: install + 1]:
-        runner.play(step)
-
+    runner, repo = installed, installed.repo
     venv = repo / ".hyperpod-kit" / "venv"
     assert runner.github_path.read_text() == f"{venv}/bin\n"
     elsewhere = tmp_path / "elsewhere"
@@ -304,16 +320,17 @@ def test_the_install_step_installs_the_pinned_checkout_as_a_package(
 
 @pytest.mark.synth
 @pytest.mark.slow
-def test_pull_request_steps_run_locally_in_order(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    repo, base = _team_repository(tmp_path)
-    workflow, job = _plan_job(repo, capsys)
-    runner = Job(repo, tmp_path, workflow, job, base)
+def test_pull_request_steps_run_locally_in_order(installed: Job, tmp_path: Path) -> None:
+    """Every step of the job in order: the module's fixture played the ones through the install
+    step (no `hyperpod-kit` is on PATH until the install step's `$GITHUB_PATH` entry, so a call
+    in one of them would have failed its step there); the rest run here, each `hyperpod-kit`
+    call logged."""
+    runner = copy.copy(installed)  # this test's PATH additions and results, not the module's
+    repo, job = runner.repo, runner.job
     log = tmp_path / "hyperpod-kit.log"
-    runner.first.append(_logging_hyperpod_kit(tmp_path, log))
+    runner.first = [*installed.first, _logging_hyperpod_kit(tmp_path, log)]
     failed: list[str] = []
-    for step in job["steps"]:
+    for step in _steps(job, through_install=False):
         result = runner.play(step)
         if result is not None and result.returncode != 0:
             failed.append(step["name"])

@@ -13,29 +13,30 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.cli.synth import build_assembly
 from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.rehearsal import rehearse_assembly
-from tests.conftest import REPO, run_cli
+from tests.conftest import REPO, ExampleSynthFn, run_cli
 
 pytestmark = pytest.mark.synth
 
 
 @pytest.fixture(scope="module")
-def studio_slurm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("studio-slurm") / "cdk.out"
-    build_assembly(load_environment(REPO / "environments/studio-slurm.yaml"), out)
-    return out
+def studio_slurm(example_synth: ExampleSynthFn) -> Path:
+    """studio-slurm's assembly as `hyperpod-kit synth` wrote it (shared by the whole run: the
+    tests here edit copies)."""
+    return example_synth(REPO / "environments/studio-slurm.yaml").assembly
 
 
-def _edited(source: Path, tmp_path: Path, stack: str, edit: Any) -> Path:
-    """A copy of an assembly with one stack's template changed by `edit(template)`."""
+def _edited(source: Path, tmp_path: Path, stack: str | list[str], edit: Any) -> Path:
+    """A copy of an assembly with one stack's template (or each of a list's) changed by
+    `edit(template)`."""
     copy = tmp_path / "cdk.out"
     shutil.copytree(source, copy)
-    path = copy / f"{stack}.template.json"
-    template = json.loads(path.read_text())
-    edit(template)
-    path.write_text(json.dumps(template))
+    for name in [stack] if isinstance(stack, str) else stack:
+        path = copy / f"{name}.template.json"
+        template = json.loads(path.read_text())
+        edit(template)
+        path.write_text(json.dumps(template))
     return copy
 
 
@@ -59,9 +60,7 @@ def test_a_grant_the_jwt_issuer_needs_taken_away_is_named(
 ) -> None:
     config = load_environment(REPO / "environments/studio-slurm.yaml").config
     stacks = [p.name.removesuffix(".template.json") for p in studio_slurm.glob("*.template.json")]
-    copy = studio_slurm
-    for stack in stacks:  # wherever the grant lives, it goes
-        copy = _edited(copy, tmp_path / stack, stack, _without_jwt_grants)
+    copy = _edited(studio_slurm, tmp_path, stacks, _without_jwt_grants)  # wherever it lives
     report = rehearse_assembly(copy, config, workdir=tmp_path / "actors")
     named = [p for p in report.problems if "slurm-jwt" in p.message]
     assert named, report.render()
@@ -106,12 +105,13 @@ def test_check_rehearse_bad_file_is_exit_2_and_one_line(tmp_path: Path) -> None:
     assert not list(tmp_path.glob("cdk.out*"))
 
 
-def test_the_autoscaler_without_its_node_grant_is_denied(tmp_path: Path) -> None:
+def test_the_autoscaler_without_its_node_grant_is_denied(
+    tmp_path: Path, example_synth: ExampleSynthFn
+) -> None:
     """HyperPod's Karpenter autoscaling adds and deletes nodes as the cluster's ClusterRole
     (eks-platform): with the role's grant taken away, the rehearsal names both calls."""
     loaded = load_environment(REPO / "environments/eks-platform.yaml")
-    out = tmp_path / "cdk.out"
-    build_assembly(loaded, out)
+    out = example_synth(REPO / "environments" / Path(loaded.file).name).assembly
     report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "played")
     autoscaler = [c for c in report.calls if c.actor.startswith("HyperPod autoscaling")]
     assert {(c.service, c.operation) for c in autoscaler} == {
@@ -132,13 +132,14 @@ def test_the_autoscaler_without_its_node_grant_is_denied(tmp_path: Path) -> None
 
 
 @pytest.fixture(scope="module")
-def slurm_platform(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Path, Any]:
+def slurm_platform(
+    tmp_path_factory: pytest.TempPathFactory, example_synth: ExampleSynthFn
+) -> tuple[Any, Path, Any]:
     """slurm-platform synthesized and rehearsed once: (its config, assembly, report)."""
     loaded = load_environment(REPO / "environments/slurm-platform.yaml")
-    folder = tmp_path_factory.mktemp("slurm-platform")
-    build_assembly(loaded, folder / "cdk.out")
-    report = rehearse_assembly(folder / "cdk.out", loaded.config, workdir=folder / "played")
-    return loaded.config, folder / "cdk.out", report
+    out = example_synth(REPO / "environments" / Path(loaded.file).name).assembly
+    workdir = tmp_path_factory.mktemp("slurm-platform") / "played"
+    return loaded.config, out, rehearse_assembly(out, loaded.config, workdir=workdir)
 
 
 def test_slurmdbd_without_the_secret_grant_is_denied(

@@ -20,7 +20,7 @@ import pytest
 
 from hyperpod_kit.constructs.assets import ASSET_EXCLUDES
 from hyperpod_kit.constructs.trainer_image import TRAINER_DIR, TrainerImage
-from tests.conftest import NO_CREDENTIALS, REPO
+from tests.conftest import EXAMPLE_HASH_SEED, NO_CREDENTIALS, REPO, ExampleSynthFn
 
 pytestmark = pytest.mark.synth
 
@@ -121,12 +121,17 @@ def _tree(folder: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.slow
-def test_two_syntheses_of_the_default_are_byte_identical(tmp_path: Path) -> None:
+def test_two_syntheses_of_the_default_are_byte_identical(
+    tmp_path: Path, example_synth: ExampleSynthFn
+) -> None:
     """Every file of the assembly: templates, manifests, asset manifests, the staged trainer
-    folder, the tree, the nag reports, our marker."""
-    _synth_in_a_new_process(tmp_path / "first", seed="1")
+    folder, the tree, the nag reports, our marker. The first synthesis is the run's shared one
+    of the default (tests/conftest.py's `example_synth`: its own process and hash seed)."""
+    first_synth = example_synth(REPO / "environments/default.yaml")
+    assert first_synth.returncode == 0, first_synth.stderr
+    assert EXAMPLE_HASH_SEED != "2"
     _synth_in_a_new_process(tmp_path / "second", seed="2")
-    first, second = _tree(tmp_path / "first"), _tree(tmp_path / "second")
+    first, second = _tree(first_synth.out), _tree(tmp_path / "second")
     assert {name for name in first if name.endswith(".template.json")} == {
         f"hyperpod-dev-{area}.template.json"
         for area in ("network", "storage", "trainer", "cluster", "monitoring")

@@ -17,7 +17,7 @@ from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
 from hyperpod_kit.gates import check_assembly
 from hyperpod_kit.outputs import ASSEMBLY, write_marker
 from hyperpod_kit.rehearsal import rehearse_assembly
-from tests.conftest import REPO, run_cli, run_command
+from tests.conftest import REPO, ExampleSynthFn, run_cli, run_command
 from tests.integration.provenance import keyed_properties, misplaced, untraced
 
 pytestmark = pytest.mark.synth
@@ -30,9 +30,14 @@ def _cdk(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.name for e in EXAMPLES])
-def test_example_synthesizes_and_passes_gates(example: Path, tmp_path: Path) -> None:
-    out = tmp_path / "cdk.out"
-    result = _cli("synth", str(example), "-o", str(out), cwd=tmp_path)
+def test_example_synthesizes_and_passes_gates(
+    example: Path, tmp_path: Path, example_synth: ExampleSynthFn
+) -> None:
+    """`hyperpod-kit synth EXAMPLE -o cdk.out` in a fresh process, run once for the whole test
+    run (tests/conftest.py's `example_synth`: the plan, rehearsal-defect, reproducibility and
+    output-safety tests start from the same assembly)."""
+    result = example_synth(example)
+    out = result.out
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     report = check_assembly(out)
@@ -114,11 +119,11 @@ def test_unsuppressed_nag_finding_fails_synth_and_keeps_cdk_out(tmp_path: Path) 
     assert not check_assembly(rejected, lint=False).ok
 
 
-def test_cfn_lint_gate_catches_a_broken_template(tmp_path: Path) -> None:
+def test_cfn_lint_gate_catches_a_broken_template(
+    tmp_path: Path, example_synth: ExampleSynthFn
+) -> None:
     """The cfn-lint gate is real: an invalid property in a synthesized template is an error."""
-    out = tmp_path / "cdk.out"
-    default = str(REPO / "environments/default.yaml")
-    assert _cli("synth", "-o", str(out), default, cwd=tmp_path).returncode == 0
+    out = example_synth(REPO / "environments/default.yaml").copy_to(tmp_path / "cdk.out")
     template_path = next(out.glob("*-storage.template.json"))
     template = json.loads(template_path.read_text())
     template["Resources"]["LustreFileSystem"]["Properties"]["StorageCapacty"] = 1200  # a typo
@@ -171,12 +176,14 @@ def test_pinned_cdk_cli_reports_a_bad_file_without_traceback(tmp_path: Path) -> 
     shutil.rmtree(tmp_path / "o", ignore_errors=True)
 
 
-def test_plan_catches_a_file_system_replacement_before_deploy(tmp_path: Path) -> None:
+def test_plan_catches_a_file_system_replacement_before_deploy(
+    tmp_path: Path, example_synth: ExampleSynthFn
+) -> None:
     """Moving the private subnet replaces the subnet, and with it the FSx file system and the
     HyperPod cluster. The cluster keeps its name, and CloudFormation cannot replace a
     custom-named resource: refused (exit 3, whatever the flags), then the stateful replacement."""
     default = REPO / "environments/default.yaml"
-    assert _cli("synth", str(default), "-o", str(tmp_path / "base"), cwd=tmp_path).returncode == 0
+    example_synth(default).copy_to(tmp_path / "base")  # `hyperpod-kit synth`'s, as deployed
     same = _cli("plan", str(default), "--baseline", str(tmp_path / "base"), cwd=tmp_path)
     assert same.returncode == 0, same.stderr
     assert "0 to add, 0 to update, 0 to replace, 0 to remove" in same.stdout
@@ -248,13 +255,13 @@ def test_plan_with_a_damaged_baseline_says_so_in_one_line(
 
 
 def test_plan_reads_people_and_groups_in_nested_stacks_and_refuses_with_exit_3(
-    tmp_path: Path,
+    tmp_path: Path, example_synth: ExampleSynthFn
 ) -> None:
     """Studio profiles and partition gates live in nested stacks; the users file in an asset.
     A uid changed and the controller group renamed are refused (exit 3, whatever the flags);
     a person removed, with more compute nodes and a new person, is dangerous (exit 1)."""
     example = REPO / "environments/studio-slurm.yaml"
-    assert _cli("synth", str(example), "-o", str(tmp_path / "base"), cwd=tmp_path).returncode == 0
+    example_synth(example).copy_to(tmp_path / "base")
     text = example.read_text()
 
     refused = tmp_path / "refused.yaml"
