@@ -27,6 +27,14 @@ def studio_slurm(example_synth: ExampleSynthFn) -> Path:
     return example_synth(REPO / "environments/studio-slurm.yaml").assembly
 
 
+def _copy(source: Path, folder: Path) -> Path:
+    """A copy of a shared assembly to rehearse: the rehearsal runs the Lambda handlers from
+    their asset folders, and Python writes their bytecode there."""
+    copy = folder / "cdk.out"
+    shutil.copytree(source, copy)
+    return copy
+
+
 def _edited(source: Path, tmp_path: Path, stack: str | list[str], edit: Any) -> Path:
     """A copy of an assembly with one stack's template (or each of a list's) changed by
     `edit(template)`."""
@@ -111,7 +119,7 @@ def test_the_autoscaler_without_its_node_grant_is_denied(
     """HyperPod's Karpenter autoscaling adds and deletes nodes as the cluster's ClusterRole
     (eks-platform): with the role's grant taken away, the rehearsal names both calls."""
     loaded = load_environment(REPO / "environments/eks-platform.yaml")
-    out = example_synth(REPO / "environments" / Path(loaded.file).name).assembly
+    out = _copy(example_synth(REPO / "environments/eks-platform.yaml").assembly, tmp_path)
     report = rehearse_assembly(out, loaded.config, workdir=tmp_path / "played")
     autoscaler = [c for c in report.calls if c.actor.startswith("HyperPod autoscaling")]
     assert {(c.service, c.operation) for c in autoscaler} == {
@@ -137,9 +145,9 @@ def slurm_platform(
 ) -> tuple[Any, Path, Any]:
     """slurm-platform synthesized and rehearsed once: (its config, assembly, report)."""
     loaded = load_environment(REPO / "environments/slurm-platform.yaml")
-    out = example_synth(REPO / "environments" / Path(loaded.file).name).assembly
-    workdir = tmp_path_factory.mktemp("slurm-platform") / "played"
-    return loaded.config, out, rehearse_assembly(out, loaded.config, workdir=workdir)
+    folder = tmp_path_factory.mktemp("slurm-platform")
+    out = _copy(example_synth(REPO / "environments/slurm-platform.yaml").assembly, folder)
+    return loaded.config, out, rehearse_assembly(out, loaded.config, workdir=folder / "played")
 
 
 def test_slurmdbd_without_the_secret_grant_is_denied(

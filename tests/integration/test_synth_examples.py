@@ -53,8 +53,10 @@ def test_example_synthesizes_and_passes_gates(
     assert untraced(out, loaded) == []
     assert misplaced(out, loaded) == []
     _compare_keys(example.stem, out, loaded)
-    # The deploy rehearsal on the very assembly the CLI wrote (one synth serves both)
-    rehearsal = rehearse_assembly(out, config, workdir=tmp_path / "actors")
+    # The deploy rehearsal on the very assembly the CLI wrote (one synth serves both), copied:
+    # the rehearsal runs the Lambda handlers from their asset folders (Python writes bytecode)
+    played = result.copy_to(tmp_path / "cdk.out")
+    rehearsal = rehearse_assembly(played, config, workdir=tmp_path / "actors")
     assert rehearsal.ok, rehearsal.render()
     assert rehearsal.checked > 0 and {c.actor for c in rehearsal.calls}
     nested = {s.template.name for s in report.stacks if "/" in s.name}  # linted like the others
