@@ -265,6 +265,11 @@ def updates(schedule: str, **deployment: Any) -> dict[str, Any]:
     return {"cluster": {"instance_groups": [CONTROLLER, LOGIN, compute]}}
 
 
+# A DNS-1123 subdomain of 253 characters: three labels of 63, one of 61, and their dots.
+PREFIX_253 = ".".join(["p" * 63] * 3 + ["p" * 61])
+K8S_HINT = "follow Kubernetes' syntax (docs/platform.md, Kubernetes names)"
+
+
 def k8s(labels: dict[str, str], taints: list[dict[str, Any]]) -> dict[str, Any]:
     workers = dict(WORKERS, kubernetes={"labels": labels, "taints": taints})
     return merge(eks_network(), {"cluster": {"instance_groups": [workers]}})
@@ -1213,6 +1218,25 @@ GOOD: list[Any] = [
         "kubernetes-labels",
         k8s({}, [TAINT, dict(TAINT, effect="NoExecute")]),
         id="taints-same-key-two-effects",
+    ),
+    # kubernetes-names
+    pytest.param("kubernetes-names", {}, id="k8s-names-slurm"),
+    pytest.param(
+        "kubernetes-names",
+        k8s(
+            {
+                f"{PREFIX_253}/{'n' * 63}": "v" * 63,  # the longest prefix and name: 317
+                "n" * 63: "",  # no prefix; an empty value is a label value
+                "example.com/a_b.c-d": "A_b.c-9",
+            },
+            [dict(TAINT, key="n" * 63, value="v" * 63), dict(TAINT, value=None)],
+        ),
+        id="k8s-names-at-the-limits",
+    ),
+    pytest.param(
+        "kubernetes-names",
+        merge(eks_network(), job(namespace="1team", name="a" * 40)),
+        id="k8s-namespace-may-start-with-a-digit",
     ),
     # deep-health-checks-api
     pytest.param("deep-health-checks-api", {}, id="checks-default"),
@@ -4488,7 +4512,7 @@ BAD: list[Any] = [
         ),
         [
             err(
-                f"{GROUPS}[0].kubernetes.labels.kubernetes.io/role",
+                f"{GROUPS}[0].kubernetes.labels[kubernetes.io/role]",
                 "'kubernetes.io/role' is in a prefix Kubernetes or HyperPod keeps for itself",
                 "use a prefix of your own, like example.com/",
             ),
@@ -4504,6 +4528,40 @@ BAD: list[Any] = [
             ),
         ],
         id="labels-reserved-and-repeated",
+    ),
+    pytest.param(
+        "kubernetes-names",
+        k8s(
+            {
+                "example.com/" + "n" * 64: "a",  # a name of 64
+                "n" * 64: "a",  # no prefix, a name of 64
+                f"a{PREFIX_253}/n": "a",  # a prefix of 254
+            },
+            [dict(TAINT, key="example.com/" + "t" * 64)],
+        ),
+        [
+            err(
+                f"{GROUPS}[0].kubernetes.labels[example.com/{'n' * 64}]",
+                f"its name '{'n' * 64}' has 64 characters; Kubernetes takes at most 63",
+                K8S_HINT,
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.labels[{'n' * 64}]",
+                "has 64 characters; Kubernetes takes at most 63",
+                K8S_HINT,
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.labels[a{PREFIX_253}/n]",
+                "a DNS-1123 subdomain has 254 characters; Kubernetes takes at most 253",
+                K8S_HINT,
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.taints[0].key",
+                f"taint key 'example.com/{'t' * 64}' is not a Kubernetes name",
+                K8S_HINT,
+            ),
+        ],
+        id="k8s-names-past-the-limits",
     ),
     pytest.param(
         "deep-health-checks-api",
