@@ -1263,6 +1263,33 @@ GOOD: list[Any] = [
         merge(governed(), eks(addons={"task_governance": "v1.5.0-eksbuild.1"})),
         id="compat-task-governance-v1-5",
     ),
+    # version-tables
+    pytest.param("version-tables", eks_network(), id="versions-eks-defaults"),
+    pytest.param(
+        "version-tables",
+        merge(
+            eks_network(),
+            eks(
+                kubernetes_version="1.33",
+                addons={
+                    "vpc_cni": "v1.20.1-eksbuild.3",  # the table's latest for 1.33
+                    "kube_proxy": "v1.33.10-eksbuild.2",  # the cluster's own minor
+                    "coredns": "v1.11.4-eksbuild.24",  # older than the latest: not refused
+                },
+            ),
+        ),
+        id="versions-addons-for-the-minor",
+    ),
+    pytest.param(
+        "version-tables",
+        merge(
+            eks_network(),
+            eks(existing_cluster_name="prod", addons={"kube_proxy": "v1.99.0-eksbuild.1"}),
+        ),
+        id="versions-existing-cluster-unknown-minor",
+    ),
+    pytest.param("version-tables", grafana(version="10.4"), id="versions-grafana-10"),
+    pytest.param("version-tables", grafana(version="12.4"), id="versions-grafana-12"),
     # volume-keys
     pytest.param(
         "volume-keys",
@@ -4562,6 +4589,54 @@ BAD: list[Any] = [
             ),
         ],
         id="k8s-names-past-the-limits",
+    ),
+    pytest.param(
+        "version-tables",
+        merge(
+            eks_network(),
+            eks(
+                kubernetes_version="1.32",
+                addons={"kube_proxy": "v1.33.10-eksbuild.2", "coredns": "v1.12.4-eksbuild.1"},
+            ),
+        ),
+        [
+            warn(
+                "cluster.eks.addons.coredns",
+                "coredns v1.12.4-eksbuild.1 is newer than the latest EKS listed for Kubernetes "
+                "1.32 (v1.11.4-eksbuild.24",
+                "check with `hyperpod-kit validate --aws` (eks:DescribeAddonVersions), or use "
+                "v1.11.4-eksbuild.24",
+            ),
+            err(
+                "cluster.eks.addons.kube_proxy",
+                "kube-proxy v1.33.10-eksbuild.2 is for Kubernetes 1.33, newer than the cluster's "
+                "1.32",
+                "use v1.32.13-eksbuild.5",
+            ),
+        ],
+        id="versions-addons-newer-than-the-minor",
+    ),
+    pytest.param(
+        "version-tables",
+        merge(
+            merge(eks_network(), eks(addons={"kube_proxy": "v1.32.13-eksbuild.5"})),
+            grafana(version="11.1"),
+        ),
+        [
+            warn(
+                "cluster.eks.addons.kube_proxy",
+                "kube-proxy v1.32.13-eksbuild.5 is for Kubernetes 1.32; EKS pairs a 1.33 cluster",
+                "use v1.33.10-eksbuild.2",
+            ),
+            warn(
+                "monitoring.prometheus.grafana.version",
+                "Amazon Managed Grafana documents Grafana 9, 10, 12, 13 (majors; table checked "
+                "2026-11-29), not 11.1",
+                "check with `hyperpod-kit validate --aws` (grafana:ListVersions), or use a "
+                "documented version",
+            ),
+        ],
+        id="versions-kube-proxy-older-grafana-undocumented",
     ),
     pytest.param(
         "deep-health-checks-api",

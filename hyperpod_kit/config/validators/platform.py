@@ -23,7 +23,7 @@ from hyperpod_kit.config.kubernetes_names import (
     qualified_name,
     taint_effect,
 )
-from hyperpod_kit.config.pins import incompatible
+from hyperpod_kit.config.pins import incompatible, unlisted_versions
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig, RollingDeployment
 from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.naming import fsx_volume_name, priority_class_label_value
@@ -478,3 +478,12 @@ def check_compatibility(config: EnvironmentConfig) -> Iterator[Finding]:
     """Pinned versions and settings known to break together (facts/compatibility.json, each row
     with its public report); the lock's values are checked again once applied."""
     yield from incompatible(config)
+
+
+@validator("version-tables", area="cluster")
+def check_version_tables(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Versions from sets AWS changes, against their dated tables: an EKS add-on no newer than
+    the latest EKS listed for the cluster's minor, kube-proxy of the cluster's own minor
+    (`eks_addons.json`); a Grafana major Managed Grafana documents (`grafana_versions.json`).
+    The lock's values are checked the same way when the lock is applied."""
+    yield from unlisted_versions(config)
