@@ -37,7 +37,14 @@ from pydantic import BaseModel, ValidationError
 from hyperpod_kit import __version__
 from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.pins import ADDONS, Pin, ami_pin_key, incompatible, resolved_pins
+from hyperpod_kit.config.pins import (
+    ADDONS,
+    Pin,
+    ami_pin_key,
+    incompatible,
+    resolved_pins,
+    unlisted_versions,
+)
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.files import fileio
 from hyperpod_kit.outputs import FileWrite, check_file
@@ -382,7 +389,8 @@ def lock_environment(
         ]
         loaded = replace(loaded, findings=[*loaded.findings, *warnings])
     if res.config is not loaded.config and lock is not None:
-        refused = [f for f in incompatible(res.config) if f.level is Level.ERROR]
+        found = [*incompatible(res.config), *unlisted_versions(res.config)]
+        refused = [f for f in found if f.level is Level.ERROR]
         if refused:
             raise LockError(
                 [

@@ -147,6 +147,12 @@ def rollback_alarm_names(config: EnvironmentConfig) -> list[str]:
     return [alarm_name(config.name, a) for a in ROLLBACK_ALARMS]
 
 
+def fsx_volume_name(environment: str, namespace: str) -> str:
+    """The FSx PersistentVolume whose claim lives in `namespace` (a DNS-1123 subdomain: the EKS
+    stack names it, `validate` measures it)."""
+    return f"{environment}-fsx-{namespace}"
+
+
 # Task governance (EKS): the names HyperPod gives a team's objects and the labels a job carries
 # to reach them. The values are facts of HyperPod's (facts/task_governance.json, with sources);
 # the add-on stack names the teams, the job renderer labels the job, and `validate` measures both.

@@ -6,7 +6,9 @@ the environment file's region; AWS_ENDPOINT_URL reaches a local moto server in t
 client the same retries (botocore's standard mode) and timeouts, reads every page (`pages`), and
 turns a failed call into `AwsUnavailableError` (or None, for the error codes that mean "not
 there"). Offline validation stays the default: the `--aws` checks add what only the account knows
-(whether the AZ ID exists for it, whether its HyperPod instance quotas cover the instance groups),
+(whether the AZ ID exists for it, whether its HyperPod instance quotas cover the instance groups,
+whether it offers the Kubernetes, EKS add-on, Aurora MySQL and Grafana versions the file and the
+tables pin: the lists the dated tables under `facts/` can only snapshot),
 and missing credentials or a denied call never fail validation: they become one warning that
 says which check was skipped and why.
 """
@@ -26,7 +28,14 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+from hyperpod_kit.config.derived import (
+    accounting_engine_version,
+    prometheus_enabled,
+    slurm_accounting,
+)
+from hyperpod_kit.config.facts import accounting_facts
 from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.pins import addons_of, resolved_pins
 from hyperpod_kit.config.schema import EnvironmentConfig
 
 DENIED = {
@@ -276,6 +285,44 @@ class AwsFacade:
         result: dict[str, float] = self.call("service-quotas:ListServiceQuotas", fetch)
         return result
 
+    # --- the values of finite sets AWS changes (the account's lists beside the dated tables) ---
+
+    def addon_versions(self, addon: str, kubernetes_version: str) -> list[str]:
+        """The versions of an EKS add-on EKS offers for a Kubernetes version
+        (eks:DescribeAddonVersions), newest first as EKS lists them."""
+        found: list[str] = []
+        for row in self.pages(
+            "eks",
+            "describe_addon_versions",
+            "addons",
+            addonName=addon,
+            kubernetesVersion=kubernetes_version,
+        ):
+            for v in row.get("addonVersions", []):
+                compatible = {c.get("clusterVersion") for c in v.get("compatibilities", [])}
+                if v.get("addonVersion") and (not compatible or kubernetes_version in compatible):
+                    found.append(str(v["addonVersion"]))
+        return found
+
+    def kubernetes_versions(self) -> dict[str, str]:
+        """EKS's Kubernetes versions with their status (STANDARD_SUPPORT, EXTENDED_SUPPORT,
+        UNSUPPORTED), from eks:DescribeClusterVersions with every version included."""
+        rows = self.pages("eks", "describe_cluster_versions", "clusterVersions", includeAll=True)
+        return {
+            str(r["clusterVersion"]): str(r.get("versionStatus") or r.get("status") or "")
+            for r in rows
+            if r.get("clusterVersion")
+        }
+
+    def engine_versions(self, engine: str) -> list[str]:
+        """The engine versions RDS offers in the region (rds:DescribeDBEngineVersions)."""
+        rows = self.pages("rds", "describe_db_engine_versions", "DBEngineVersions", Engine=engine)
+        return [str(r["EngineVersion"]) for r in rows if r.get("EngineVersion")]
+
+    def grafana_versions(self) -> list[str]:
+        """The Grafana versions a new Managed Grafana workspace takes (grafana:ListVersions)."""
+        return [str(v) for v in self.pages("grafana", "list_versions", "grafanaVersions")]
+
 
 def _next_token_pages(operation: Callable[..., Any], kwargs: dict[str, Any]) -> Iterator[Any]:
     token: str | None = None
@@ -329,9 +376,97 @@ def check_instance_quotas(config: EnvironmentConfig, aws: AwsFacade) -> Iterator
             )
 
 
+def _new_eks_version(config: EnvironmentConfig) -> str | None:
+    """The Kubernetes version of a new EKS cluster (None: Slurm, or an existing cluster)."""
+    eks = config.cluster.eks
+    if config.orchestrator != "eks" or eks.existing_cluster_name is not None:
+        return None
+    return eks.kubernetes_version
+
+
+def _listed(values: list[str], newest: int = 3) -> str:
+    return ", ".join(values[:newest]) + (" ..." if len(values) > newest else "")
+
+
+def check_kubernetes_version(config: EnvironmentConfig, aws: AwsFacade) -> Iterator[Finding]:
+    version = _new_eks_version(config)
+    if version is None:
+        return
+    known = aws.kubernetes_versions()
+    status = known.get(version)
+    if status is None or status == "UNSUPPORTED":
+        offered = sorted((v for v, s in known.items() if s != "UNSUPPORTED"), reverse=True)
+        yield Finding(
+            Level.ERROR,
+            "cluster.eks.kubernetes_version",
+            f"EKS creates no cluster on Kubernetes {version} in {config.region}"
+            + (" (unsupported)" if status else "")
+            + " (eks:DescribeClusterVersions)",
+            f"use one of {_listed(offered)}" if offered else "ask EKS which versions it offers",
+        )
+
+
+def check_addon_versions(config: EnvironmentConfig, aws: AwsFacade) -> Iterator[Finding]:
+    version = _new_eks_version(config)
+    if version is None:
+        return
+    pins = resolved_pins(config)
+    for key, (addon, _) in addons_of(config).items():
+        pin = pins.get(f"cluster.eks.addons.{key}")
+        if pin is None or pin.value is None:
+            continue  # left to EKS: it picks a version of the cluster's
+        offered = aws.addon_versions(addon, version)
+        if pin.value not in offered:
+            yield Finding(
+                Level.ERROR,
+                f"cluster.eks.addons.{key}",
+                f"EKS offers no {addon} {pin.value} for Kubernetes {version} "
+                "(eks:DescribeAddonVersions)",
+                f"use one of {_listed(offered)}"
+                if offered
+                else f"EKS offers no {addon} for Kubernetes {version}: choose another version",
+            )
+
+
+def check_engine_version(config: EnvironmentConfig, aws: AwsFacade) -> Iterator[Finding]:
+    if not slurm_accounting(config):
+        return
+    version = accounting_engine_version(config)
+    engine = str(accounting_facts()["engine"])
+    offered = aws.engine_versions(engine)
+    if version not in offered:
+        yield Finding(
+            Level.ERROR,
+            "cluster.slurm.accounting.engine_version",
+            f"RDS offers no {engine} {version} in {config.region} (rds:DescribeDBEngineVersions)",
+            f"use one of {_listed(sorted(offered, reverse=True))}"
+            if offered
+            else f"RDS offers no {engine} in this region",
+        )
+
+
+def check_grafana_version(config: EnvironmentConfig, aws: AwsFacade) -> Iterator[Finding]:
+    grafana = config.monitoring.prometheus.grafana
+    if not (prometheus_enabled(config) and grafana.enabled):
+        return
+    offered = aws.grafana_versions()
+    if grafana.version not in offered:
+        yield Finding(
+            Level.ERROR,
+            "monitoring.prometheus.grafana.version",
+            f"Amazon Managed Grafana offers no Grafana {grafana.version} for a new workspace "
+            "(grafana:ListVersions)",
+            f"use one of {', '.join(offered)}" if offered else "ask the service which it offers",
+        )
+
+
 AWS_CHECKS: dict[str, AwsCheck] = {
     "aws-availability-zone": check_availability_zone,
     "aws-instance-quotas": check_instance_quotas,
+    "aws-kubernetes-version": check_kubernetes_version,
+    "aws-addon-versions": check_addon_versions,
+    "aws-engine-version": check_engine_version,
+    "aws-grafana-version": check_grafana_version,
 }
 
 

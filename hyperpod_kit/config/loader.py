@@ -494,13 +494,20 @@ def format_loc(loc: Loc) -> str:
     return out or "(document)"
 
 
+_PATH_PART = re.compile(r"\[([^\]]*)\]|([^.\[]+)")
+
+
 def _path_to_loc(path: str) -> Loc:
+    """`a.b[0].c[example.com/key]` as a location: a bracketed number is a list index, other
+    bracketed text one mapping key, dots and all (a label key such as `example.com/pool`)."""
     loc: list[str | int] = []
-    for part in path.replace("[", ".[").split("."):
-        if part.startswith("[") and part.endswith("]") and part[1:-1].isdigit():
-            loc.append(int(part[1:-1]))
-        elif part:
-            loc.append(part)
+    for bracketed, plain in _PATH_PART.findall(path):
+        if plain:
+            loc.append(plain)
+        elif bracketed.isdigit():
+            loc.append(int(bracketed))
+        elif bracketed:
+            loc.append(bracketed)
     return tuple(loc)
 
 

@@ -27,7 +27,7 @@ from hyperpod_kit.config.derived import (
     task_governance_addon_version,
 )
 from hyperpod_kit.config.facts import HERE as FACTS
-from hyperpod_kit.config.facts import helm_chart_pins, instance_type
+from hyperpod_kit.config.facts import eks_addons, grafana_versions, helm_chart_pins, instance_type
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig
 
@@ -247,3 +247,79 @@ def _holds(config: EnvironmentConfig, pins: dict[str, Pin], cond: dict[str, Any]
             for t in g.types
         )
     raise ValueError(f"unknown condition {cond}")
+
+
+# --- values of finite sets that AWS changes ----------------------------------------------------
+
+
+def _numbers(version: str) -> tuple[int, ...]:
+    """v1.20.1-eksbuild.3 -> (1, 20, 1, 3): compared as numbers, build last."""
+    return tuple(int(n) for n in re.findall(r"\d+", version))
+
+
+def unlisted_versions(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The file's (or, after the lock is applied, the lock's) versions against the dated tables:
+    an EKS add-on of a new cluster against EKS's latest for the cluster's minor, kube-proxy tied
+    to that minor (`eks_addons.json`); the Grafana version against Managed Grafana's majors
+    (`grafana_versions.json`). Engine versions are slurm-accounting's, Kubernetes versions
+    eks's and eks-version-calendar's."""
+    eks = config.cluster.eks
+    if config.orchestrator == "eks" and eks.existing_cluster_name is None:
+        yield from _addon_versions(config)
+    grafana = config.monitoring.prometheus.grafana
+    if prometheus_enabled(config) and grafana.enabled:
+        table = grafana_versions()
+        major = grafana.version.split(".")[0]
+        if major not in table["majors"]:
+            yield Finding(
+                Level.WARNING,
+                "monitoring.prometheus.grafana.version",
+                f"Amazon Managed Grafana documents Grafana {', '.join(table['majors'])} (majors; "
+                f"table checked {table['checked']}), not {grafana.version}",
+                "check with `hyperpod-kit validate --aws` (grafana:ListVersions), or use a "
+                "documented version",
+            )
+
+
+def _addon_versions(config: EnvironmentConfig) -> Iterator[Finding]:
+    table = eks_addons()
+    minor = config.cluster.eks.kubernetes_version
+    for addon, row in table["addons"].items():
+        key = row["key"]
+        version = getattr(config.cluster.eks.addons, key)
+        if version is None:
+            continue
+        at = f"cluster.eks.addons.{key}"
+        latest = row["latest"].get(minor)
+        if row.get("same_minor"):
+            own = ".".join(str(n) for n in _numbers(version)[:2])
+            use = f"use {latest}" if latest else f"use a {addon} v{minor}.x build"
+            if _numbers(own) > _numbers(minor):
+                yield Finding(
+                    Level.ERROR,
+                    at,
+                    f"{addon} {version} is for Kubernetes {own}, newer than the cluster's "
+                    f"{minor}: Kubernetes' version skew policy forbids a kube-proxy newer than "
+                    "the API server",
+                    use,
+                )
+                continue
+            if own != minor:
+                yield Finding(
+                    Level.WARNING,
+                    at,
+                    f"{addon} {version} is for Kubernetes {own}; EKS pairs a {minor} cluster "
+                    f"with {addon} of its own minor (table checked {table['checked']})",
+                    use,
+                )
+                continue
+        if latest is not None and _numbers(version) > _numbers(latest):
+            yield Finding(
+                Level.WARNING,
+                at,
+                f"{addon} {version} is newer than the latest EKS listed for Kubernetes {minor} "
+                f"({latest}; table checked {table['checked']}): EKS may not offer it for this "
+                "minor",
+                f"check with `hyperpod-kit validate --aws` (eks:DescribeAddonVersions), or use "
+                f"{latest}",
+            )

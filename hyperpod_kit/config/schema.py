@@ -19,6 +19,15 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr
 
+from hyperpod_kit.config.kubernetes_names import (
+    DNS1035_LABEL_PATTERN,
+    DNS1123_LABEL_PATTERN,
+    LABEL_VALUE_MAX,
+    LABEL_VALUE_PATTERN,
+    QUALIFIED_NAME_PATTERN,
+    QUALIFIED_NAME_TOTAL_MAX,
+)
+
 
 def hint(text: str, **extra: Any) -> dict[str, Any]:
     """JSON-schema extras for a field: the hint shown with its errors, plus any editor metadata."""
@@ -299,9 +308,12 @@ class StorageConfig(Section):
 
 
 INSTANCE_TYPE = r"^ml\.[a-z0-9-]+\.[a-z0-9]+$"
-DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+# Kubernetes names (config/kubernetes_names.py): a job's name is a DNS-1035 label (its pods get
+# Services), a namespace a DNS-1123 label.
+DNS_LABEL = DNS1035_LABEL_PATTERN
+NAMESPACE = DNS1123_LABEL_PATTERN
 # A priority class of task governance's cluster policy (the API's pattern: an RFC 1123 label).
-PRIORITY_CLASS_NAME = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+PRIORITY_CLASS_NAME = DNS1123_LABEL_PATTERN
 
 
 # --- people ------------------------------------------------------------------------------------
@@ -452,12 +464,13 @@ KMS_KEY_ARN = (
     r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|mrk-[0-9a-f]{32})$"
 )
 TRAINING_PLAN_ARN = r"^arn:aws[a-z-]*:sagemaker:[a-z0-9-]+:\d{12}:training-plan/.+$"
-# Kubernetes label keys and values, and taint keys and values, as the API's model writes them.
-K8S_KEY = (
-    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
-K8S_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+# Kubernetes label keys and values, and taint keys and values (config/kubernetes_names.py): a
+# pattern cannot measure a key's prefix (253) and name (63) apart; `kubernetes-names` does.
+K8S_KEY = QUALIFIED_NAME_PATTERN
+K8S_VALUE = LABEL_VALUE_PATTERN
+TaintEffect = Literal[
+    "NoSchedule", "PreferNoSchedule", "NoExecute"
+]  # kubernetes_names.TAINT_EFFECTS
 
 
 class GroupLifecycleConfig(Section):
@@ -480,7 +493,7 @@ class GroupLifecycleConfig(Section):
 class KubernetesTaint(Section):
     key: str = Field(
         min_length=1,
-        max_length=317,
+        max_length=QUALIFIED_NAME_TOTAL_MAX,
         pattern=K8S_KEY,
         description="Taint key (a Kubernetes qualified name, optionally with a DNS prefix).",
         json_schema_extra=hint("like example.com/dedicated or gpu"),
@@ -488,13 +501,11 @@ class KubernetesTaint(Section):
     value: str | None = Field(
         default=None,
         min_length=1,
-        max_length=63,
+        max_length=LABEL_VALUE_MAX,
         pattern=K8S_VALUE,
         description="Taint value (a Kubernetes label value).",
     )
-    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] = Field(
-        description="What the taint does to pods that do not tolerate it."
-    )
+    effect: TaintEffect = Field(description="What the taint does to pods that do not tolerate it.")
 
 
 class GroupKubernetesConfig(Section):
@@ -503,8 +514,8 @@ class GroupKubernetesConfig(Section):
     its taints."""
 
     labels: dict[
-        Annotated[str, Field(min_length=1, max_length=317, pattern=K8S_KEY)],
-        Annotated[str, Field(max_length=63, pattern=K8S_VALUE)],
+        Annotated[str, Field(min_length=1, max_length=QUALIFIED_NAME_TOTAL_MAX, pattern=K8S_KEY)],
+        Annotated[str, Field(max_length=LABEL_VALUE_MAX, pattern=K8S_VALUE)],
     ] = Field(default_factory=dict, description="Node labels (at most 50).")
     taints: list[KubernetesTaint] = Field(
         default_factory=list, description="Node taints (at most 50)."
@@ -1468,7 +1479,7 @@ class JobConfig(Section):
     )
     namespace: str = Field(
         default="training",
-        pattern=DNS_LABEL,
+        pattern=NAMESPACE,
         max_length=63,
         description="Kubernetes namespace of the job (EKS); the EKS stack creates it with the "
         "FSx volume claim. A job of a team under task governance runs in the team's namespace "

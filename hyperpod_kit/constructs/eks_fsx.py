@@ -19,7 +19,7 @@ from constructs import Construct, IConstruct
 
 from hyperpod_kit.constructs.eks import EksCluster, pod_identity_role
 from hyperpod_kit.constructs.lustre import LustreFileSystem
-from hyperpod_kit.naming import FSX_CLAIM
+from hyperpod_kit.naming import FSX_CLAIM, fsx_volume_name
 
 CSI_ADDON = "aws-fsx-csi-driver"
 CSI_DRIVER = "fsx.csi.aws.com"
@@ -50,7 +50,7 @@ class LustreClaim(Construct):
         self.namespace = namespace
         self.claim_name = FSX_CLAIM
         # Cluster-scoped: the environment's name keeps two environments on one cluster apart.
-        self.volume_name = f"{environment}-fsx-{namespace}"
+        self.volume_name = fsx_volume_name(environment, namespace)
 
         # A static volume needs no FSx API call from the driver (it mounts with the Lustre client
         # on the node); the controller only looks file systems up. Creating file systems (dynamic
@@ -126,7 +126,7 @@ class LustreClaim(Construct):
         apply`` (it exists by then, or HyperPod has not made it yet), and never deleted: HyperPod
         owns it. Returns the claim's manifest (its PersistentVolume and claim)."""
         eks_cluster = self._eks_cluster
-        volume = f"{self._environment}-fsx-{namespace}"
+        volume = fsx_volume_name(self._environment, namespace)
         ns = eks.KubernetesManifest(
             self,
             f"Namespace-{namespace}",

@@ -211,6 +211,23 @@ def test_a_locked_pair_known_to_break_is_refused(tmp_path: Path) -> None:
     assert "dropped Pod Identity support" in first
 
 
+def test_a_locked_add_on_newer_than_the_clusters_minor_is_refused(tmp_path: Path) -> None:
+    """The lock's values meet the version tables too (facts/eks_addons.json): a kube-proxy of a
+    newer minor than the cluster's is refused at the lock's line."""
+    env = tmp_path / "eks.yaml"
+    env.write_text((REPO / "environments" / "eks.yaml").read_text())
+    assert run_cli("lock", str(env), cwd=tmp_path).returncode == 0
+    _edit_lock(env, "cluster.eks.addons.kube_proxy", value="v1.40.0-eksbuild.1", source="deployed")
+    result = run_cli("validate", str(env), cwd=tmp_path)
+    assert result.returncode == 2
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"{lock_path(env)}:"), first
+    assert (
+        "cluster.eks.addons.kube_proxy: kube-proxy v1.40.0-eksbuild.1 is for Kubernetes 1.40"
+        in (first)
+    )
+
+
 def test_a_file_that_is_not_a_lock_is_never_overwritten(
     write_env: WriteEnv, tmp_path: Path
 ) -> None:

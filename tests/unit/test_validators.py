@@ -286,6 +286,11 @@ def patches(strategy: str, **deployment: Any) -> dict[str, Any]:
     return {"cluster": {"instance_groups": [CONTROLLER, LOGIN, compute]}}
 
 
+# A DNS-1123 subdomain of 253 characters: three labels of 63, one of 61, and their dots.
+PREFIX_253 = ".".join(["p" * 63] * 3 + ["p" * 61])
+K8S_HINT = "follow Kubernetes' syntax (docs/platform.md, Kubernetes names)"
+
+
 def k8s(labels: dict[str, str], taints: list[dict[str, Any]]) -> dict[str, Any]:
     workers = dict(WORKERS, kubernetes={"labels": labels, "taints": taints})
     return merge(eks_network(), {"cluster": {"instance_groups": [workers]}})
@@ -1282,6 +1287,25 @@ GOOD: list[Any] = [
         k8s({}, [TAINT, dict(TAINT, effect="NoExecute")]),
         id="taints-same-key-two-effects",
     ),
+    # kubernetes-names
+    pytest.param("kubernetes-names", {}, id="k8s-names-slurm"),
+    pytest.param(
+        "kubernetes-names",
+        k8s(
+            {
+                f"{PREFIX_253}/{'n' * 63}": "v" * 63,  # the longest prefix and name: 317
+                "n" * 63: "",  # no prefix; an empty value is a label value
+                "example.com/a_b.c-d": "A_b.c-9",
+            },
+            [dict(TAINT, key="n" * 63, value="v" * 63), dict(TAINT, value=None)],
+        ),
+        id="k8s-names-at-the-limits",
+    ),
+    pytest.param(
+        "kubernetes-names",
+        merge(eks_network(), job(namespace="1team", name="a" * 40)),
+        id="k8s-namespace-may-start-with-a-digit",
+    ),
     # deep-health-checks-api
     pytest.param("deep-health-checks-api", {}, id="checks-default"),
     # group-network
@@ -1307,6 +1331,33 @@ GOOD: list[Any] = [
         merge(governed(), eks(addons={"task_governance": "v1.5.0-eksbuild.1"})),
         id="compat-task-governance-v1-5",
     ),
+    # version-tables
+    pytest.param("version-tables", eks_network(), id="versions-eks-defaults"),
+    pytest.param(
+        "version-tables",
+        merge(
+            eks_network(),
+            eks(
+                kubernetes_version="1.33",
+                addons={
+                    "vpc_cni": "v1.20.1-eksbuild.3",  # the table's latest for 1.33
+                    "kube_proxy": "v1.33.10-eksbuild.2",  # the cluster's own minor
+                    "coredns": "v1.11.4-eksbuild.24",  # older than the latest: not refused
+                },
+            ),
+        ),
+        id="versions-addons-for-the-minor",
+    ),
+    pytest.param(
+        "version-tables",
+        merge(
+            eks_network(),
+            eks(existing_cluster_name="prod", addons={"kube_proxy": "v1.99.0-eksbuild.1"}),
+        ),
+        id="versions-existing-cluster-unknown-minor",
+    ),
+    pytest.param("version-tables", grafana(version="10.4"), id="versions-grafana-10"),
+    pytest.param("version-tables", grafana(version="12.4"), id="versions-grafana-12"),
     # volume-keys
     pytest.param(
         "volume-keys",
@@ -4650,7 +4701,7 @@ BAD: list[Any] = [
         ),
         [
             err(
-                f"{GROUPS}[0].kubernetes.labels.kubernetes.io/role",
+                f"{GROUPS}[0].kubernetes.labels[kubernetes.io/role]",
                 "'kubernetes.io/role' is in a prefix Kubernetes or HyperPod keeps for itself",
                 "use a prefix of your own, like example.com/",
             ),
@@ -4666,6 +4717,88 @@ BAD: list[Any] = [
             ),
         ],
         id="labels-reserved-and-repeated",
+    ),
+    pytest.param(
+        "kubernetes-names",
+        k8s(
+            {
+                "example.com/" + "n" * 64: "a",  # a name of 64
+                "n" * 64: "a",  # no prefix, a name of 64
+                f"a{PREFIX_253}/n": "a",  # a prefix of 254
+            },
+            [dict(TAINT, key="example.com/" + "t" * 64)],
+        ),
+        [
+            err(
+                f"{GROUPS}[0].kubernetes.labels[example.com/{'n' * 64}]",
+                f"its name '{'n' * 64}' has 64 characters; Kubernetes takes at most 63",
+                K8S_HINT,
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.labels[{'n' * 64}]",
+                "has 64 characters; Kubernetes takes at most 63",
+                K8S_HINT,
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.labels[a{PREFIX_253}/n]",
+                "a DNS-1123 subdomain has 254 characters; Kubernetes takes at most 253",
+                K8S_HINT,
+            ),
+            err(
+                f"{GROUPS}[0].kubernetes.taints[0].key",
+                f"taint key 'example.com/{'t' * 64}' is not a Kubernetes name",
+                K8S_HINT,
+            ),
+        ],
+        id="k8s-names-past-the-limits",
+    ),
+    pytest.param(
+        "version-tables",
+        merge(
+            eks_network(),
+            eks(
+                kubernetes_version="1.32",
+                addons={"kube_proxy": "v1.33.10-eksbuild.2", "coredns": "v1.12.4-eksbuild.1"},
+            ),
+        ),
+        [
+            warn(
+                "cluster.eks.addons.coredns",
+                "coredns v1.12.4-eksbuild.1 is newer than the latest EKS listed for Kubernetes "
+                "1.32 (v1.11.4-eksbuild.24",
+                "check with `hyperpod-kit validate --aws` (eks:DescribeAddonVersions), or use "
+                "v1.11.4-eksbuild.24",
+            ),
+            err(
+                "cluster.eks.addons.kube_proxy",
+                "kube-proxy v1.33.10-eksbuild.2 is for Kubernetes 1.33, newer than the cluster's "
+                "1.32",
+                "use v1.32.13-eksbuild.5",
+            ),
+        ],
+        id="versions-addons-newer-than-the-minor",
+    ),
+    pytest.param(
+        "version-tables",
+        merge(
+            merge(eks_network(), eks(addons={"kube_proxy": "v1.32.13-eksbuild.5"})),
+            grafana(version="11.1"),
+        ),
+        [
+            warn(
+                "cluster.eks.addons.kube_proxy",
+                "kube-proxy v1.32.13-eksbuild.5 is for Kubernetes 1.32; EKS pairs a 1.33 cluster",
+                "use v1.33.10-eksbuild.2",
+            ),
+            warn(
+                "monitoring.prometheus.grafana.version",
+                "Amazon Managed Grafana documents Grafana 9, 10, 12, 13 (majors; table checked "
+                "2026-11-29), not 11.1",
+                "check with `hyperpod-kit validate --aws` (grafana:ListVersions), or use a "
+                "documented version",
+            ),
+        ],
+        id="versions-kube-proxy-older-grafana-undocumented",
     ),
     pytest.param(
         "deep-health-checks-api",

@@ -21,15 +21,18 @@ written reasons for policy-lint findings).
 for each request field the file feeds, with botocore's version. `registry_rules.json` (from
 `cfn_registry.py`): what CloudFormation's registry schemas, as the pinned cfn-lint ships them, say
 of each property the file feeds (through the constructs' provenance), and the regions whose
-registry lacks a type the file creates. Written by hand, each with its
-date and sources: `threads_per_core.json` (per instance family), `eks_versions.json` (EKS's
-support calendar), `ami_accounts.json` (the accounts an Ubuntu AMI already has), `limits.json`
-(quotas and service rules that no model carries), `accounting.json` (the Slurm accounting
-database: HyperPod's rules for it, the Aurora MySQL versions CloudFormation knows, the default
-version and Serverless v2's capacity range), `task_governance.json` (HyperPod task governance on
-EKS: its add-on and default version, the names of a team's namespace, queue and priority labels),
-`orchestrator_rules.json` (cluster settings AWS offers on EKS only, each with the words of its
-source).
+registry lacks a type the file creates.
+
+Written by hand, each with its date and sources: `threads_per_core.json` (per instance family),
+`eks_versions.json` (EKS's support calendar and the versions HyperPod supports), `eks_addons.json`
+(add-on versions per cluster minor), `grafana_versions.json` (Managed Grafana's versions),
+`ami_releases.json` (HyperPod AMI releases: no source lists them), `ami_accounts.json` (the accounts
+an Ubuntu AMI already has), `limits.json` (quotas and service rules that no model carries),
+`accounting.json` (the Slurm accounting database: HyperPod's rules for it, the Aurora MySQL versions
+CloudFormation knows, the default version and Serverless v2's capacity range),
+`task_governance.json` (HyperPod task governance on EKS: its add-on and default version, the names
+of a team's namespace, queue and priority labels), `orchestrator_rules.json` (cluster settings AWS
+offers on EKS only, each with the words of its source).
 """
 
 from __future__ import annotations
@@ -223,6 +226,23 @@ def threads_per_core_checked() -> str:
 def eks_versions() -> dict[str, Any]:
     """`eks_versions.json`: its date (`checked`), sources and each version's support dates."""
     return _load("eks_versions.json")
+
+
+def eks_addons() -> dict[str, Any]:
+    """`eks_addons.json`: the latest version of vpc-cni, coredns and kube-proxy for each cluster
+    minor (EKS's user guide, dated), and the rule that ties kube-proxy to the cluster's minor."""
+    return _load("eks_addons.json")
+
+
+def grafana_versions() -> dict[str, Any]:
+    """`grafana_versions.json`: the Grafana major versions Amazon Managed Grafana documents."""
+    return _load("grafana_versions.json")
+
+
+def ami_releases() -> dict[str, Any]:
+    """`ami_releases.json`: HyperPod AMI releases (none listed by any source here: its `about`
+    says so, and the check keeps to the form)."""
+    return _load("ami_releases.json")
 
 
 def ami_accounts() -> dict[str, Any]:

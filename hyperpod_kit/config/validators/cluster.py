@@ -33,11 +33,10 @@ from hyperpod_kit.config.validators.registry import validator
 
 GROUPS = "cluster.instance_groups"
 
-# Kubernetes versions HyperPod on EKS supports. The public documentation disagrees between
-# snapshots (1.28-1.32 on docs.aws.amazon.com, 1.28-1.34 in the newest snapshot found, the Chinese
-# edition of the EKS prerequisites page); the newest list is used. Checked 2026-11-23.
-SUPPORTED_KUBERNETES = ("1.28", "1.29", "1.30", "1.31", "1.32", "1.33", "1.34")
-KUBERNETES_CHECKED = "2026-11-23"
+# Kubernetes versions HyperPod on EKS supports: eks_versions.json (`hyperpod_supported`, with its
+# source and date: the public snapshots disagree, and the newest list is kept).
+SUPPORTED_KUBERNETES = tuple(str(v) for v in eks_versions()["hyperpod_supported"])
+KUBERNETES_CHECKED = str(eks_versions()["hyperpod_checked"])
 MIN_VPC_CNI = (1, 18, 3)  # HyperPod's EKS prerequisites
 
 

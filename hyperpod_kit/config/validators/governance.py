@@ -24,6 +24,12 @@ from hyperpod_kit.config.derived import (
 )
 from hyperpod_kit.config.facts import instance_type, task_governance_facts
 from hyperpod_kit.config.findings import Finding, Level
+from hyperpod_kit.config.kubernetes_names import (
+    DNS1123_LABEL_MAX,
+    LABEL_VALUE_MAX,
+    dns1123_label,
+    label_value,
+)
 from hyperpod_kit.config.schema import EnvironmentConfig, TeamConfig, TeamQuotaConfig
 from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.naming import (
@@ -34,9 +40,7 @@ from hyperpod_kit.naming import (
 )
 
 AT = "cluster.eks.task_governance"
-# An RFC 1123 label: what a namespace is (Kubernetes' own rule, also the API model's TeamName).
-RFC1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-NAME_MAX = 63  # ComputeQuota and ClusterSchedulerConfig Name (the API model) and label values
+NAME_MAX = 63  # ComputeQuota and ClusterSchedulerConfig Name (the API model)
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
 
 
@@ -151,21 +155,23 @@ def _names(config: EnvironmentConfig) -> Iterator[Finding]:
         )
     for i, team in enumerate(config.teams):
         at = f"teams[{i}].name"
-        if not RFC1123_LABEL.fullmatch(team.name):
+        # The namespace is a DNS-1123 label (the registry's TeamName says so), the queue a label
+        # value of every job of the team (Kubernetes' rules: config/kubernetes_names.py).
+        namespace, queue = team_namespace(team.name), team_local_queue(team.name)
+        if dns1123_label(namespace) is not None and len(namespace) <= DNS1123_LABEL_MAX:
             yield Finding(
                 Level.ERROR,
                 at,
-                f"{team.name!r} cannot name the team's namespace {team_namespace(team.name)!r}: "
-                "a namespace has lowercase letters, digits and hyphens only, and starts and ends "
-                "with a letter or digit",
+                f"{team.name!r} cannot name the team's namespace {namespace!r}: "
+                f"{dns1123_label(namespace)}",
                 "rename the team with hyphens instead of underscores",
             )
-        elif len(team.name) > longest:
+        elif label_value(queue) is not None or dns1123_label(namespace) is not None:
             yield Finding(
                 Level.ERROR,
                 at,
                 f"{team.name!r} has {len(team.name)} characters: the team's queue "
-                f"{team_local_queue(team.name)!r}, a label value of its jobs, would pass 63",
+                f"{queue!r}, a label value of its jobs, would pass {LABEL_VALUE_MAX}",
                 f"use at most {longest} characters",
             )
         quota = compute_quota_name(cluster, team.name)

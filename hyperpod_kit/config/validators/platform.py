@@ -21,9 +21,18 @@ from hyperpod_kit.config.facts import (
     orchestrator_rules_checked,
 )
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.pins import incompatible
+from hyperpod_kit.config.kubernetes_names import (
+    dns1035_label,
+    dns1123_label,
+    dns1123_subdomain,
+    label_value,
+    qualified_name,
+    taint_effect,
+)
+from hyperpod_kit.config.pins import incompatible, unlisted_versions
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig, RollingDeployment
 from hyperpod_kit.config.validators.registry import validator
+from hyperpod_kit.naming import fsx_volume_name, priority_class_label_value
 
 GROUPS = "cluster.instance_groups"
 # Label and taint prefixes a user may not set on nodes: Kubernetes' own, and HyperPod's (it
@@ -375,7 +384,7 @@ def check_kubernetes(config: EnvironmentConfig) -> Iterator[Finding]:
             if key.startswith(RESERVED_K8S_PREFIXES):
                 yield Finding(
                     Level.ERROR,
-                    f"{at}.labels.{key}",
+                    f"{at}.labels[{key}]",
                     f"{key!r} is in a prefix Kubernetes or HyperPod keeps for itself",
                     "use a prefix of your own, like example.com/",
                 )
@@ -396,6 +405,65 @@ def check_kubernetes(config: EnvironmentConfig) -> Iterator[Finding]:
                     f"taint {taint.key}:{taint.effect} is also taints[{first}]",
                     "set each key and effect once",
                 )
+
+
+@validator("kubernetes-names", area="cluster")
+def check_kubernetes_names(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Every value that becomes a Kubernetes name follows Kubernetes' syntax
+    (config/kubernetes_names.py): a group's label and taint keys are qualified names (a prefix of
+    at most 253, a name of at most 63), their values label values, a taint's effect one of
+    Kubernetes'; the job's name a DNS-1035 label, its namespace a DNS-1123 label, the volume
+    named after it a DNS-1123 subdomain; a priority class's Kueue label value (`<name>-priority`)
+    a label value. A team's namespace and queue are task-governance's check, by the same rules."""
+    if config.orchestrator != "eks":
+        return
+    for i, g in _groups(config):
+        if g.kubernetes is None:
+            continue
+        at = _at(i, "kubernetes")
+        for key, value in g.kubernetes.labels.items():
+            yield from _k8s(f"{at}.labels[{key}]", f"label key {key!r}", qualified_name(key))
+            yield from _k8s(
+                f"{at}.labels[{key}]", f"the value {value!r} of label {key!r}", label_value(value)
+            )
+        for j, taint in enumerate(g.kubernetes.taints):
+            t = f"{at}.taints[{j}]"
+            yield from _k8s(f"{t}.key", f"taint key {taint.key!r}", qualified_name(taint.key))
+            if taint.value is not None:
+                yield from _k8s(
+                    f"{t}.value", f"taint value {taint.value!r}", label_value(taint.value)
+                )
+            yield from _k8s(
+                f"{t}.effect", f"taint effect {taint.effect!r}", taint_effect(taint.effect)
+            )
+    job = config.trainer.job
+    yield from _k8s("trainer.job.name", f"the job's name {job.name!r}", dns1035_label(job.name))
+    namespace = dns1123_label(job.namespace)
+    yield from _k8s("trainer.job.namespace", f"namespace {job.namespace!r}", namespace)
+    volume = fsx_volume_name(config.name, job.namespace)
+    if namespace is None:
+        yield from _k8s(
+            "trainer.job.namespace",
+            f"the FSx volume named after it, {volume!r},",
+            dns1123_subdomain(volume),
+        )
+    for k, pc in enumerate(config.cluster.eks.task_governance.priority_classes):
+        kueue = priority_class_label_value(pc.name)
+        yield from _k8s(
+            f"cluster.eks.task_governance.priority_classes[{k}].name",
+            f"the class's Kueue name {kueue!r} (a label value of its jobs)",
+            label_value(kueue) or dns1123_subdomain(kueue),
+        )
+
+
+def _k8s(at: str, what: str, why: str | None) -> Iterator[Finding]:
+    if why is not None:
+        yield Finding(
+            Level.ERROR,
+            at,
+            f"{what} is not a Kubernetes name: {why}",
+            "follow Kubernetes' syntax (docs/platform.md, Kubernetes names)",
+        )
 
 
 @validator("deep-health-checks-api", area="cluster")
@@ -476,3 +544,12 @@ def check_compatibility(config: EnvironmentConfig) -> Iterator[Finding]:
     """Pinned versions and settings known to break together (facts/compatibility.json, each row
     with its public report); the lock's values are checked again once applied."""
     yield from incompatible(config)
+
+
+@validator("version-tables", area="cluster")
+def check_version_tables(config: EnvironmentConfig) -> Iterator[Finding]:
+    """Versions from sets AWS changes, against their dated tables: an EKS add-on no newer than
+    the latest EKS listed for the cluster's minor, kube-proxy of the cluster's own minor
+    (`eks_addons.json`); a Grafana major Managed Grafana documents (`grafana_versions.json`).
+    The lock's values are checked the same way when the lock is applied."""
+    yield from unlisted_versions(config)
