@@ -6,7 +6,8 @@ each stack of the candidate assembly (by its CloudFormation name) this reads the
 wrote, before transforms are expanded) and its nested stacks (`ListStackResources` gives each
 `AWS::CloudFormation::Stack` resource's physical id, a stack ARN, whose template is read the same
 way), and writes them as a cloud assembly folder (a manifest, the templates, one asset manifest
-that maps each nested template's hash, from the parent's `TemplateURL`, to its file) that
+that maps each nested template's hash, from the parent's `TemplateURL`, to its file, and the
+users file the cluster stack uploaded, read back from its bucket with `s3:GetObject`) that
 `hyperpod_kit.plan.plan` reads like any other baseline. Nothing in the comparison changes.
 
 A stack that does not exist is absent from the baseline (its resources are "add"s); one that
@@ -34,6 +35,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hyperpod_kit.cloud_assembly import ASSET_HASH, read_json, stack_artifacts
+from hyperpod_kit.lifecycle import USERS_FILE
 from hyperpod_kit.plan import NESTED_STACK, Change, Effect, PlanInputError
 
 if TYPE_CHECKING:
@@ -180,6 +182,7 @@ def _read_stack(
                          StackName=stack_id):  # fmt: skip
         if row.get("PhysicalResourceId"):
             found.physical_ids[(label, row["LogicalResourceId"])] = row["PhysicalResourceId"]
+    _users_files(aws, found, label, resources, assets)
     for logical in sorted(nested):
         physical = found.physical_ids.get((label, logical))
         if physical is None:
@@ -200,6 +203,56 @@ def _read_stack(
         (found.folder / file).write_text(json.dumps(inner, indent=1), encoding="utf-8")
         assets[key] = {"source": {"path": file}, "destinations": {}}
     return template
+
+
+def _users_files(
+    aws: AwsFacade,
+    found: DeployedBaseline,
+    label: str,
+    resources: dict[str, Any],
+    assets: dict[str, Any],
+) -> None:
+    """The users file the cluster stack uploaded (`users/<hash>/users.json` in the lifecycle
+    bucket, content-addressed), written as the folder asset its deployment names, so `plan`
+    compares people as it does between two assemblies. Unreadable: a warning, and the people
+    of the users file are shown as added."""
+    from hyperpod_kit.config.aws import AwsUnavailableError
+
+    for logical, resource in sorted(resources.items()):
+        if not isinstance(resource, dict) or resource.get("Type") != "Custom::CDKBucketDeployment":
+            continue
+        props = resource.get("Properties") or {}
+        prefix, bucket = props.get("DestinationBucketKeyPrefix"), props.get("DestinationBucketName")
+        if not isinstance(prefix, str):
+            continue
+        if not prefix.startswith("users/"):  # only the users upload; the scripts are not read
+            continue
+        if isinstance(bucket, dict) and isinstance(bucket.get("Ref"), str):
+            bucket = found.physical_ids.get((label, bucket["Ref"]))
+        keys = [ASSET_HASH.search(json.dumps(k)) for k in props.get("SourceObjectKeys") or []]
+        digests = [k.group(1) for k in keys if k is not None]
+        if not isinstance(bucket, str) or not digests:
+            continue
+        s3 = aws.client("s3")
+        key = f"{prefix.rstrip('/')}/{USERS_FILE}"
+        try:
+            got = aws.call("s3:GetObject", s3.get_object, Bucket=bucket, Key=key,
+                           missing=("NoSuchKey", "NoSuchBucket"))  # fmt: skip
+            users = None if got is None else json.loads(got["Body"].read())
+        except (AwsUnavailableError, ValueError) as error:
+            users, why = None, str(error)
+        else:
+            why = "it is not there"
+        if users is None:
+            found.warnings.append(
+                f"the users file of {label} (s3://{bucket}/{key}, {logical}) cannot be read "
+                f"({why}): its people are shown as added"
+            )
+            continue
+        folder = found.folder / f"users.{digests[0]}"
+        folder.mkdir(exist_ok=True)
+        (folder / USERS_FILE).write_text(json.dumps(users, indent=1), encoding="utf-8")
+        assets[digests[0]] = {"source": {"path": folder.name}, "destinations": {}}
 
 
 def _template(aws: AwsFacade, label: str, stack_id: str) -> dict[str, Any]:

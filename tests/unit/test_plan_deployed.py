@@ -7,6 +7,8 @@ pinned API models). The real command against a moto server: tests/integration/te
 from __future__ import annotations
 
 import datetime
+import hashlib
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,6 +16,7 @@ from typing import Any
 
 import boto3
 import pytest
+from botocore.response import StreamingBody
 from botocore.stub import Stubber
 
 from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
@@ -293,3 +296,72 @@ def test_a_scale_back_joins_the_clusters_own_change(tmp_path: Path, stubs: Stubs
         "3, CurrentCount 3 -> the file's 2) (this deploy updates the cluster)"
     )
     assert after.dangerous
+
+
+def _users_stack(people: list[dict[str, Any]]) -> dict[str, Any]:
+    """A cluster stack's users upload as CDK writes it (the content's hash in the prefix)."""
+    digest = hashlib.sha256(json.dumps(people).encode()).hexdigest()
+    return {"Resources": {
+        "LifecycleBucket": {"Type": "AWS::S3::Bucket"},
+        "UsersUpload": {"Type": "Custom::CDKBucketDeployment", "Properties": {
+            "DestinationBucketName": {"Ref": "LifecycleBucket"},
+            "DestinationBucketKeyPrefix": f"users/{digest}/",
+            "SourceObjectKeys": [f"{'cd' * 32}.zip"],
+        }},
+    }}  # fmt: skip
+
+
+def test_people_are_read_back_from_the_deployed_users_file(tmp_path: Path, stubs: Stubs) -> None:
+    """The users file is an asset in an assembly; deployed, it is an object in the lifecycle
+    bucket: read back, so a person removed from the file is still a dangerous change."""
+    people = [{"name": "alice", "uid": 10001}, {"name": "bob", "uid": 10002}]
+    kept = people[:1]
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    (cand / f"{'ef' * 32}").mkdir()
+    (cand / f"{'ef' * 32}" / "users.json").write_text(json.dumps({"users": kept}))
+    files = {"ef" * 32: {"source": {"path": "ef" * 32}, "destinations": {}}}
+    (cand / "assets.json").write_text(json.dumps({"version": "1", "files": files}))
+    artifact = {"type": "aws:cloudformation:stack", "properties": {
+        "templateFile": "c.template.json", "stackName": "hyperpod-dev-cluster"}}  # fmt: skip
+    manifest = {"c": artifact, "a": {"type": "cdk:asset-manifest",
+                                     "properties": {"file": "assets.json"}}}  # fmt: skip
+    (cand / "manifest.json").write_text(json.dumps({"artifacts": manifest}))
+    # the candidate's deployment names its own asset; ours, deployed, another content
+    candidate_template = _users_stack(kept)
+    candidate_template["Resources"]["UsersUpload"]["Properties"]["SourceObjectKeys"] = [
+        f"{'ef' * 32}.zip"
+    ]
+    (cand / "c.template.json").write_text(json.dumps(candidate_template))
+    deployed = _users_stack(people)
+    prefix = deployed["Resources"]["UsersUpload"]["Properties"]["DestinationBucketKeyPrefix"]
+    stubs.stack("hyperpod-dev-cluster")
+    stubs.template(ARN.format("hyperpod-dev-cluster"), deployed)
+    stubs.resources(ARN.format("hyperpod-dev-cluster"), {
+        "LifecycleBucket": ("AWS::S3::Bucket", "sagemaker-lifecycle-1"),
+        "UsersUpload": ("Custom::CDKBucketDeployment", "aws.cdk.s3deployment.1"),
+    })  # fmt: skip
+    body = json.dumps({"users": people}).encode()
+    stubs.stub("s3").add_response(
+        "get_object", {"Body": StreamingBody(io.BytesIO(body), len(body))},
+        {"Bucket": "sagemaker-lifecycle-1", "Key": f"{prefix}users.json"},
+    )  # fmt: skip
+    (tmp_path / "dep").mkdir()
+    found = write_deployed_assembly(stubs.facade, cand, tmp_path / "dep")
+    assert found.warnings == []
+    result = plan(tmp_path / "dep", cand)
+    assert [(p.name, p.action) for p in result.people] == [("bob", "removed")]
+    assert result.exit_code() == 1
+
+
+def test_an_unreadable_users_file_is_a_warning(tmp_path: Path, stubs: Stubs) -> None:
+    cand = _candidate(tmp_path / "cand", {"hyperpod-dev-cluster": _users_stack([])}, {})
+    stubs.stack("hyperpod-dev-cluster")
+    stubs.template(ARN.format("hyperpod-dev-cluster"), _users_stack([]))
+    stubs.resources(ARN.format("hyperpod-dev-cluster"),
+                    {"LifecycleBucket": ("AWS::S3::Bucket", "b")})  # fmt: skip
+    stubs.stub("s3").add_client_error("get_object", "AccessDenied", "no")
+    (tmp_path / "dep").mkdir()
+    (warning,) = write_deployed_assembly(stubs.facade, cand, tmp_path / "dep").warnings
+    assert warning.startswith("the users file of hyperpod-dev-cluster (s3://b/users/")
+    assert "(s3:GetObject: AccessDenied): its people are shown as added" in warning
