@@ -22,7 +22,8 @@ a group. The template does not know, and a deploy that updates the cluster sends
 groups: the group goes back to the file's count, or is removed. `scale_backs` asks
 `sagemaker:DescribeCluster` for the live groups and returns a dangerous `Change` (effect
 `nodes_recreated`, as fewer nodes are everywhere else in `plan`) per group the deploy would
-shrink or remove.
+shrink or remove. Where the cluster scales itself (`AutoScaling` enabled: Karpenter adds and
+deletes nodes), the live counts are not compared, only the groups.
 """
 
 from __future__ import annotations
@@ -296,7 +297,11 @@ def scale_backs(
             name = deployed.physical_ids.get((label, logical)) or props.get("ClusterName")
             if not isinstance(name, str) or not name:
                 continue
-            effects = _group_effects(aws, deployed, name, props.get("InstanceGroups"))
+            # With HyperPod's autoscaling, Karpenter moves the counts: not an operator's hand
+            scaled = (props.get("AutoScaling") or {}).get("Mode") == "Enable"
+            effects = _group_effects(
+                aws, deployed, name, props.get("InstanceGroups"), counts=not scaled
+            )
             if not effects:
                 continue
             before = by_key.get((label, logical))
@@ -314,7 +319,7 @@ def scale_backs(
 
 
 def _group_effects(
-    aws: AwsFacade, deployed: DeployedBaseline, name: str, groups: Any
+    aws: AwsFacade, deployed: DeployedBaseline, name: str, groups: Any, *, counts: bool = True
 ) -> tuple[Effect, ...]:
     sagemaker = aws.client("sagemaker")
     live = aws.call(SOURCE, sagemaker.describe_cluster, ClusterName=name,
@@ -332,12 +337,12 @@ def _group_effects(
         gname = str(group.get("InstanceGroupName", ""))
         target = int(group.get("TargetCount", group.get("CurrentCount", 0)) or 0)
         current = int(group.get("CurrentCount", 0) or 0)
-        counts = f"live TargetCount {target}, CurrentCount {current}"
+        seen = f"live TargetCount {target}, CurrentCount {current}"
         where = f"InstanceGroups[{gname}].InstanceCount"
         if gname not in wanted:
-            what = f"added by hand ({counts}), not in the file: the deploy removes the group"
-        elif isinstance(wanted[gname], int) and target > wanted[gname]:
-            what = f"scaled back ({counts} -> the file's {wanted[gname]})"
+            what = f"added by hand ({seen}), not in the file: the deploy removes the group"
+        elif counts and isinstance(wanted[gname], int) and target > wanted[gname]:
+            what = f"scaled back ({seen} -> the file's {wanted[gname]})"
         else:
             continue
         hint = "put the count in the file, or pass --allow-replacement if that is intended"

@@ -365,3 +365,16 @@ def test_an_unreadable_users_file_is_a_warning(tmp_path: Path, stubs: Stubs) -> 
     (warning,) = write_deployed_assembly(stubs.facade, cand, tmp_path / "dep").warnings
     assert warning.startswith("the users file of hyperpod-dev-cluster (s3://b/users/")
     assert "(s3:GetObject: AccessDenied): its people are shown as added" in warning
+
+
+def test_with_autoscaling_the_counts_are_karpenters_but_a_group_added_by_hand_is_not(
+    tmp_path: Path, stubs: Stubs
+) -> None:
+    template = _cluster(("compute", 0))
+    template["Resources"]["HyperPodCluster"]["Properties"]["AutoScaling"] = {
+        "Mode": "Enable", "AutoScalerType": "Karpenter",
+    }  # fmt: skip
+    result, candidate, found = _deployed_cluster(tmp_path, stubs, template, template)
+    _live(stubs, ("compute", 6, 6), ("extra", 1, 1))
+    (change,) = scale_backs(stubs.facade, candidate, found, result.changes)
+    assert [e.where for e in change.effects] == ["InstanceGroups[extra].InstanceCount"]
