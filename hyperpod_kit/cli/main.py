@@ -41,10 +41,11 @@ only, safe. People (users file, Studio profiles) are compared by name; plan cann
 re-added person from a new one.
 
 --deployed reads the baseline from CloudFormation (GetTemplate, the template as submitted, of
-each stack the file synthesizes and of its nested stacks): a stack not deployed is added; one
-in progress, failed or rolled back is named in a warning. It also asks the live cluster
-(DescribeCluster): a group an operator scaled up or added by hand, which the deploy would scale
-back or remove, is a dangerous change.
+each stack the file synthesizes and of its nested stacks; the users file from its bucket): a
+stack not deployed is added; one in progress, failed or rolled back is named in a warning. It
+also asks the live cluster (DescribeCluster): a group an operator scaled up or added by hand,
+which the deploy would scale back or remove, is a dangerous change (counts of an autoscaled
+cluster are Karpenter's and not compared).
 
 exit codes:
   0  nothing dangerous
