@@ -40,11 +40,19 @@ cfn-lint's create-only properties): replace, refused by the service, nodes recre
 only, safe. People (users file, Studio profiles) are compared by name; plan cannot tell a
 re-added person from a new one.
 
+--deployed reads the baseline from CloudFormation (GetTemplate, the template as submitted, of
+each stack the file synthesizes and of its nested stacks; the users file from its bucket): a
+stack not deployed is added; one in progress, failed or rolled back is named in a warning. It
+also asks the live cluster (DescribeCluster): a group an operator scaled up or added by hand,
+which the deploy would scale back or remove, is a dangerous change (counts of an autoscaled
+cluster are Karpenter's and not compared).
+
 exit codes:
   0  nothing dangerous
   1  something stateful replaced or removed, nodes recreated, or people removed
      (--allow-replacement turns this into 0)
-  2  bad input: the environment file, or a baseline that cannot be read (one line says what)
+  2  bad input: the environment file, or a baseline that cannot be read; with --deployed,
+     no credentials or nothing of the file deployed (one line says what)
   3  a change AWS refuses (the deploy would fail half-way) or the nodes would not follow
      (a uid changed or reused); no flag turns this into 0"""
 
@@ -134,22 +142,11 @@ def _parser() -> argparse.ArgumentParser:
         "into a folder of your own",
     )
 
-    pln = env_command("plan", "what a deploy of FILE would change against a baseline cdk.out")
-    pln.formatter_class = argparse.RawDescriptionHelpFormatter
-    pln.epilog = _PLAN_EPILOG
-    pln.add_argument("--baseline", default="cdk.out", help="assembly of the deployed version")
-    pln.add_argument(
-        "--allow-replacement",
-        action="store_true",
-        help="exit 0 even when something stateful is replaced or removed, nodes are recreated "
-        "or people removed (never for a change AWS refuses: exit 3 stays)",
-    )
-    pln.add_argument(
-        "--format",
-        choices=("text", "json", "markdown"),
-        default="text",
-        help="text (default), json (stable keys, see docs/architecture.md) or markdown (a "
-        "summary line and a table, for a pull-request comment); on stdout",
+    _add_plan(
+        env_command(
+            "plan",
+            "what a deploy of FILE would change against a baseline cdk.out or what is deployed",
+        )
     )
 
     what = "run the gates (cdk-nag, cfn-lint) on an existing cloud assembly"
@@ -254,6 +251,35 @@ def _add_schema(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> Non
     )
     s.add_argument(
         "--force", action="store_true", help="overwrite FILE if it exists with other content"
+    )
+
+
+def _add_plan(pln: argparse.ArgumentParser) -> None:
+    pln.formatter_class = argparse.RawDescriptionHelpFormatter
+    pln.epilog = _PLAN_EPILOG
+    against = pln.add_mutually_exclusive_group()
+    against.add_argument(
+        "--baseline", default="cdk.out", help="assembly of the deployed version (cdk.out)"
+    )
+    against.add_argument(
+        "--deployed",
+        action="store_true",
+        help="compare with what CloudFormation holds now (needs credentials; the file's region), "
+        "and with the instance counts of the live cluster (a group scaled up or added by hand "
+        "that the deploy would undo is dangerous)",
+    )
+    pln.add_argument(
+        "--allow-replacement",
+        action="store_true",
+        help="exit 0 even when something stateful is replaced or removed, nodes are recreated "
+        "or people removed (never for a change AWS refuses: exit 3 stays)",
+    )
+    pln.add_argument(
+        "--format",
+        choices=("text", "json", "markdown"),
+        default="text",
+        help="text (default), json (stable keys, see docs/architecture.md) or markdown (a "
+        "summary line and a table, for a pull-request comment); on stdout",
     )
 
 
@@ -407,7 +433,7 @@ def _plan(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
 
     return plan(
         loaded,
-        Path(args.baseline),
+        None if args.deployed else Path(args.baseline),
         allow_replacement=args.allow_replacement,
         output_format=args.format,
         progress=_progress(args),

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from hyperpod_kit.config.environment import LoadedEnvironment
 from hyperpod_kit.gates import GateReport, check_assembly
@@ -25,6 +26,9 @@ from hyperpod_kit.outputs import (
     write_marker,
 )
 from hyperpod_kit.progress import SILENT, Progress
+
+if TYPE_CHECKING:
+    from hyperpod_kit.plan import Plan
 
 
 def build_assembly(loaded: LoadedEnvironment, outdir: Path, progress: Progress = SILENT) -> None:
@@ -181,22 +185,27 @@ def _print(report: GateReport) -> None:
 
 def plan(
     loaded: LoadedEnvironment,
-    baseline: Path,
+    baseline: Path | None,
     *,
     allow_replacement: bool,
     output_format: str = "text",
     progress: Progress = SILENT,
 ) -> int:
-    """Synthesize to a temporary folder and compare with `baseline`; nothing else is written.
-    Exit codes as `hyperpod_kit.plan.Plan.exit_code`, 2 for a baseline it cannot read."""
+    """Synthesize to a temporary folder and compare with `baseline`, or (None) with what is
+    deployed (`hyperpod_kit.deployed`); nothing else is written. Exit codes as
+    `hyperpod_kit.plan.Plan.exit_code`, 2 for a baseline it cannot read (no credentials, nothing
+    deployed)."""
     from hyperpod_kit.plan import EXIT_BAD_INPUT, PlanInputError, read_assembly
     from hyperpod_kit.plan import plan as compare
 
+    if baseline is None:
+        return _plan_deployed(loaded, allow_replacement, output_format, progress)
     if not (baseline / "manifest.json").exists():
         print(
             f"{baseline}: no cloud assembly to compare with. Hint: synthesize the deployed "
             "version first (`hyperpod-kit synth -o baseline.out FILE` on main), then "
-            "`hyperpod-kit plan FILE --baseline baseline.out`.",
+            "`hyperpod-kit plan FILE --baseline baseline.out`, or compare with what is deployed "
+            "(`hyperpod-kit plan FILE --deployed`, with credentials).",
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
@@ -210,11 +219,68 @@ def plan(
         hint = getattr(error, "hint", "synthesize the baseline again")
         print(f"{error}. Hint: {hint}.", file=sys.stderr)
         return EXIT_BAD_INPUT
+    return _report(result, allow_replacement, output_format)
+
+
+def _plan_deployed(
+    loaded: LoadedEnvironment, allow_replacement: bool, output_format: str, progress: Progress
+) -> int:
+    """`plan --deployed`: the baseline read from CloudFormation after the synth (the candidate's
+    stack names say which stacks), and the live instance counts a deploy would undo."""
+    from hyperpod_kit.cli.status import _facade, _unavailable
+    from hyperpod_kit.config.aws import AwsUnavailableError
+    from hyperpod_kit.config.derived import environment_areas
+    from hyperpod_kit.deployed import require_deployed, scale_backs, write_deployed_assembly
+    from hyperpod_kit.naming import stack_name
+    from hyperpod_kit.plan import EXIT_BAD_INPUT, PlanInputError, load_templates
+    from hyperpod_kit.plan import plan as compare
+
+    aws = _facade(loaded)  # credentials (and the file's account) before the synth
+    if aws is None:
+        return EXIT_BAD_INPUT
+    areas = environment_areas(loaded.config)
+    try:
+        require_deployed(aws, [stack_name(loaded.config.name, area) for area in areas])
+        with tempfile.TemporaryDirectory(prefix="hyperpod-kit-plan.") as tmp:
+            candidate, deployed = Path(tmp) / "candidate", Path(tmp) / "deployed"
+            candidate.mkdir()
+            deployed.mkdir()
+            build_assembly(loaded, candidate, progress)
+            with progress.stage(f"read the deployed stacks ({loaded.config.region})"):
+                baseline = write_deployed_assembly(aws, candidate, deployed)
+            with progress.stage("compare with the deployed stacks"):
+                result = compare(deployed, candidate)
+                result.changes = scale_backs(
+                    aws, load_templates(candidate), baseline, result.changes
+                )
+    except AwsUnavailableError as error:
+        return _unavailable(loaded, error)
+    except PlanInputError as error:
+        hint = getattr(error, "hint", "compare with a synthesized folder instead (--baseline)")
+        print(f"{loaded.file}: {error}. Hint: {hint}.", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    for line in baseline.warnings:
+        print(f"{loaded.file}: warning: {line}", file=sys.stderr)
+    return _report(result, allow_replacement, output_format, deployed=baseline.to_json())
+
+
+def _report(
+    result: Plan,
+    allow_replacement: bool,
+    output_format: str,
+    *,
+    deployed: dict[str, Any] | None = None,
+) -> int:
     code = result.exit_code(allow_replacement=allow_replacement)
     if output_format == "json":
-        print(json.dumps(result.to_json(allow_replacement=allow_replacement), indent=1))
+        report = result.to_json(allow_replacement=allow_replacement)
+        if deployed is not None:  # what the account said: each stack's status, the warnings
+            report["deployed"] = deployed
+        print(json.dumps(report, indent=1))
     elif output_format == "markdown":
         print(result.render_markdown(allow_replacement=allow_replacement))
+        for line in (deployed or {}).get("warnings", []):
+            print(f"\n> ⚠️ {line}")
     else:
         print(result.render_text())
     if code == 3:

@@ -32,6 +32,7 @@ CASES = [
     (["estimate", DEFAULT, "--step-time", "fast"], 2, None),
     (["plan", DEFAULT, "--baseline", "none.out"], 2, None),
     (["plan", BAD, "--baseline", "baseline.out"], 2, None),
+    (["plan", DEFAULT, "--deployed"], 2, None),  # no credentials, before the synth
     (["status", DEFAULT], 2, None),  # no credentials
     (["status", BAD], 2, None),
     (["status", DEFAULT, "--interval", "0", "--watch"], 2, None),
