@@ -156,7 +156,7 @@ def _parser() -> argparse.ArgumentParser:
         description=f"{what}, e.g. after `npx cdk synth`; exit 1 if a gate finds an error",
     )
     chk.add_argument(
-        "assembly", nargs="?", default="cdk.out", help="cloud assembly folder (cdk.out)"
+        "assembly", nargs="?", default=None, help="cloud assembly folder (default: cdk.out)"
     )
     chk.add_argument(
         "--rehearse",
@@ -362,6 +362,26 @@ def _writer(args: argparse.Namespace) -> int:
     return (init if args.project is None else init_project)(args)
 
 
+def _check_alone(args: argparse.Namespace) -> int | None:
+    """`check [ASSEMBLY]`: the gates of an assembly, no environment file. None for
+    `check --rehearse FILE`, which loads the file like the other commands; an ASSEMBLY with it
+    is refused (the rehearsal synthesizes FILE itself and would ignore it)."""
+    if args.rehearse is None:
+        from hyperpod_kit.cli.synth import check
+
+        return check(Path(args.assembly or "cdk.out"), _progress(args))
+    if args.assembly is None:
+        return None
+    print(
+        f"{args.assembly}: check --rehearse synthesizes {args.rehearse} itself and does not "
+        "read an assembly (one synthesized earlier may be of another version of the file). "
+        f"Hint: `hyperpod-kit check --rehearse {args.rehearse}`; the gates of an existing "
+        f"assembly alone are `hyperpod-kit check {args.assembly}`.",
+        file=sys.stderr,
+    )
+    return EXIT_BAD_INPUT
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
         return _schema(args.output, markdown=args.markdown, force=args.force)
@@ -372,10 +392,8 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         loaded = _load(args.file, args.suppress, quiet=True, as_json=False)
         return EXIT_BAD_INPUT if loaded is None else estimate(loaded, args)
-    if args.command == "check" and args.rehearse is None:
-        from hyperpod_kit.cli.synth import check
-
-        return check(Path(args.assembly), _progress(args))
+    if args.command == "check" and (answered := _check_alone(args)) is not None:
+        return answered
     if args.command == "check":
         args.file = args.rehearse
     # validate's findings are its output; for plan and check --rehearse, --format is for their

@@ -224,7 +224,7 @@ def test_from_an_empty_folder(installed: Installed) -> None:
     assert any((project / "jobs").iterdir())
     plan = installed.run("plan", env, "--baseline", "cdk.out", name="plan", cwd=project)
     assert "0 dangerous" in plan.stdout + plan.stderr
-    installed.run("check", "cdk.out", "--rehearse", env, name="rehearse", cwd=project)
+    installed.run("check", "--rehearse", env, name="rehearse", cwd=project)
 
 
 COMMANDS = ("version", "init", "validate", "schema", "synth", "jobs", "plan", "rehearse")

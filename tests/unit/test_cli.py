@@ -270,6 +270,22 @@ def test_check_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert "Hint:" in err
 
 
+def test_check_rehearse_refuses_an_assembly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`check ASSEMBLY --rehearse FILE` is one line, exit 2, nothing written: the rehearsal
+    synthesizes FILE itself, and an assembly it would silently ignore may be of another version
+    of the file."""
+    (tmp_path / "cdk.out").mkdir()
+    before = sorted(tmp_path.rglob("*"))
+    code, out, err = run(["check", "cdk.out", "--rehearse", str(DEFAULT)], capsys)
+    assert code == 2 and out == ""
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("cdk.out: check --rehearse synthesizes ")
+    assert f"Hint: `hyperpod-kit check --rehearse {DEFAULT}`" in err
+    assert sorted(tmp_path.rglob("*")) == before
+
+
 @pytest.mark.usefixtures("aws_credentials")
 @pytest.mark.parametrize("command", ["deploy", "diff", "destroy"])
 def test_cdk_cli_missing(
