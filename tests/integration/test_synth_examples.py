@@ -191,10 +191,22 @@ def test_plan_catches_a_file_system_replacement_before_deploy(tmp_path: Path) ->
         "(stateful): ClusterName stays hyperpod-dev while the resource is replaced"
     )
     assert "VpcConfig refers to replaced NetworkPrivateSubnet" in flagged[0]
-    assert flagged[1].startswith(
-        "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE (stateful): "
-        "SubnetIds refers to replaced NetworkPrivateSubnet"
-    )
+    # the new subnet's id and the new file system's are exports the stacks after them import
+    exports = [line for line in flagged if " (export) UPDATE REFUSED: " in line]
+    assert any(
+        line.startswith("! hyperpod-dev-network Outputs.ExportsOutputRefNetworkPrivateSubnet")
+        and "hyperpod-dev-cluster" in line
+        and "hyperpod-dev-storage" in line
+        for line in exports
+    ), exports
+    assert any(line.startswith("! hyperpod-dev-storage Outputs.") for line in exports), exports
+    assert any(
+        line.startswith(
+            "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE (stateful): "
+            "SubnetIds refers to replaced NetworkPrivateSubnet"
+        )
+        for line in flagged
+    ), flagged
     assert "plan refused" in result.stderr
     allowed = _cli(
         "plan", str(moved), "--baseline", str(tmp_path / "base"), "--allow-replacement",
