@@ -10,9 +10,11 @@ the CloudFormation registry schemas that cfn-lint ships:
 - `replace`: a new resource, the old one deleted; it spreads to whatever refers to the replaced
   resource in a create-only property, across stacks through exports and nested-stack parameters;
 - `refused`: the service refuses the update (FSx capacity only grows, EKS moves one minor version
-  up, a Slurm group's NodeType, the controller group removed, ...), or CloudFormation does (a
-  replacement that keeps a custom name, a name removed and added): the deploy would fail and roll
-  back half-way, so no flag lets it pass;
+  up, Aurora and Managed Grafana versions only move up, a Slurm group's NodeType, the controller
+  group removed, ...), or CloudFormation does (a replacement that keeps a custom name, a name
+  removed and added, an export another deployed stack imports changed or removed): the deploy
+  would fail and roll back half-way, so no flag lets it pass; a row that cites AWS's words names
+  the page;
 - `nodes_recreated`: an instance group renamed or removed (list items are paired by their
   identity, so a rename is a removal and an addition), a new instance type, fewer nodes;
 - `rolling_update`: a new AMI (release version or image) for a group: HyperPod takes its nodes
@@ -71,6 +73,9 @@ UPDATE_RULES = FACTS / "update_rules.json"
 NESTED_STACK = "AWS::CloudFormation::Stack"
 _SUB_REF = re.compile(r"\$\{([A-Za-z0-9]+)(?:\.[A-Za-z0-9.]+)?\}")
 _VERSION = re.compile(r"^(\d+)\.(\d+)$")
+# An RDS engine version: Aurora MySQL's `8.0.mysql_aurora.3.05.2` (the MySQL major, then Aurora's
+# own release), or a plain dotted one (`16.4`).
+_ENGINE_VERSION = re.compile(r"^(\d+)\.(\d+)\.mysql_aurora\.(\d+)\.(\d+)\.(\d+)$|^\d+(?:\.\d+)*$")
 
 # Exit codes of `hyperpod-kit plan` (documented in its --help, the README and docs/architecture.md).
 EXIT_OK, EXIT_DANGEROUS, EXIT_BAD_INPUT, EXIT_REFUSED = 0, 1, 2, 3
@@ -104,6 +109,8 @@ class Rule:
     match: tuple[tuple[str, Any], ...] = ()  # for "removed": values the old item must have
     order: tuple[str, ...] = ()  # for "moves_backwards"
     within: str = ""  # a pointer that must exist on both sides (the block the value lives in)
+    url: str = ""  # where AWS states it (refusals name it)
+    checked: str = ""  # when that statement was read
 
 
 @dataclass(frozen=True)
@@ -116,6 +123,7 @@ class Rules:
     # type -> (its name property, the property that scopes the name or "")
     custom_names: dict[str, tuple[str, str]] = field(default_factory=dict)
     custom_name_source: str = ""
+    exports_url: str = ""  # where CloudFormation states that an export in use cannot change
 
     def for_type(self, resource_type: str) -> list[Rule]:
         """Our rows for the type, then a `replace` row per create-only property of cfn-lint's
@@ -137,7 +145,7 @@ def update_rules(path: Path = UPDATE_RULES) -> Rules:
             type=row["type"], path=row["path"], kind=row["kind"], why=row["why"],
             source=row["source"], when=row.get("when", "changed"),
             match=tuple(sorted(row.get("match", {}).items())), order=tuple(row.get("order", ())),
-            within=row.get("within", ""),
+            within=row.get("within", ""), url=row.get("url", ""), checked=row.get("checked", ""),
         )
         for row in data["rules"]
     )  # fmt: skip
@@ -153,6 +161,7 @@ def update_rules(path: Path = UPDATE_RULES) -> Rules:
             for t, row in data["custom_names"]["types"].items()
         },
         custom_name_source=str(data["custom_names"]["source"]),
+        exports_url=str(data.get("exports_in_use", {}).get("url", "")),
     )
 
 
@@ -251,6 +260,20 @@ def _version(value: Any) -> tuple[int, int] | None:
     return (int(found.group(1)), int(found.group(2))) if found else None
 
 
+def _engine_version(value: Any) -> tuple[int, ...] | None:
+    """`8.0.mysql_aurora.3.05.2` -> (8, 0, 3, 5, 2): the MySQL major first, so a change of family
+    (5.7 -> 8.0) orders like Aurora's 2.x -> 3.x; `16.4` -> (16, 4); None for anything else."""
+    found = _ENGINE_VERSION.match(value) if isinstance(value, str) else None
+    if found is None:
+        return None
+    return tuple(int(part) for part in re.findall(r"\d+", value))
+
+
+def _engine_version_decreased(old: Any, new: Any, _: Rule) -> bool:
+    a, b = _engine_version(old), _engine_version(new)
+    return a is not None and b is not None and b < a
+
+
 def _decreased(old: Any, new: Any, _: Rule) -> bool:
     a, b = _number(old), _number(new)
     return a is not None and b is not None and b < a
@@ -294,6 +317,7 @@ COMPARATORS = {
     "decreased": _decreased,
     "increased": _increased,
     "version_decreased": _version_decreased,
+    "engine_version_decreased": _engine_version_decreased,
     "version_skips_minor": _version_skips_minor,
     "version_next_minor": _version_next_minor,
     "moves_backwards": _moves_backwards,
@@ -304,6 +328,7 @@ _SAYS = {
     "decreased": "decreased",
     "increased": "increased",
     "version_decreased": "downgraded",
+    "engine_version_decreased": "downgraded",
     "version_skips_minor": "skips a minor version",
     "version_next_minor": "upgraded",
     "moves_backwards": "moved back",
@@ -323,13 +348,15 @@ class Effect:
     what: str  # "changed (ml.p5.48xlarge -> ml.p5e.48xlarge)", "removed"
     why: str  # from the rule table; empty for cfn-lint's create-only rows
     source: str
+    url: str = ""  # where AWS states it: a refusal names it
 
     def render(self) -> str:
-        return f"{self.where} {self.what}" + (f": {self.why}" if self.why else "")
+        cited = f" (source: {self.url})" if self.url and self.kind == "refused" else ""
+        return f"{self.where} {self.what}" + (f": {self.why}" if self.why else "") + cited
 
     def to_json(self) -> dict[str, str]:
         return {"kind": self.kind, "where": self.where, "what": self.what, "why": self.why,
-                "source": self.source}  # fmt: skip
+                "source": self.source, "url": self.url}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -735,6 +762,7 @@ def plan(baseline: Path, candidate: Path) -> Plan:
             if change is not None:
                 changes[(stack, logical)] = change
     _spread_replacements(new, changes)
+    _refuse_exports_in_use(rules, old, new, changes)
     _refuse_name_collisions(rules, old, new, changes)
     lock = lock_changes(_lock_of(baseline), _lock_of(candidate))
     return Plan(list(changes.values()), compare_people(people(old), people(new)), lock)
@@ -811,7 +839,9 @@ def _effects(
                 if where in seen or not _matches(old[where], rule.match):
                     continue
                 seen.add(where)
-                yield Effect(rule.kind, where, _removed(where, old, new), rule.why, rule.source)
+                yield Effect(
+                    rule.kind, where, _removed(where, old, new), rule.why, rule.source, rule.url
+                )
             continue
         compare = COMPARATORS[rule.when]
         if rule.within and not (
@@ -828,7 +858,7 @@ def _effects(
                 why = rule.why
                 if rule.kind == "rolling_update":
                     why = _rolling_update(after, where) + "; " + why
-                yield Effect(rule.kind, where, what, why, rule.source)
+                yield Effect(rule.kind, where, what, why, rule.source, rule.url)
 
 
 def _present(properties: dict[str, Any], pointer: str, rules: Rules) -> bool:
@@ -906,12 +936,7 @@ def _spread_replacements(assembly: Assembly, changes: dict[tuple[str, str], Chan
     replaced too. Repeats until nothing new is replaced (chains across stacks via exports and
     into nested stacks via their parameters)."""
     templates = assembly.templates
-    exports = {
-        str(out["Export"]["Name"]): (stack, out["Value"])
-        for stack, t in templates.items()
-        for out in t.get("Outputs", {}).values()
-        if isinstance(out.get("Export", {}).get("Name"), str)
-    }
+    exports = {name: (stack, value) for name, (stack, _, value) in _exports(templates).items()}
     grew = True
     while grew:
         grew = False
@@ -934,6 +959,68 @@ def _spread_replacements(assembly: Assembly, changes: dict[tuple[str, str], Chan
                         stack, logical, res["Type"], "replace", why, effects=effects
                     )
                     grew = True
+
+
+def _exports(templates: dict[str, dict[str, Any]]) -> dict[str, tuple[str, str, Any]]:
+    """Export name -> (the stack that exports it, its output's logical id, the output's value)."""
+    return {
+        str(out["Export"]["Name"]): (stack, key, out.get("Value"))
+        for stack, t in templates.items()
+        for key, out in (t.get("Outputs") or {}).items()
+        if isinstance(out, dict) and isinstance((out.get("Export") or {}).get("Name"), str)
+    }
+
+
+def _imports(node: Any) -> set[str]:
+    """The export names a template (or any part of one) imports with `Fn::ImportValue`; CDK's
+    cross-stack references are written as these too."""
+    if isinstance(node, dict):
+        found = {str(v) for k, v in node.items() if k == "Fn::ImportValue" and isinstance(v, str)}
+        return found.union(*(_imports(v) for v in node.values()))
+    if isinstance(node, list):
+        return set().union(*(_imports(v) for v in node))
+    return set()
+
+
+def _refuse_exports_in_use(
+    rules: Rules, old: Assembly, new: Assembly, changes: dict[tuple[str, str], Change]
+) -> None:
+    """CloudFormation refuses to change or delete an export while a deployed stack imports it
+    (the baseline's importers: CDK deploys the exporting stack first). An export changes when its
+    output is gone, its value is written differently, or the value refers to a resource that is
+    replaced (a new id, whatever the template says). Run after `_spread_replacements`, which
+    decides what is replaced; each refusal is one change of the exporting stack's output."""
+    before, after = _exports(old.templates), _exports(new.templates)
+    importers: dict[str, set[str]] = {}
+    for stack, template in old.templates.items():
+        for name in _imports(template):
+            importers.setdefault(name, set()).add(stack)
+    replaced = {key for key, c in changes.items() if c.action == "replace"}
+    references = {name: (stack, value) for name, (stack, _, value) in after.items()}
+    for name, (stack, output, value) in sorted(before.items()):
+        users = sorted(importers.get(name, set()) - {stack})
+        if not users:
+            continue
+        if name not in after:
+            what = "removed"
+        elif after[name][:2] != (stack, output) or after[name][2] != value:
+            what = "changes its value"
+        elif moved := sorted(
+            dep[1] for dep in _references(stack, value, references, new.parameters)
+            if dep in replaced
+        ):  # fmt: skip
+            what = f"changes its value (it refers to replaced {', '.join(moved)})"
+        else:
+            continue
+        why = (
+            f"{' and '.join(users)} import(s) it as {name}, and CloudFormation refuses to change "
+            "or delete an export in use. Hint: deploy in two steps: first deploy "
+            f"{' and '.join(users)} no longer importing it, then the change to {stack}"
+        )
+        effect = Effect("refused", "export", what, why, "cloudformation-exports", rules.exports_url)
+        changes[(stack, f"Outputs.{output}")] = Change(
+            stack, f"Outputs.{output}", "export", "refuse", (effect.render(),), effects=(effect,)
+        )
 
 
 def _name(rules: Rules, resource: dict[str, Any] | None) -> tuple[Any, Any] | None:

@@ -63,6 +63,8 @@ def test_example_synthesizes_and_passes_gates(
     assert nested == {p.name for p in out.glob("*.nested.template.json")}
     assert bool(nested) == config.studio.enabled  # Studio's user batches
     _compare_with_golden(example.stem, out)
+    if example.stem == "slurm-platform":  # its synth is the baseline of a plan (one more synth)
+        _plan_refuses_a_new_database_zone(example, out, tmp_path)
     assert (
         "cfn-lint: 0 errors" in result.stderr and "cdk-nag AwsSolutions: 0 errors" in result.stderr
     )
@@ -70,6 +72,25 @@ def test_example_synthesizes_and_passes_gates(
     stages = re.findall(r"^hyperpod-kit: synth: (.+) \.\.\. \d+\.\d s$", result.stderr, re.M)
     assert stages == ["build the stacks", "synthesize, cdk-nag", "cfn-lint"], result.stderr
     assert "hyperpod-kit:" not in result.stdout
+
+
+def _plan_refuses_a_new_database_zone(example: Path, baseline: Path, tmp_path: Path) -> None:
+    """The accounting database's second zone moved: the network stack replaces the database
+    subnet, whose id it exports to the accounting stack. CloudFormation refuses to change an
+    export in use, so plan refuses (exit 3), naming both stacks and the two-step way out."""
+    moved = tmp_path / "moved.yaml"
+    text = example.read_text()
+    assert "database_availability_zone_id: usw2-az1" in text
+    moved.write_text(text.replace("database_availability_zone_id: usw2-az1",
+                                  "database_availability_zone_id: usw2-az3"))  # fmt: skip
+    result = _cli("plan", str(moved), "--baseline", str(baseline), cwd=tmp_path)
+    assert result.returncode == 3, result.stdout + result.stderr
+    (export,) = [line for line in result.stdout.splitlines() if " (export) " in line]
+    assert export.startswith(
+        "! hyperpod-slurm26-network Outputs.ExportsOutputRefNetworkDatabaseSubnet"
+    ), export
+    assert "hyperpod-slurm26-accounting import(s) it" in export
+    assert "first deploy hyperpod-slurm26-accounting no longer importing it" in export
 
 
 def test_team_dev_synthesizes_through_its_base(tmp_path: Path) -> None:
@@ -204,10 +225,22 @@ def test_plan_catches_a_file_system_replacement_before_deploy(
         "(stateful): ClusterName stays hyperpod-dev while the resource is replaced"
     )
     assert "VpcConfig refers to replaced NetworkPrivateSubnet" in flagged[0]
-    assert flagged[1].startswith(
-        "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE (stateful): "
-        "SubnetIds refers to replaced NetworkPrivateSubnet"
-    )
+    # the new subnet's id and the new file system's are exports the stacks after them import
+    exports = [line for line in flagged if " (export) UPDATE REFUSED: " in line]
+    assert any(
+        line.startswith("! hyperpod-dev-network Outputs.ExportsOutputRefNetworkPrivateSubnet")
+        and "hyperpod-dev-cluster" in line
+        and "hyperpod-dev-storage" in line
+        for line in exports
+    ), exports
+    assert any(line.startswith("! hyperpod-dev-storage Outputs.") for line in exports), exports
+    assert any(
+        line.startswith(
+            "! hyperpod-dev-storage LustreFileSystem (AWS::FSx::FileSystem) REPLACE (stateful): "
+            "SubnetIds refers to replaced NetworkPrivateSubnet"
+        )
+        for line in flagged
+    ), flagged
     assert "plan refused" in result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["base", "moved.yaml"]  # wrote nothing
 

@@ -484,7 +484,14 @@ def test_json_has_stable_keys_and_markdown_a_summary_and_a_table(tmp_path: Path)
         "stack", "logical_id", "type", "action", "label", "stateful", "retained", "refused",
         "dangerous", "why", "effects",
     ]  # fmt: skip
-    assert list(data["changes"][0]["effects"][0]) == ["kind", "where", "what", "why", "source"]
+    assert list(data["changes"][0]["effects"][0]) == [
+        "kind",
+        "where",
+        "what",
+        "why",
+        "source",
+        "url",
+    ]
     assert data["people"][0]["action"] == "uid_changed"
     markdown = result.render_markdown().splitlines()
     assert markdown[0].startswith("**plan: 3 change(s) AWS or the nodes refuse**")

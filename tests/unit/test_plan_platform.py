@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from hyperpod_kit.plan import EXIT_DANGEROUS, EXIT_OK, EXIT_REFUSED, Plan
+from hyperpod_kit.plan import EXIT_DANGEROUS, EXIT_OK, EXIT_REFUSED, Change, Plan
 from tests.unit.test_plan_matrix import _by_id, _groups, _props, _run
 
 ALARMS = [
@@ -343,3 +343,141 @@ def test_the_accounting_database_replaced_is_stateful_and_refused_by_its_name(
     assert "DBClusterIdentifier stays dev-slurm-accounting while the resource is replaced" in (
         db.render()
     )
+
+
+# --- on the slurm-platform example as synth writes it (tests/golden, kept equal to synth) ------
+
+GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "slurm-platform"
+ENV = "hyperpod-slurm26"
+
+
+def _golden() -> dict[str, dict[str, Any]]:
+    import json
+
+    return {
+        t.name.removesuffix(".template.json"): json.loads(t.read_text())
+        for t in sorted(GOLDEN.glob("*.template.json"))
+    }
+
+
+def _golden_plan(tmp_path: Path, change: Callable[[dict[str, dict[str, Any]]], None]) -> Plan:
+    """The example's stacks as the baseline, and the same changed by `change` as the candidate."""
+    from hyperpod_kit.plan import plan
+    from tests.unit.test_plan_matrix import write_assembly
+
+    after = _golden()
+    change(after)
+    return plan(write_assembly(tmp_path / "b", _golden()), write_assembly(tmp_path / "c", after))
+
+
+def _resource(stacks: dict[str, dict[str, Any]], stack: str, type_: str) -> dict[str, Any]:
+    (props,) = (r["Properties"] for r in stacks[f"{ENV}-{stack}"]["Resources"].values()
+                if r["Type"] == type_)  # fmt: skip
+    return props  # type: ignore[no-any-return]
+
+
+def _versions(aurora: str, grafana: str) -> Callable[[dict[str, dict[str, Any]]], None]:
+    def change(stacks: dict[str, dict[str, Any]]) -> None:
+        _resource(stacks, "accounting", "AWS::RDS::DBCluster")["EngineVersion"] = aurora
+        _resource(stacks, "observability", "AWS::Grafana::Workspace")["GrafanaVersion"] = grafana
+
+    return change
+
+
+def test_an_aurora_or_grafana_downgrade_is_refused_naming_the_source(tmp_path: Path) -> None:
+    """The example runs Aurora MySQL 8.0.mysql_aurora.3.10.6 and Grafana 10.4: both only move up."""
+    result = _golden_plan(tmp_path, _versions("8.0.mysql_aurora.3.04.3", "9.4"))
+    assert result.exit_code() == EXIT_REFUSED
+    text = result.render_text()
+    assert (
+        "EngineVersion downgraded (8.0.mysql_aurora.3.10.6 -> 8.0.mysql_aurora.3.04.3): Aurora "
+        "engine versions only move up"
+    ) in text
+    assert "(source: https://docs.aws.amazon.com/AmazonRDS/latest/AuroraUserGuide/" in text
+    assert "GrafanaVersion downgraded (10.4 -> 9.4): Managed Grafana versions only move up" in text
+    assert "(source: https://docs.aws.amazon.com/grafana/latest/userguide/" in text
+    effects = [e for c in result.to_json()["changes"] for e in c["effects"]]
+    assert {e["url"].split("/")[3] for e in effects} == {"AmazonRDS", "grafana"}
+
+
+def test_an_aurora_or_grafana_upgrade_is_an_update(tmp_path: Path) -> None:
+    result = _golden_plan(tmp_path, _versions("8.0.mysql_aurora.3.11.1", "12.4"))
+    assert result.exit_code() == EXIT_OK
+    assert {c.action for c in result.changes} == {"update"}
+
+
+def _database_zone(stacks: dict[str, dict[str, Any]]) -> None:
+    """`network.database_availability_zone_id: usw2-az3`, as synth writes it: the database's
+    subnet moves to the other zone (its id is exported by the network stack, imported by the
+    accounting stack's subnet group)."""
+    subnet = stacks[f"{ENV}-network"]["Resources"]["NetworkDatabaseSubnet6FD5537E"]["Properties"]
+    subnet["AvailabilityZoneId"] = "usw2-az3"
+    subnet["Tags"][1]["Value"] = f"{ENV}-network-database-usw2-az3"
+
+
+def test_a_change_to_an_export_in_use_is_refused_with_the_two_step_way_out(
+    tmp_path: Path,
+) -> None:
+    result = _golden_plan(tmp_path, _database_zone)
+    assert result.exit_code() == EXIT_REFUSED
+    (export,) = result.refused
+    assert isinstance(export, Change)
+    assert (export.stack, export.logical_id, export.type) == (
+        f"{ENV}-network",
+        "Outputs.ExportsOutputRefNetworkDatabaseSubnet6FD5537E44CAAB37",
+        "export",
+    )
+    line = export.render()
+    assert "changes its value (it refers to replaced NetworkDatabaseSubnet6FD5537E)" in line
+    assert f"{ENV}-accounting import(s) it as {ENV}-network:ExportsOutputRef" in line
+    assert f"two steps: first deploy {ENV}-accounting no longer importing it" in line
+    assert f"then the change to {ENV}-network" in line
+    assert "(source: https://docs.aws.amazon.com/AWSCloudFormation/" in line
+    assert result.render_text().splitlines()[0] == line
+    assert line.startswith(f"! {ENV}-network Outputs.ExportsOutputRefNetworkDatabaseSubnet")
+    assert "UPDATE REFUSED: export changes its value" in line
+
+
+def test_an_export_removed_or_rewritten_while_imported_is_refused(tmp_path: Path) -> None:
+    def change(stacks: dict[str, dict[str, Any]]) -> None:
+        outputs = stacks[f"{ENV}-network"]["Outputs"]
+        del outputs["ExportsOutputRefNetworkVpcFAC8F4A562AF04DB"]
+        sg = "ExportsOutputFnGetAttNetworkClusterSecurityGroup9CA14EDBGroupId98D39EB6"
+        outputs[sg]["Value"] = {"Fn::GetAtt": ["NetworkClusterSecurityGroup9CA14EDB", "VpcId"]}
+
+    refused = {c.logical_id: c for c in _golden_plan(tmp_path, change).changes if c.refused}
+    vpc = refused["Outputs.ExportsOutputRefNetworkVpcFAC8F4A562AF04DB"].render()
+    assert f"removed: {ENV}-accounting import(s) it" in vpc
+    sg = refused["Outputs.ExportsOutputFnGetAttNetworkClusterSecurityGroup9CA14EDBGroupId98D39EB6"]
+    assert f"changes its value: {ENV}-accounting and {ENV}-cluster and {ENV}-storage" in (
+        sg.render()
+    )
+
+
+def test_an_export_nobody_imports_may_change(tmp_path: Path) -> None:
+    def change(stacks: dict[str, dict[str, Any]]) -> None:
+        outputs = stacks[f"{ENV}-network"]["Outputs"]
+        outputs["ExportsOutputRefNetworkVpcFAC8F4A562AF04DB"]["Value"] = "vpc-0123"
+        for template in stacks.values():  # nobody imports the VPC any more, in the baseline too
+            _drop_import(template, f"{ENV}-network:ExportsOutputRefNetworkVpcFAC8F4A562AF04DB")
+
+    from hyperpod_kit.plan import plan
+    from tests.unit.test_plan_matrix import write_assembly
+
+    before, after = _golden(), _golden()
+    for template in before.values():
+        _drop_import(template, f"{ENV}-network:ExportsOutputRefNetworkVpcFAC8F4A562AF04DB")
+    change(after)
+    result = plan(write_assembly(tmp_path / "b", before), write_assembly(tmp_path / "c", after))
+    assert not result.refused
+
+
+def _drop_import(node: Any, name: str) -> None:
+    """Every `{"Fn::ImportValue": name}` in `node` written in as a plain value."""
+    items = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(
+        node, list) else ()  # fmt: skip
+    for key, value in list(items):
+        if value == {"Fn::ImportValue": name}:
+            node[key] = "vpc-0123"
+        else:
+            _drop_import(value, name)

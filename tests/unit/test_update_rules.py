@@ -94,6 +94,23 @@ def test_every_rule_is_well_formed_and_sourced() -> None:
         ("version_skips_minor", "1.9", "1.11", True),
         ("version_skips_minor", "1.9", "1.10", False),
         ("version_next_minor", "1.9", "1.10", True),
+        # Aurora MySQL: Aurora's own release numerically, the MySQL major first
+        ("engine_version_decreased", "8.0.mysql_aurora.3.05.2", "8.0.mysql_aurora.3.04.3", True),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.05.2", "8.0.mysql_aurora.3.05.1", True),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.05.2", "8.0.mysql_aurora.3.05.2", False),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.05.2", "8.0.mysql_aurora.3.05.10", False),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.09.0", "8.0.mysql_aurora.3.10.0", False),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.10.0", "8.0.mysql_aurora.3.9.0", True),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.04.0", "5.7.mysql_aurora.2.12.1", True),
+        ("engine_version_decreased", "5.7.mysql_aurora.2.12.1", "8.0.mysql_aurora.3.04.0", False),
+        ("engine_version_decreased", "16.4", "15.8", True),
+        ("engine_version_decreased", "15.8", "16.4", False),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.05.2", {"Ref": "Version"}, False),
+        ("engine_version_decreased", "8.0.mysql_aurora.3.05.2", "latest", False),
+        # Managed Grafana: major.minor
+        ("version_decreased", "10.4", "9.4", True),
+        ("version_decreased", "9.4", "10.4", False),
+        ("version_decreased", "10.4", "10.4", False),
         ("changed", {"a": 1}, {"a": 2}, True),
     ],
 )
