@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,22 +19,10 @@ import pytest
 from hyperpod_kit.config.derived import environment_areas
 from hyperpod_kit.config.environment import load_environment
 from tests.conftest import NO_CREDENTIALS, REPO
-from tests.moto_server import MotoServer, moto_server
+from tests.moto_server import MotoServer
 
 DEFAULT = REPO / "environments" / "default.yaml"
 ENV = "hyperpod-dev"  # environments/default.yaml's name
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[MotoServer]:
-    with moto_server() as m:
-        yield m
-
-
-@pytest.fixture
-def moto(server: MotoServer) -> MotoServer:
-    server.reset()
-    return server
 
 
 def hpk(env: dict[str, str], *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

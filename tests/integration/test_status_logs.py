@@ -13,7 +13,6 @@ import json
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -23,24 +22,12 @@ from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
 from hyperpod_kit.outputs import LOGS, MARKER, read_marker
 from tests.conftest import REPO, run_cli
-from tests.moto_server import MotoServer, moto_server
+from tests.moto_server import MotoServer
 
 DEFAULT = REPO / "environments" / "default.yaml"
 BAD = REPO / "tests" / "data" / "bad"
 ENV = "hyperpod-dev"  # environments/default.yaml's name
 TEMPLATE = json.dumps({"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}})
-
-
-@pytest.fixture(scope="module")
-def server() -> Iterator[MotoServer]:
-    with moto_server() as m:
-        yield m
-
-
-@pytest.fixture
-def moto(server: MotoServer) -> MotoServer:
-    server.reset()
-    return server
 
 
 def hpk(moto: MotoServer | None, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
