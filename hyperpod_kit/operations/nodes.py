@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_kit.config.aws import AwsFacade
+from hyperpod_kit.config.regions import arn_partition
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
 from hyperpod_kit.operations.status import ClusterState, NodeState, is_unhealthy
@@ -203,21 +204,13 @@ def act(aws: AwsFacade, p: Plan) -> Outcome:
     return out
 
 
-def partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
 def operator_policy(config: EnvironmentConfig) -> dict[str, Any]:
     """The least-privilege IAM policy of `hyperpod-kit nodes` for this environment: the node
     operations and reads on this cluster only (any cluster ARN of the account and region that
     carries the environment's tag: the ARN ends in an id known only after the deploy), and the
     reads `nodes` makes to find it (CloudFormation's stacks, the discovery parameters, the
     health runner's verdicts in the cluster's log group)."""
-    arn = f"arn:{partition(config.region)}"
+    arn = f"arn:{arn_partition(config.region)}"
     where = f"{config.region}:{config.account or '*'}"
     tagged = {"StringEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": config.name}}
     cluster = f"{arn}:sagemaker:{where}:cluster/*"
