@@ -180,9 +180,8 @@ def slurm_note(action: str) -> str:
         f"Slurm: {how}. The API does not drain the node first: a job running on it ends when "
         "the instance stops (jobs submitted with --requeue, or HyperPod's --auto-resume=1, "
         "start again on other nodes). To let running jobs finish, drain the node first "
-        "(scontrol update node=NAME state=drain reason=...) and act when it is idle; "
-        "`state=fail reason=Action:Replace|Action:Reboot` instead asks HyperPod to act once "
-        f"the job ends. Source: {SOURCES[action]}"
+        "(scontrol update node=NAME state=drain reason=...) and act when it is idle. "
+        f"Source: {SOURCES[action]}"
         + (f", {SLURM_DELETE_GUIDE}" if action == "delete" else "")
     )
 
