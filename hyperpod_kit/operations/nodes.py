@@ -181,8 +181,7 @@ def slurm_note(action: str) -> str:
         "the instance stops (jobs submitted with --requeue, or HyperPod's --auto-resume=1, "
         "start again on other nodes). To let running jobs finish, drain the node first "
         "(scontrol update node=NAME state=drain reason=...) and act when it is idle. "
-        f"Source: {SOURCES[action]}"
-        + (f", {SLURM_DELETE_GUIDE}" if action == "delete" else "")
+        f"Source: {SOURCES[action]}" + (f", {SLURM_DELETE_GUIDE}" if action == "delete" else "")
     )
 
 
