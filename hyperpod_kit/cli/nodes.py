@@ -201,6 +201,8 @@ def render_plan(p: Plan, *, dry: bool) -> str:
     if p.edits:
         out.append(DELETE_NOTE)
         out += [f"  {e.render()}" for e in p.edits]
+    elif p.action == "delete":
+        out.append("The file: each group's count after the delete is the file's; no edit needed.")
     out += p.notes
     return "\n".join(out) + "\n"
 

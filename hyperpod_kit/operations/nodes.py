@@ -156,17 +156,23 @@ def plan(
                        f"{in_group[n.group]} would leave it {left}")  # fmt: skip
                 p.refused.append(Refusal(n, why))
     if action == "delete":  # the group runs fewer nodes than the file says until a deploy
-        p.edits = _edits(config, taken, at)
+        p.edits = _edits(config, taken, at, {g.name: g.target for g in cluster.groups})
     if config.orchestrator == "slurm":
         p.notes.append(slurm_note(action))
     return p
 
 
-def _edits(config: EnvironmentConfig, taken: Counter[str], at: Any) -> list[Edit]:
+def _edits(
+    config: EnvironmentConfig, taken: Counter[str], at: Any, targets: dict[str, int]
+) -> list[Edit]:
+    """Each group's count after the delete: HyperPod's target for it (the file's count when
+    AWS has none) less the nodes deleted; the file should say that to keep them deleted."""
     edits = []
     for i, g in enumerate(config.cluster.instance_groups):
         if taken[g.name]:
-            after = max(0, g.instance_count - taken[g.name])
+            after = max(0, targets.get(g.name, g.instance_count) - taken[g.name])
+            if after == g.instance_count:
+                continue  # a group scaled up by hand comes back to the file's count
             edits.append(Edit(at(f"cluster.instance_groups[{i}].instance_count"),
                               f"cluster.instance_groups[{g.name}].instance_count",
                               g.instance_count, after))  # fmt: skip

@@ -58,14 +58,20 @@ def _config() -> EnvironmentConfig:
     return load_environment(REPO / FILE).config
 
 
-def deployed(stubs: Stubs, *, health: dict[str, str] | None = None) -> None:
+def deployed(
+    stubs: Stubs, *, health: dict[str, str] | None = None, compute: int | None = None
+) -> None:
     """The environment found (its cluster stack and handle), the cluster and its nodes; with
     `health`, each node's newest verdict read in order ("" for none)."""
     config = _config()
     cluster_stack = stack(f"{config.name}-cluster", "CREATE_COMPLETE", config.name)
     stubs.on("cloudformation", "describe_stacks", {"Stacks": [cluster_stack]})
     parameters(stubs, config.name, {"cluster": cluster_handle(config)})
-    stubs.on("sagemaker", "describe_cluster", described_cluster(config))
+    counts = None if compute is None else {g.name: (g.instance_count,) * 2
+                                           for g in config.cluster.instance_groups}  # fmt: skip
+    if counts is not None:  # compute's target and current in AWS (scaled by hand)
+        counts["compute"] = (compute, compute)
+    stubs.on("sagemaker", "describe_cluster", described_cluster(config, counts=counts))
     stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": [
         {"InstanceGroupName": group, "InstanceId": node, "InstanceType": "ml.m5.xlarge",
          "LaunchTime": T0, "InstanceStatus": {"Status": "Running"}}
@@ -185,6 +191,16 @@ def test_delete_prints_the_edit_to_the_file_at_its_line(
     assert f"{line} cluster.instance_groups[compute].instance_count: 2 -> 1" in out
     assert "CloudFormation restores it at the first deploy" in out
     assert SOURCES["delete"] in out
+
+
+def test_delete_from_a_group_scaled_up_by_hand_needs_no_edit(
+    stubs: Stubs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed(stubs, compute=3)  # 3 in AWS, 2 in the file: after the delete, the file's count
+    batch(stubs, "batch_delete_cluster_nodes", [NODE])
+    assert main(["nodes", FILE, "delete", NODE, "-q"]) == 0
+    out = capsys.readouterr().out
+    assert "no edit needed" in out and "instance_count:" not in out
 
 
 @pytest.mark.parametrize(("argv", "said"), [
