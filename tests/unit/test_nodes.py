@@ -275,3 +275,35 @@ def test_the_operator_policy_passes_the_policy_lint_and_names_this_cluster_only(
             "StringEquals": {"aws:ResourceTag/hyperpod-kit:environment": "hyperpod-dev"}
         }
     assert all("*" not in str(s["Action"]) for s in policy["Statement"])
+
+
+def test_the_operator_policy_grants_every_call_the_command_makes(stubs: Stubs) -> None:
+    """Each AWS call of a list, an unhealthy replace, a reboot and a delete is one of the
+    policy's actions: a call added to the command without its grant fails here."""
+    called: set[str] = set()
+
+    def record(model: Any, **_: Any) -> None:
+        called.add(f"{model.service_model.signing_name}:{model.name}")
+
+    runs = [
+        (["list"], {"health": {}}, None),
+        (["replace", "--unhealthy"], {"health": {NODE: "fail"}}, "batch_replace_cluster_nodes"),
+        (["reboot", NODE], {}, "batch_reboot_cluster_nodes"),
+        (["delete", NODE], {}, "batch_delete_cluster_nodes"),
+    ]
+    for argv, kwargs, operation in runs:
+        deployed(stubs, **kwargs)
+        if operation is not None:
+            batch(stubs, operation, [NODE])
+        for stubber in stubs.stubbers.values():
+            stubber.client.meta.events.register(
+                "before-parameter-build", record, unique_id="nodes-policy"
+            )
+        assert main(["nodes", FILE, *argv, "-q"]) == 0
+    granted = {
+        a
+        for s in operator_policy(_config())["Statement"]
+        for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+    }
+    assert "sagemaker:BatchReplaceClusterNodes" in called and "logs:GetLogEvents" in called
+    assert called <= granted, called - granted
