@@ -188,9 +188,9 @@ def _run(
         return EXIT_OK
     out = ops.act(aws, p)
     for node in out.done:
-        print(f"{args.action}: {node} started")
+        print(printable(f"{args.action}: {node} started"))
     for node, why in out.failed:
-        print(printable(f"{args.action}: {node} refused by HyperPod: {why}"), file=sys.stderr)
+        print(printable(f"{args.action}: {node} not done: {why}"), file=sys.stderr)
     return EXIT_FAILED if out.failed else EXIT_OK
 
 

@@ -17,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from hyperpod_kit.config.aws import AwsFacade
+from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
 from hyperpod_kit.config.regions import arn_partition
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
@@ -199,8 +199,14 @@ def act(aws: AwsFacade, p: Plan) -> Outcome:
     out = Outcome()
     ids = [n.instance_id for n in p.nodes]
     for start in range(0, len(ids), PER_CALL):
-        answer = aws.call(f"sagemaker:{operation}", method, ClusterName=p.cluster,
-                          NodeIds=ids[start : start + PER_CALL])  # fmt: skip
+        try:
+            answer = aws.call(f"sagemaker:{operation}", method, ClusterName=p.cluster,
+                              NodeIds=ids[start : start + PER_CALL])  # fmt: skip
+        except AwsUnavailableError as e:
+            if start == 0:
+                raise  # nothing done yet: the command's one line
+            out.failed += [(i, f"not asked: {e}") for i in ids[start:]]
+            break
         out.done += [str(i) for i in answer.get("Successful", [])]
         for row in answer.get("Failed", []):
             code = row.get("ErrorCode") or row.get("Code") or ""

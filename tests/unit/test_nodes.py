@@ -153,7 +153,7 @@ def test_the_controller_is_refused_without_force(
     failed = {"NodeId": CONTROLLER, "ErrorCode": "InvalidInstanceStatus", "Message": "controller"}
     batch(stubs, "batch_replace_cluster_nodes", [CONTROLLER], (failed,))
     assert main(["nodes", FILE, "replace", CONTROLLER, "--force", "-q"]) == 1
-    assert f"{CONTROLLER} refused by HyperPod: InvalidInstanceStatus" in capsys.readouterr().err
+    assert f"{CONTROLLER} not done: InvalidInstanceStatus" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(("argv", "group"), [
@@ -307,3 +307,21 @@ def test_the_operator_policy_grants_every_call_the_command_makes(stubs: Stubs) -
     }
     assert "sagemaker:BatchReplaceClusterNodes" in called and "logs:GetLogEvents" in called
     assert called <= granted, called - granted
+
+
+def test_the_calls_take_25_nodes_each_and_a_failed_call_leaves_the_rest_named(
+    stubs: Stubs,
+) -> None:
+    from hyperpod_kit.operations import logs
+    from hyperpod_kit.operations.nodes import Plan, act
+    from hyperpod_kit.operations.status import NodeState
+
+    ids = [f"i-{n:017x}" for n in range(27)]
+    health = logs.Health("unknown", logs.UNKNOWN, "")
+    nodes = [NodeState(i, "compute", "ml.g5.8xlarge", "Running", "", health, None) for i in ids]
+    stubs.on("sagemaker", "batch_reboot_cluster_nodes", {"Successful": ids[:25]})
+    stubs.on("sagemaker", "batch_reboot_cluster_nodes", "AccessDeniedException")
+    out = act(stubs.facade, Plan("reboot", "hyperpod-dev", nodes))
+    assert out.done == ids[:25]
+    assert [i for i, _ in out.failed] == ids[25:]
+    assert "not asked: sagemaker:BatchRebootClusterNodes: AccessDeniedException" in out.failed[0][1]
