@@ -52,7 +52,8 @@ Guards: the controller group's nodes and every node of a group at once are refus
 
 exit codes:
   0  listed, done, or a dry run printed (nothing to do: 0 too)
-  1  HyperPod refused some of the nodes (each named with its error)
+  1  HyperPod refused some of the nodes, or a call failed after earlier ones went through
+     (each node not done named, with its error)
   2  bad input: the file, an id that is no instance id or no node of the cluster, an unknown
      group, a node a guard refuses without --force, no credentials, the account cannot be
      asked, or nothing deployed (one line says which)"""
