@@ -1,11 +1,12 @@
 """`hyperpod-kit`: init, validate, estimate, schema, synth, plan, check (--rehearse), jobs, diff,
-deploy, destroy, status, logs, pipeline.
+deploy, destroy, status, logs, nodes, pipeline.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
 ...`` for an output path) with nothing written; `plan` also exits 1 for a dangerous change and
 3 for one AWS or the nodes refuse (see its --help); `status` exits 1 for an environment that is
-not healthy, and 2 without credentials or with nothing deployed (cli/status.py). Every write
+not healthy, and 2 without credentials or with nothing deployed (cli/status.py); `nodes`
+exits 1 when HyperPod refuses a node and 2 on a guard (cli/nodes.py). Every write
 goes through `hyperpod_kit.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 
@@ -196,6 +197,10 @@ def _parser() -> argparse.ArgumentParser:
 
     status.add_status_arguments(env_command("status", status.STATUS_HELP))
     status.add_logs_arguments(env_command("logs", status.LOGS_HELP))
+
+    from hyperpod_kit.cli import nodes
+
+    nodes.add_nodes_arguments(env_command("nodes", nodes.NODES_HELP))
 
     gated = "validate, synthesize and gate, then the pinned CDK CLI's"
     for name, what in (
@@ -396,6 +401,10 @@ def _dispatch(args: argparse.Namespace) -> int:
         return answered
     if args.command == "check":
         args.file = args.rehearse
+    if args.command == "nodes":  # `nodes ACTION ...` with the default file
+        from hyperpod_kit.cli.nodes import file_first
+
+        file_first(args, DEFAULT_FILE)
     # validate's findings are its output; for plan and check --rehearse, --format is for their
     # report (the file's findings go to stderr as text)
     as_json = args.command == "validate" and getattr(args, "format", "text") == "json"
@@ -414,7 +423,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     handlers = {
         "validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan, "check": _rehearse,
-        "status": _status, "logs": _logs, "lock": _lock,
+        "status": _status, "logs": _logs, "lock": _lock, "nodes": _nodes,
     }  # fmt: skip
     handler = handlers.get(args.command, _cdk)
     return handler(loaded, args)
@@ -479,6 +488,12 @@ def _logs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.status import logs
 
     return logs(loaded, args)
+
+
+def _nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.nodes import nodes
+
+    return nodes(loaded, args)
 
 
 def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:

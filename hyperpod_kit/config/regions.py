@@ -33,3 +33,12 @@ def az_id_prefix(region: str) -> str | None:
         return None
     gov = "g" if m["gov"] else ""
     return f"{m['geo']}{gov}{_DIRECTIONS[m['dir']]}{m['num']}"
+
+
+def arn_partition(region: str) -> str:
+    """The ARN partition of a region: aws-cn, aws-us-gov, or aws."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"

@@ -203,9 +203,7 @@ def collect(config: EnvironmentConfig, aws: AwsFacade, *, read_logs: bool = True
     status = Status(config.name, config.region, expected=expected)
     status.stacks = [_stack(aws, s) for s in deployed.stacks]
     status.stacks += [_stack(aws, s) for s in deployed.nested if _unsettled(s["StackStatus"])]
-    status.cluster = _cluster(aws, deployed, read_logs=read_logs)
-    if status.cluster is not None and config.orchestrator == "eks":
-        status.cluster = _with_eks_labels(aws, status.cluster, deployed, config)
+    status.cluster = cluster_state(aws, deployed, config, read_logs=read_logs)
     status.file_system = _file_system(aws, deployed, expected.existing_file_system_id)
     status.studio = _studio(aws, deployed, config, expected.studio_partitions or ())
     if expected.accounting:
@@ -261,6 +259,22 @@ def _latest_operation(stack: str, raw: list[dict[str, Any]]) -> list[StackEvent]
                    e.get("ResourceStatusReason", ""))
         for e in (failed + rest)[:EVENTS_SHOWN]
     ]  # fmt: skip
+
+
+def cluster_state(
+    aws: AwsFacade, deployed: Deployed, config: EnvironmentConfig, *, read_logs: bool = True
+) -> ClusterState | None:
+    """The cluster, its groups and nodes, each node's health (the runner's verdicts; on EKS
+    with its label); None before the cluster stack published its name."""
+    cluster = _cluster(aws, deployed, read_logs=read_logs)
+    if cluster is not None and config.orchestrator == "eks":
+        cluster = _with_eks_labels(aws, cluster, deployed, config)
+    return cluster
+
+
+def is_unhealthy(node: NodeState) -> bool:
+    """A node HyperPod reports in Failure, or whose health (verdict or label) is unhealthy."""
+    return node.status == "Failure" or node.health.value == "unhealthy"
 
 
 def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterState | None:
@@ -581,7 +595,7 @@ def _node_evidence(c: ClusterState) -> tuple[list[Evidence], list[str]]:
     for n in c.nodes:
         if n.message:
             lines.append(Evidence("failure_message", n.message, n.instance_id))
-        if n.status == "Failure" or n.health.value == "unhealthy":
+        if is_unhealthy(n):
             failing.append(n.instance_id)
         if n.health.failed:  # the runner's checks with their time, or the EKS label
             text = "; ".join(n.health.failed)

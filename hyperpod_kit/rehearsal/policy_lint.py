@@ -35,21 +35,29 @@ class PolicyFinding:
 
 
 def lint_assembly(assembly: Assembly) -> list[PolicyFinding]:
+    return [
+        PolicyFinding(where, issue, detail)
+        for where, document in _documents(assembly)
+        for issue, detail in lint_document(document)
+    ]
+
+
+def lint_document(document: dict[str, Any]) -> list[tuple[str, str]]:
+    """One policy document's findings (issue, detail), those botocore or a written reason
+    answers left out: for policies hyperpod-kit prints rather than synthesizes (`nodes
+    --print-policy`)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # parliament imports pkg_resources (deprecated)
         from parliament import analyze_policy_string
 
+        policy = analyze_policy_string(json.dumps(document))
     found = []
-    for where, document in _documents(assembly):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            policy = analyze_policy_string(json.dumps(document))
-        for f in policy.findings:
-            detail = str(f.detail)
-            if f.issue == "UNKNOWN_ACTION" and _botocore_knows(detail.rsplit(" ", 1)[-1]):
-                continue
-            if _reason(f.issue, detail) is None:
-                found.append(PolicyFinding(where, str(f.issue), detail))
+    for f in policy.findings:
+        detail = str(f.detail)
+        if f.issue == "UNKNOWN_ACTION" and _botocore_knows(detail.rsplit(" ", 1)[-1]):
+            continue
+        if _reason(f.issue, detail) is None:
+            found.append((str(f.issue), detail))
     return found
 
 

@@ -365,3 +365,18 @@ def test_logs_save_and_never_destroy(moto: MotoServer, tmp_path: Path) -> None:
     refused = hpk(moto, "logs", str(DEFAULT), "-q", "--save", str(mine), cwd=tmp_path)
     one_line_error(refused, "did not write")
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+
+
+def test_nodes_list_on_moto_and_without_credentials(moto: MotoServer, tmp_path: Path) -> None:
+    """`nodes list` reads the cluster moto models (its nodes InService, no verdicts yet); without
+    credentials any action is one line, exit 2 (the batch operations: tests/unit/test_nodes.py,
+    moto has none of them)."""
+    _, nodes = deploy_cluster(moto)
+    done = hpk(moto, "nodes", str(DEFAULT), "list", "-q", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for node in nodes:
+        assert f"node {node} " in done.stdout
+    assert "health unknown" in done.stdout
+    node = "i-0123456789abcdef0"  # moto's ids (controller-0) are not EC2's
+    one_line_error(hpk(None, "nodes", str(DEFAULT), "reboot", node, "-q", cwd=tmp_path),
+                   "no AWS credentials found")  # fmt: skip

@@ -536,14 +536,16 @@ def test_the_app_builds_the_stacks_status_expects(monkeypatch: pytest.MonkeyPatc
 
 
 def test_status_and_logs_stay_light(tmp_path: Path) -> None:
-    """What the file implies comes from the validated config: status and logs run (here to
+    """What the file implies comes from the validated config: status, logs and nodes run (here to
     their "no credentials" line) without aws-cdk-lib, jsii, constructs, cdk-nag or cfn-lint."""
     code = (
         "import sys\n"
         "from hyperpod_kit.cli.main import main\n"
         "for command in ('status', 'logs'):\n"
         f"    assert main([command, {str(PLATFORM)!r}, '-q']) == 2\n"
+        f"assert main(['nodes', {str(PLATFORM)!r}, 'reboot', 'i-0123456789abcdef0', '-q']) == 2\n"
         "import hyperpod_kit.operations.status, hyperpod_kit.operations.logs\n"
+        "import hyperpod_kit.operations.nodes\n"
         "from hyperpod_kit.config.derived import expected_deployment\n"
         "heavy = {'aws_cdk', 'jsii', 'constructs', 'cdk_nag', 'cfnlint'}\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in heavy))\n"

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 from hyperpod_kit.config.derived import slurm_accounting
 from hyperpod_kit.config.facts import limit, limits_checked, regions, regions_checked
 from hyperpod_kit.config.findings import Finding, Level
-from hyperpod_kit.config.regions import az_id_prefix
+from hyperpod_kit.config.regions import arn_partition, az_id_prefix
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators.registry import validator
 from hyperpod_kit.text import MULTI_LINE_KEY, control_characters, control_hint, describe, shown
@@ -153,14 +153,6 @@ def check_tags(config: EnvironmentConfig) -> Iterator[Finding]:
             )
 
 
-def _partition(region: str) -> str:
-    if region.startswith("cn-"):
-        return "aws-cn"
-    if region.startswith("us-gov-"):
-        return "aws-us-gov"
-    return "aws"
-
-
 @validator("kms-key", area="general")
 def check_kms_key(config: EnvironmentConfig) -> Iterator[Finding]:
     """`kms_key_arn` names a key of the environment's partition and region (EKS and CloudWatch
@@ -170,7 +162,7 @@ def check_kms_key(config: EnvironmentConfig) -> Iterator[Finding]:
     if arn is None:
         return
     _, partition, _, region, account, _ = arn.split(":", 5)
-    expected = _partition(config.region)
+    expected = arn_partition(config.region)
     if partition != expected or region != config.region:
         fixed = f"arn:{expected}:kms:{config.region}:{account}:{arn.split(':', 5)[5]}"
         yield Finding(

@@ -1,0 +1,223 @@
+"""`hyperpod-kit nodes FILE list | replace | reboot | delete [ID ...]`: act on the deployed
+cluster's nodes through HyperPod's batch node operations (`hyperpod_kit.operations.nodes`), with
+guards, a dry run on more than one node, and what the action changes against the file said
+plainly. `--print-policy` prints the operator's least-privilege IAM policy (no AWS call).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import TYPE_CHECKING
+
+from hyperpod_kit.cli.status import (
+    EXIT_BAD_INPUT,
+    EXIT_FAILED,
+    EXIT_OK,
+    _facade,
+    _nothing,
+    _unavailable,
+)
+from hyperpod_kit.config.environment import LoadedEnvironment
+from hyperpod_kit.text import printable
+
+if TYPE_CHECKING:
+    from hyperpod_kit.config.aws import AwsFacade
+    from hyperpod_kit.operations.nodes import Plan
+    from hyperpod_kit.operations.status import ClusterState, NodeState
+
+NODES_HELP = (
+    "list the cluster's nodes, or replace, reboot or delete some (by id, --group, --unhealthy), "
+    "with guards and a dry run on more than one node; --print-policy: the operator's IAM policy"
+)
+# operations.nodes.ACTIONS, without importing boto3 for the parser
+ACTIONS = ("list", "replace", "reboot", "delete")
+DELETE_NOTE = (
+    "The file: delete lowers what runs below the file's count; CloudFormation restores it at "
+    "the first deploy that touches the cluster resource, which may be weeks later. To keep the "
+    "nodes deleted, edit the file:"
+)
+
+_NODES_EPILOG = """\
+list is read-only. replace: HyperPod terminates the instance and provisions a new one (its
+volumes are lost); reboot: a clean reboot (volumes kept); delete: the instance is terminated and
+the group runs one node fewer than the file says until the next deploy that touches the cluster
+resource brings it back: the edit to the file is printed as FILE:LINE. On Slurm the API does not
+drain the node: a job running on it ends (docs/day2.md). move (MoveClusterNodes) comes with the
+botocore bump: the pinned 1.43.127 has no such operation.
+
+Guards: the controller group's nodes and every node of a group at once are refused without
+--force; more than one node is a dry run (what would be done) without --yes.
+
+exit codes:
+  0  listed, done, or a dry run printed (nothing to do: 0 too)
+  1  HyperPod refused some of the nodes, or a call failed after earlier ones went through
+     (each node not done named, with its error)
+  2  bad input: the file, an id that is no instance id or no node of the cluster, an unknown
+     group, a node a guard refuses without --force, no credentials, the account cannot be
+     asked, or nothing deployed (one line says which)"""
+
+
+def add_nodes_arguments(nd: argparse.ArgumentParser) -> None:
+    nd.epilog = _NODES_EPILOG
+    nd.formatter_class = argparse.RawDescriptionHelpFormatter
+    nd.add_argument("action", nargs="?", metavar="ACTION",
+                    help=f"{' | '.join(ACTIONS)} (list)")  # fmt: skip
+    nd.add_argument("ids", nargs="*", metavar="ID", help="instance ids (i-...) of the nodes")
+    nd.add_argument("--group", metavar="NAME", help="the nodes of this instance group")
+    nd.add_argument("--unhealthy", action="store_true",
+                    help="the nodes `status` judges unhealthy (in Failure, or the health "
+                    "runner's verdict or the EKS label says so)")  # fmt: skip
+    nd.add_argument(
+        "--force",
+        action="store_true",
+        help="allow the controller group's nodes and every node of a group at once",
+    )
+    nd.add_argument("--yes", action="store_true", help="act on more than one node (no dry run)")
+    nd.add_argument(
+        "--dry-run", action="store_true", help="print what would be done, even for one node"
+    )
+    nd.add_argument("--format", choices=["text", "json"], default="text",
+                    help="list: text or JSON on stdout (text)")  # fmt: skip
+    nd.add_argument("--print-policy", action="store_true",
+                    help="print the operator's least-privilege IAM policy for this environment "
+                    "(JSON on stdout; no AWS call) and exit")  # fmt: skip
+
+
+def file_first(args: argparse.Namespace, default_file: str) -> None:
+    """`nodes list ...` without a file: the first word is the action, the file the default."""
+    if args.file in ACTIONS:
+        words = [args.action] if args.action is not None else []
+        args.action, args.ids, args.file = args.file, [*words, *args.ids], default_file
+    args.action = args.action or "list"
+
+
+def nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.config.aws import AwsUnavailableError
+    from hyperpod_kit.operations.nodes import NodesError, operator_policy
+
+    if args.print_policy:
+        if not loaded.config.account:
+            print(f"{loaded.file}: no account in the file: the policy names any account (*). "
+                  "Hint: set account: to pin it.", file=sys.stderr)  # fmt: skip
+        print(json.dumps(operator_policy(loaded.config), indent=2))
+        return EXIT_OK
+    try:
+        refused = _words_refused(args)
+        aws = None if refused is not None else _facade(loaded)
+        if refused is not None:
+            print(refused, file=sys.stderr)
+        if aws is None:
+            return EXIT_BAD_INPUT
+        cluster = _cluster(loaded, args, aws)
+        if cluster is None:
+            return EXIT_BAD_INPUT
+        return _run(loaded, args, aws, cluster)
+    except NodesError as e:
+        print(f"nodes {args.action}: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except AwsUnavailableError as e:
+        return _unavailable(loaded, e)
+
+
+def _words_refused(args: argparse.Namespace) -> str | None:
+    """Why the action and its selection cannot be, before AWS is asked; None when they can."""
+    if args.action not in ACTIONS:
+        return (f"nodes: {args.action!r} is not an action. Hint: one of {', '.join(ACTIONS)}, "
+                "after the file: hyperpod-kit nodes FILE replace i-0123456789abcdef0.")  # fmt: skip
+    if args.action != "list" and not (args.ids or args.group or args.unhealthy):
+        return (f"nodes {args.action}: no node named. Hint: give instance ids, --group NAME or "
+                "--unhealthy.")  # fmt: skip
+    from hyperpod_kit.operations.nodes import NodesError, check_ids
+
+    try:
+        check_ids(args.ids)
+    except NodesError as e:
+        return f"nodes {args.action}: {e}"
+    return None
+
+
+def _cluster(
+    loaded: LoadedEnvironment, args: argparse.Namespace, aws: AwsFacade
+) -> ClusterState | None:
+    """The deployed cluster with its nodes (and their health where it is shown or selects);
+    None after one line when it is not there."""
+    from hyperpod_kit.naming import parameter_name
+    from hyperpod_kit.operations.discovery import discover
+    from hyperpod_kit.operations.status import cluster_state
+
+    deployed = discover(loaded.config.name, aws)
+    if deployed.nothing:
+        _nothing(loaded)
+        return None
+    read_logs = args.action == "list" or args.unhealthy
+    cluster = cluster_state(aws, deployed, loaded.config, read_logs=read_logs)
+    if cluster is None or cluster.status == "NotFound":
+        print(f"{loaded.file}: the cluster of environment {loaded.config.name} is not there "
+              f"(no {parameter_name(loaded.config.name, 'cluster')} parameter, or no such "
+              f"cluster). Hint: `hyperpod-kit status {loaded.file}` shows how far the deploy "
+              "got.", file=sys.stderr)  # fmt: skip
+        return None
+    return cluster
+
+
+def _run(
+    loaded: LoadedEnvironment, args: argparse.Namespace, aws: AwsFacade, cluster: ClusterState
+) -> int:
+    from hyperpod_kit.operations import nodes as ops
+
+    chosen = ops.select(cluster, loaded.config, ids=args.ids, group=args.group,
+                        unhealthy=args.unhealthy)  # fmt: skip
+    if args.action == "list":
+        return _list(cluster, chosen, as_json=args.format == "json")
+    if not chosen:
+        print(f"nodes {args.action}: no node of cluster {cluster.name} matches; nothing done",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_OK
+    p = ops.plan(args.action, cluster, loaded.config, chosen, force=args.force, at=loaded.at)
+    for r in p.refused:
+        print(f"nodes {args.action}: {r.node.instance_id} refused: {r.why}. Hint: --force if "
+              "that is meant.", file=sys.stderr)  # fmt: skip
+    if p.refused:
+        return EXIT_BAD_INPUT
+    dry = args.dry_run or (len(p.nodes) > 1 and not args.yes)
+    sys.stdout.write(printable(render_plan(p, dry=dry)))
+    if dry:
+        print(f"dry run: nothing done. Hint: --yes to {args.action} these {len(p.nodes)} nodes.",
+              file=sys.stderr)  # fmt: skip
+        return EXIT_OK
+    out = ops.act(aws, p)
+    for node in out.done:
+        print(printable(f"{args.action}: {node} started"))
+    for node, why in out.failed:
+        print(printable(f"{args.action}: {node} not done: {why}"), file=sys.stderr)
+    return EXIT_FAILED if out.failed else EXIT_OK
+
+
+def render_plan(p: Plan, *, dry: bool) -> str:
+    would = "would " if dry else ""
+    out = [f"cluster {p.cluster}: {would}{p.action} {len(p.nodes)} node(s):"]
+    out += [f"  {n.instance_id} {n.group} {n.status} health {n.health.value}" for n in p.nodes]
+    if p.edits:
+        out.append(DELETE_NOTE)
+        out += [f"  {e.render()}" for e in p.edits]
+    elif p.action == "delete":
+        out.append("The file: each group's count after the delete is the file's; no edit needed.")
+    out += p.notes
+    return "\n".join(out) + "\n"
+
+
+def _list(cluster: ClusterState, chosen: list[NodeState], *, as_json: bool) -> int:
+    from dataclasses import asdict, replace
+
+    from hyperpod_kit.cli.status import _render_cluster
+
+    if as_json:
+        found = {"cluster": cluster.name, "status": cluster.status,
+                 "nodes": [asdict(n) for n in chosen]}  # fmt: skip
+        print(json.dumps(found, indent=2, default=str))
+        return EXIT_OK
+    lines = _render_cluster(replace(cluster, nodes=chosen))
+    sys.stdout.write(printable("\n".join(lines) + "\n"))
+    return EXIT_OK
