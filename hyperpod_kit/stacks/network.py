@@ -5,24 +5,39 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from hyperpod_kit.config.derived import prometheus_enabled, slurm_accounting
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.constructs.network import ClusterNetwork, in_vpc
 from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.stacks.discovery import publish
 
 
 class NetworkStack(Stack):
     def __init__(
-        self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        vpc: ec2.IVpc | None = None,
+        subnet: ec2.ISubnet | None = None,
+        **kwargs: Any,
     ) -> None:
+        """``vpc`` and ``subnet``: a VPC of the app (the construct library), in place of the one
+        `config` creates or names; the security groups are created in it all the same."""
         super().__init__(scope, id, **kwargs)
+        if (vpc is None) != (subnet is None):
+            raise ValueError("give both a VPC and its cluster subnet, or neither")
+        network = config.network
+        if vpc is not None and subnet is not None:
+            network = in_vpc(network, vpc, subnet)
         self.network = ClusterNetwork(
             self,
             "Network",
-            config=config.network,
+            config=network,
             availability_zone_id=config.availability_zone_id,
             eks=config.orchestrator == "eks",
             # an existing EKS cluster brings its own control-plane subnets
