@@ -32,7 +32,7 @@ import os
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import aws_cdk as cdk
 from aws_cdk import cx_api
@@ -233,19 +233,19 @@ def add_nag(scope: cdk.Stage | cdk.Stack) -> None:
 def gate(
     assembly: cx_api.CloudAssembly | cdk.Stage | str | os.PathLike[str],
     *,
-    out: TextIO | None = sys.stderr,
+    quiet: bool = False,
 ) -> GateReport:
     """Both gates on a synthesized assembly, exactly as `hyperpod-kit synth` runs them: the
     cdk-nag findings the aspect left in it (suppressions with reasons honoured) and cfn-lint on
     every template, nested stacks and stages included. `assembly`: what `app.synth()` returned,
     the App or Stage itself (synthesized here if it was not), or the assembly's folder. Prints
-    the report on `out` (None: nothing) and returns it; raises `GateError` on any error."""
+    the report on stderr (unless `quiet`) and returns it; raises `GateError` on any error."""
     if isinstance(assembly, cdk.Stage):
         assembly = assembly.synth()
     directory = assembly.directory if isinstance(assembly, cx_api.CloudAssembly) else assembly
     report = check_assembly(Path(directory))
-    if out is not None:
-        print(report.render(), file=out)
+    if not quiet:
+        print(report.render(), file=sys.stderr)
     if not report.ok:
         raise GateError(report)
     return report

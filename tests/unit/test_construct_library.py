@@ -82,7 +82,7 @@ def test_the_gate_refuses_a_nag_error_in_the_users_own_stack(tmp_path: Path) -> 
     s3.Bucket(stack, "Open")  # no TLS-only policy, no access logs
     add_nag(app)
     with pytest.raises(GateError) as raised:
-        gate(app.synth(), out=None)
+        gate(app.synth(), quiet=True)
     rules = {f.rule for f in raised.value.report.errors}
     assert {"AwsSolutions-S1", "AwsSolutions-S10"} <= rules, rules
     assert "nothing goes to AWS" in str(raised.value)
