@@ -101,10 +101,35 @@ class ExistingResources:
     vpc: ec2.IVpc | None = None
     subnet: ec2.ISubnet | None = None
     bucket: s3.IBucket | None = None
+    # EKS (a new EKS cluster): subnets of the VPC in other zones for its control plane; Slurm
+    # accounting: the database's subnets in other zones.
+    control_plane_subnets: Sequence[ec2.ISubnet] = ()
+    database_subnets: Sequence[ec2.ISubnet] = ()
 
     def __post_init__(self) -> None:
         if (self.vpc is None) != (self.subnet is None):
             raise ValueError("give both a VPC and its cluster subnet, or neither")
+        if self.vpc is None and (self.control_plane_subnets or self.database_subnets):
+            raise ValueError("control-plane and database subnets come with a VPC and its subnet")
+
+    def check(self, config: EnvironmentConfig) -> None:
+        """ValueError when `config` needs subnets of the app's VPC that are not given."""
+        if self.vpc is None:
+            return
+        if (
+            config.orchestrator == "eks"
+            and config.cluster.eks.existing_cluster_name is None
+            and not self.control_plane_subnets
+        ):
+            raise ValueError(
+                "a new EKS cluster in the app's VPC needs control_plane_subnets (subnets of the "
+                "VPC in another zone than the cluster subnet's)"
+            )
+        if slurm_accounting(config) and not self.database_subnets:
+            raise ValueError(
+                "Slurm accounting in the app's VPC needs database_subnets (subnets of the VPC "
+                "in another zone than the cluster subnet's)"
+            )
 
 
 NOTHING_EXISTING = ExistingResources()
@@ -158,8 +183,7 @@ def build_environment(
             scope,
             f"{prefix}-network",
             config=config,
-            vpc=existing.vpc,
-            subnet=existing.subnet,
+            existing=existing,
             **stack_args("network", "VPC, subnet, security groups"),
         )
     with building(config.storage):

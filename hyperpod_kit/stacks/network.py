@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from aws_cdk import Stack
 from aws_cdk import aws_ec2 as ec2
@@ -15,6 +16,24 @@ from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.stacks.discovery import publish
 
 
+class ExistingNetwork(Protocol):
+    """The app's network an environment is built on (`hyperpod_kit.app.ExistingResources`)."""
+
+    @property
+    def vpc(self) -> ec2.IVpc | None: ...
+
+    @property
+    def subnet(self) -> ec2.ISubnet | None: ...
+
+    @property
+    def control_plane_subnets(self) -> Sequence[ec2.ISubnet]: ...
+
+    @property
+    def database_subnets(self) -> Sequence[ec2.ISubnet]: ...
+
+    def check(self, config: EnvironmentConfig) -> None: ...
+
+
 class NetworkStack(Stack):
     def __init__(
         self,
@@ -22,18 +41,20 @@ class NetworkStack(Stack):
         id: str,
         *,
         config: EnvironmentConfig,
-        vpc: ec2.IVpc | None = None,
-        subnet: ec2.ISubnet | None = None,
+        existing: ExistingNetwork | None = None,
         **kwargs: Any,
     ) -> None:
-        """``vpc`` and ``subnet``: a VPC of the app (the construct library), in place of the one
-        `config` creates or names; the security groups are created in it all the same."""
+        """``existing``: a VPC of the app (the construct library), in place of the one `config`
+        creates or names; the security groups are created in it all the same."""
         super().__init__(scope, id, **kwargs)
-        if (vpc is None) != (subnet is None):
-            raise ValueError("give both a VPC and its cluster subnet, or neither")
         network = config.network
-        if vpc is not None and subnet is not None:
-            network = in_vpc(network, vpc, subnet)
+        if existing is not None and existing.vpc is not None and existing.subnet is not None:
+            existing.check(config)
+            network = in_vpc(
+                network, existing.vpc, existing.subnet,
+                control_plane_subnets=existing.control_plane_subnets,
+                database_subnets=existing.database_subnets,
+            )  # fmt: skip
         self.network = ClusterNetwork(
             self,
             "Network",

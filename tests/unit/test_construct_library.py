@@ -131,6 +131,14 @@ def test_a_whole_environment_on_the_apps_vpc_and_bucket_in_a_stage() -> None:
     vpc, bucket = _vpc_and_bucket(cdk.Stack(stage, "shared"))
     with pytest.raises(ValueError, match="both a VPC and its cluster subnet"):
         ExistingResources(vpc=vpc)
+    eks = EnvironmentConfig.model_validate(
+        {**default_data(), "orchestrator": "eks", "cluster": {"instance_groups": [
+            {"name": "workers", "role": "worker", "instance_type": "ml.g5.8xlarge",
+             "instance_count": 2}]}}
+    )  # fmt: skip
+    on_vpc = ExistingResources(vpc=vpc, subnet=vpc.private_subnets[0])
+    with pytest.raises(ValueError, match="control_plane_subnets"):
+        on_vpc.check(eks)
     env = HyperPodEnvironment(
         stage,
         settings,
