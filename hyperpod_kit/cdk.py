@@ -103,9 +103,6 @@ class InvalidEnvironmentError(ConfigError):
             self.args = ("\n".join(f.render(SETTINGS).removeprefix(f"{SETTINGS} ")
                                    for f in self.findings),)  # fmt: skip
 
-    def __str__(self) -> str:
-        return str(self.args[0]) if self.args else ""
-
 
 class GateError(Exception):
     """The gates (cdk-nag, cfn-lint) found errors in an assembly: nothing should go to AWS.
