@@ -60,7 +60,7 @@ from hyperpod_kit.constructs.monitoring import ClusterMonitoring
 from hyperpod_kit.constructs.network import ClusterNetwork, in_vpc
 from hyperpod_kit.constructs.studio import StudioDomain
 from hyperpod_kit.constructs.studio_partitions import StudioProfiles
-from hyperpod_kit.gates import GateFinding, GateReport, check_assembly
+from hyperpod_kit.gates import GateFinding, GateReport, Place, check_assembly
 
 __all__ = [
     "FEATURE_FLAGS",
@@ -110,6 +110,9 @@ class GateError(Exception):
 
     def __init__(self, report: GateReport) -> None:
         self.report = report
+        # As `hyperpod-kit synth` exits: 2 when every error is at a key of the settings (the
+        # settings are what to change), else 1.
+        self.exit_code = 2 if report.traced else 1
         super().__init__(
             f"{report.render()}\nrejected by the gates ({len(report.errors)} errors); "
             "nothing goes to AWS"
@@ -206,6 +209,7 @@ class HyperPodEnvironment:
             )
         self.config = loaded.config
         self.findings = loaded.findings
+        self._loaded = loaded
         try:
             with built(loaded):
                 self.stacks = build_environment(
@@ -219,6 +223,12 @@ class HyperPodEnvironment:
         self.cluster = self.stacks.cluster.cluster
         self.studio_domain = self.stacks.studio.studio if self.stacks.studio else None
 
+    def at(self, key: str) -> str:
+        """``FILE:LINE`` where the environment file writes `key` (the file alone without a line;
+        ``(settings)`` for typed settings): give it to `gate` as `place`, and a gate's finding
+        on a value of the settings reads as `hyperpod-kit synth` prints it."""
+        return self._loaded.at(key)
+
 
 def add_nag(scope: cdk.Stage | cdk.Stack) -> None:
     """cdk-nag's AwsSolutions checks on every stack below `scope`, verbose, as the toolkit's app
@@ -231,18 +241,21 @@ def gate(
     assembly: cx_api.CloudAssembly | cdk.Stage | str | os.PathLike[str],
     *,
     quiet: bool = False,
+    place: Place | None = None,
 ) -> GateReport:
     """Both gates on a synthesized assembly, exactly as `hyperpod-kit synth` runs them: the
     cdk-nag findings the aspect left in it (suppressions with reasons honoured) and cfn-lint on
     every template, nested stacks and stages included. `assembly`: what `app.synth()` returned,
     the App or Stage itself (synthesized here if it was not), or the assembly's folder. Prints
-    the report on stderr (unless `quiet`) and returns it; raises `GateError` on any error."""
+    the report on stderr (unless `quiet`) and returns it; raises `GateError` on any error.
+    `place`: where a key of the settings is written (`HyperPodEnvironment.at`), for findings
+    traced to one."""
     if isinstance(assembly, cdk.Stage):
         assembly = assembly.synth()
     directory = assembly.directory if isinstance(assembly, cx_api.CloudAssembly) else assembly
     report = check_assembly(Path(directory))
     if not quiet:
-        print(report.render(), file=sys.stderr)
+        print(report.render(place), file=sys.stderr)
     if not report.ok:
         raise GateError(report)
     return report

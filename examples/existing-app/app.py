@@ -26,7 +26,7 @@ class Shared(cdk.Stack):
 
 app = create_app()  # the toolkit's feature flags: the same templates as `hyperpod-kit synth`
 shared = Shared(app, "shared", env=cdk.Environment(region="us-west-2"))
-HyperPodEnvironment.from_file(
+hyperpod = HyperPodEnvironment.from_file(
     app,
     Path(__file__).with_name("environment.yaml"),
     existing=ExistingResources(
@@ -34,6 +34,7 @@ HyperPodEnvironment.from_file(
     ),
 )
 try:
-    gate(app.synth())  # cdk-nag (an aspect on the whole app) and cfn-lint, as the toolkit runs them
-except GateError:
-    sys.exit(1)  # the report is printed: nothing goes to AWS
+    # cdk-nag (an aspect on the whole app) and cfn-lint, as `hyperpod-kit synth` runs them
+    gate(app.synth(), place=hyperpod.at)
+except GateError as e:
+    sys.exit(e.exit_code)  # the report is printed: nothing goes to AWS
