@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export RUFF_CACHE_DIR := $(CURDIR)/.ruff_cache
 
 .PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench demo \
-	checkov checkov-golden dist clean
+	checkov checkov-golden dist clean api-snapshot reference
 
 help:
 	@echo "make synth [ENV=file]   validate and synthesize offline, with cdk-nag and cfn-lint gates"
@@ -32,6 +32,9 @@ help:
 	@echo "make dist               the sdist and the wheel built from it, into dist/ (what pip and"
 	@echo "                        pipx install: docs/install.md)"
 	@echo "make bench              run the benchmarks under benchmarks/"
+	@echo "make api-snapshot       write docs/api-snapshot.json, the public API of hyperpod_kit.cdk"
+	@echo "make reference          the reference of hyperpod_kit.cdk from its docstrings (pdoc), into"
+	@echo "                        build/reference; a warning fails it"
 	@echo "make checkov            synthesize every example, scan the templates with checkov (its own"
 	@echo "                        pinned venv, offline); fails above CHECKOV_MAX_PERCENT failed checks"
 	@echo "make checkov-golden     the same scan over the reviewed templates in tests/golden (seconds)"
@@ -74,6 +77,13 @@ format: setup-dev
 
 typecheck: setup-dev
 	$(BIN)/mypy
+
+api-snapshot: setup
+	$(BIN)/python -m hyperpod_kit.api_snapshot
+
+# pdoc imports the module (jsii runs code at import: PDOC_ALLOW_EXEC); -W error: a warning fails.
+reference: setup-dev
+	PDOC_ALLOW_EXEC=1 $(BIN)/python -W error -m pdoc hyperpod_kit.cdk -o build/reference
 
 dist: setup-dev
 	rm -rf dist

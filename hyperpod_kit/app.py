@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 
 from hyperpod_kit.config import ConfigError, EnvironmentConfig, Finding, Level
@@ -89,6 +91,50 @@ class EnvironmentStacks:
         return [s for s in stacks if s is not None]
 
 
+@dataclass(frozen=True)
+class ExistingResources:
+    """Resources of the app an environment is built into (the construct library,
+    `hyperpod_kit.cdk`), used in place of those the environment would create or name: a VPC with
+    the cluster's subnet (in the environment's `availability_zone_id`: it is not looked up), and
+    the data bucket the file system links to. None: as the environment's settings say."""
+
+    vpc: ec2.IVpc | None = None
+    subnet: ec2.ISubnet | None = None
+    bucket: s3.IBucket | None = None
+    # EKS (a new EKS cluster): subnets of the VPC in other zones for its control plane; Slurm
+    # accounting: the database's subnets in other zones.
+    control_plane_subnets: Sequence[ec2.ISubnet] = ()
+    database_subnets: Sequence[ec2.ISubnet] = ()
+
+    def __post_init__(self) -> None:
+        if (self.vpc is None) != (self.subnet is None):
+            raise ValueError("give both a VPC and its cluster subnet, or neither")
+        if self.vpc is None and (self.control_plane_subnets or self.database_subnets):
+            raise ValueError("control-plane and database subnets come with a VPC and its subnet")
+
+    def check(self, config: EnvironmentConfig) -> None:
+        """ValueError when `config` needs subnets of the app's VPC that are not given."""
+        if self.vpc is None:
+            return
+        if (
+            config.orchestrator == "eks"
+            and config.cluster.eks.existing_cluster_name is None
+            and not self.control_plane_subnets
+        ):
+            raise ValueError(
+                "a new EKS cluster in the app's VPC needs control_plane_subnets (subnets of the "
+                "VPC in another zone than the cluster subnet's)"
+            )
+        if slurm_accounting(config) and not self.database_subnets:
+            raise ValueError(
+                "Slurm accounting in the app's VPC needs database_subnets (subnets of the VPC "
+                "in another zone than the cluster subnet's)"
+            )
+
+
+NOTHING_EXISTING = ExistingResources()
+
+
 @contextmanager
 def built(loaded: LoadedEnvironment) -> Iterator[None]:
     """A value that CDK refused while the stacks were built from `loaded` is the file's: a
@@ -113,11 +159,13 @@ def create_app(*, outdir: str | None = None) -> cdk.App:
     return cdk.App(outdir=outdir, context=dict(FEATURE_FLAGS))
 
 
-def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> EnvironmentStacks:
+def build_environment(
+    scope: cdk.Stage, config: EnvironmentConfig, *, existing: ExistingResources = NOTHING_EXISTING
+) -> EnvironmentStacks:
     """Add one environment's stacks to `scope` and the cdk-nag gate over all of them. `scope` is the
     App, or a `Stage` of a CDK pipeline (`build_pipeline`): the same stacks either way, with the
     same names and templates; cdk-nag is added to the scope given, as aspects of an App do not
-    reach into its stages."""
+    reach into its stages. `existing`: resources of the app to use instead of creating them."""
     annotate(config)  # every section knows its key: the constructs' provenance (provenance.py)
     env = cdk.Environment(account=config.account, region=config.region)
     prefix = config.name
@@ -135,6 +183,7 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             scope,
             f"{prefix}-network",
             config=config,
+            existing=existing,
             **stack_args("network", "VPC, subnet, security groups"),
         )
     with building(config.storage):
@@ -143,6 +192,7 @@ def build_environment(scope: cdk.Stage, config: EnvironmentConfig) -> Environmen
             f"{prefix}-storage",
             config=config,
             network=network.network,
+            bucket=existing.bucket,
             **stack_args("storage", "S3 data bucket and FSx for Lustre"),
         )
     accounting = None

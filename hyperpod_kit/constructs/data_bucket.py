@@ -27,14 +27,21 @@ class DataBucket(Construct):
     Handles: ``bucket`` (an `s3.IBucket`), ``bucket_name``, ``key`` (the KMS key or None).
     """
 
-    def __init__(self, scope: Construct, id: str, *, config: BucketConfig) -> None:
+    def __init__(
+        self, scope: Construct, id: str, *, config: BucketConfig, bucket: s3.IBucket | None = None
+    ) -> None:
+        """``bucket``: a bucket of the app this is built in (the construct library,
+        `hyperpod_kit.cdk`), used as is; ``config`` is then not read."""
         super().__init__(scope, id)
         self.key: kms.IKey | None = None
+        if bucket is not None:
+            self.bucket: s3.IBucket = bucket
+            self.bucket_name: str = bucket.bucket_name
+            self.key = bucket.encryption_key
+            return
         if config.existing_name is not None:
-            self.bucket: s3.IBucket = s3.Bucket.from_bucket_name(
-                self, "Bucket", config.existing_name
-            )
-            self.bucket_name: str = config.existing_name
+            self.bucket = s3.Bucket.from_bucket_name(self, "Bucket", config.existing_name)
+            self.bucket_name = config.existing_name
             return
 
         removal = REMOVAL[config.removal_policy]

@@ -7,6 +7,8 @@ and synth must stay offline.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from aws_cdk import Aws, RemovalPolicy, Stack, Tags
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -15,12 +17,39 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hyperpod_kit.config.derived import endpoint_services
-from hyperpod_kit.config.schema import NetworkConfig, NewVpcConfig
+from hyperpod_kit.config.schema import ExistingVpcConfig, NetworkConfig, NewVpcConfig
 from hyperpod_kit.constructs.provenance import trace, trace_values
 
 LUSTRE_PORTS = ((988, 988), (1018, 1023))
 """TCP ports between Lustre clients and servers."""
 # Which services get an interface endpoint: `config.derived.endpoint_services` (estimate reads it).
+
+
+def in_vpc(
+    config: NetworkConfig,
+    vpc: ec2.IVpc,
+    subnet: ec2.ISubnet,
+    *,
+    route_table_ids: Sequence[str] = (),
+    control_plane_subnets: Sequence[ec2.ISubnet] = (),
+    database_subnets: Sequence[ec2.ISubnet] = (),
+) -> NetworkConfig:
+    """`config` with its VPC replaced by `vpc` and its cluster subnet by `subnet`, both of the app
+    this is built in (the construct library, `hyperpod_kit.cdk`): tokens, which the schema's
+    patterns would refuse, so the section is built without validation. The rest of `config`
+    (interface endpoints, internet) holds as written. ``route_table_ids``: where to add an S3
+    gateway endpoint (none by default: a VPC of one's own usually has it);
+    ``control_plane_subnets`` (EKS: subnets in other zones for a new EKS cluster's control plane)
+    and ``database_subnets`` (Slurm accounting: the database's, in other zones)."""
+    existing = ExistingVpcConfig.model_construct(
+        vpc_id=vpc.vpc_id,
+        private_subnet_id=subnet.subnet_id,
+        cidr=vpc.vpc_cidr_block,  # type: ignore[arg-type]  # a token, read as str(cidr)
+        route_table_ids=list(route_table_ids),
+        control_plane_subnet_ids=[s.subnet_id for s in control_plane_subnets],
+        database_subnet_ids=[s.subnet_id for s in database_subnets],
+    )
+    return config.model_copy(update={"vpc": None, "existing_vpc": existing})
 
 
 class ClusterNetwork(Construct):

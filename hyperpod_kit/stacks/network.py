@@ -2,27 +2,63 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from aws_cdk import Stack
+from aws_cdk import aws_ec2 as ec2
 from constructs import Construct
 
 from hyperpod_kit.config.derived import prometheus_enabled, slurm_accounting
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.constructs.network import ClusterNetwork, in_vpc
 from hyperpod_kit.constructs.provenance import trace
 from hyperpod_kit.stacks.discovery import publish
 
 
+class ExistingNetwork(Protocol):
+    """The app's network an environment is built on (`hyperpod_kit.app.ExistingResources`)."""
+
+    @property
+    def vpc(self) -> ec2.IVpc | None: ...
+
+    @property
+    def subnet(self) -> ec2.ISubnet | None: ...
+
+    @property
+    def control_plane_subnets(self) -> Sequence[ec2.ISubnet]: ...
+
+    @property
+    def database_subnets(self) -> Sequence[ec2.ISubnet]: ...
+
+    def check(self, config: EnvironmentConfig) -> None: ...
+
+
 class NetworkStack(Stack):
     def __init__(
-        self, scope: Construct, id: str, *, config: EnvironmentConfig, **kwargs: Any
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        config: EnvironmentConfig,
+        existing: ExistingNetwork | None = None,
+        **kwargs: Any,
     ) -> None:
+        """``existing``: a VPC of the app (the construct library), in place of the one `config`
+        creates or names; the security groups are created in it all the same."""
         super().__init__(scope, id, **kwargs)
+        network = config.network
+        if existing is not None and existing.vpc is not None and existing.subnet is not None:
+            existing.check(config)
+            network = in_vpc(
+                network, existing.vpc, existing.subnet,
+                control_plane_subnets=existing.control_plane_subnets,
+                database_subnets=existing.database_subnets,
+            )  # fmt: skip
         self.network = ClusterNetwork(
             self,
             "Network",
-            config=config.network,
+            config=network,
             availability_zone_id=config.availability_zone_id,
             eks=config.orchestrator == "eks",
             # an existing EKS cluster brings its own control-plane subnets

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Stack
+from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
@@ -22,10 +23,13 @@ class StorageStack(Stack):
         *,
         config: EnvironmentConfig,
         network: ClusterNetwork,
+        bucket: s3.IBucket | None = None,
         **kwargs: Any,
     ) -> None:
+        """``bucket``: a bucket of the app (the construct library) in place of the data bucket
+        `config` creates or names."""
         super().__init__(scope, id, **kwargs)
-        self.data = DataBucket(self, "Data", config=config.storage.bucket)
+        self.data = DataBucket(self, "Data", config=config.storage.bucket, bucket=bucket)
         self.lustre = LustreFileSystem(
             self, "Lustre", config=config.storage.lustre, network=network, bucket=self.data.bucket
         )

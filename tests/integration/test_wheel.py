@@ -285,3 +285,35 @@ def test_wheel_record_hashes_are_the_files(installed: Installed) -> None:
         data = (site / name).read_bytes()
         expected = "sha256=" + base64.urlsafe_b64encode(hashlib.sha256(data).digest()).decode()
         assert expected.rstrip("=") == digest, name
+
+
+def test_the_construct_library_example_from_the_wheel(installed: Installed) -> None:
+    """examples/existing-app, copied outside the repository and run by the wheel's Python: an app
+    with its own VPC and bucket gets a HyperPod cluster, FSx and Studio from `hyperpod_kit.cdk`,
+    and both gates pass on the whole app (cdk-nag on the app's own stack too). The one synth of
+    the example in the suite."""
+    app = installed.work.parent / "existing-app"
+    shutil.copytree(REPO / "examples" / "existing-app", app)
+    env = {
+        "PATH": f"{installed.venv / 'bin'}:{SYSTEM_PATH}",
+        "HOME": str(installed.home),
+        "LANG": "C.UTF-8",
+        "CDK_OUTDIR": str(app / "cdk.out"),
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    code = "import hyperpod_kit.cdk as m, runpy; print(m.__file__); runpy.run_path('app.py')"
+    done = subprocess.run(
+        ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
+         str(installed.venv / "bin" / "python"), "-c", code],
+        cwd=app, capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert Path(done.stdout.split()[0]).is_relative_to(installed.site_packages)
+    assert "cdk-nag AwsSolutions: 0 errors" in done.stderr, done.stderr[-4000:]
+    assert "cfn-lint: 0 errors" in done.stderr, done.stderr[-4000:]
+    manifest = json.loads((app / "cdk.out" / "manifest.json").read_text())
+    stacks = {k for k, a in manifest["artifacts"].items() if a["type"].endswith(":stack")}
+    areas = ("network", "storage", "cluster", "studio", "monitoring")
+    assert stacks == {"shared", *(f"hyperpod-shared-{a}" for a in areas)}
+    network = (app / "cdk.out" / "hyperpod-shared-network.template.json").read_text()
+    assert "AWS::EC2::VPC" not in network and "shared:ExportsOutputRefVpc" in network
