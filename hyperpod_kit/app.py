@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from cdk_nag import AwsSolutionsChecks
 
@@ -28,6 +29,7 @@ from hyperpod_kit.config.derived import (
 )
 from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
 from hyperpod_kit.config.keys import annotate
+from hyperpod_kit.constructs.lustre import on_file_system
 from hyperpod_kit.constructs.provenance import building, trace
 from hyperpod_kit.constructs.security import EncryptLogGroups
 from hyperpod_kit.naming import ENVIRONMENT_TAG, stack_name
@@ -95,8 +97,9 @@ class EnvironmentStacks:
 class ExistingResources:
     """Resources of the app an environment is built into (the construct library,
     `hyperpod_kit.cdk`), used in place of those the environment would create or name: a VPC with
-    the cluster's subnet (in the environment's `availability_zone_id`: it is not looked up), and
-    the data bucket the file system links to. None: as the environment's settings say."""
+    the cluster's subnet (in the environment's `availability_zone_id`: it is not looked up), the
+    data bucket the file system links to, the nodes' security group, and the file system. None:
+    as the environment's settings say."""
 
     vpc: ec2.IVpc | None = None
     subnet: ec2.ISubnet | None = None
@@ -105,12 +108,23 @@ class ExistingResources:
     # accounting: the database's subnets in other zones.
     control_plane_subnets: Sequence[ec2.ISubnet] = ()
     database_subnets: Sequence[ec2.ISubnet] = ()
+    # In the VPC: the nodes' and the file system's group (EFA's and Lustre's rules are added to
+    # it), and an FSx for Lustre file system the nodes and Studio mount (no associations made).
+    security_group: ec2.ISecurityGroup | None = None
+    file_system: fsx.LustreFileSystem | None = None
 
     def __post_init__(self) -> None:
         if (self.vpc is None) != (self.subnet is None):
             raise ValueError("give both a VPC and its cluster subnet, or neither")
-        if self.vpc is None and (self.control_plane_subnets or self.database_subnets):
-            raise ValueError("control-plane and database subnets come with a VPC and its subnet")
+        in_vpc = {
+            "control-plane and database subnets": self.control_plane_subnets
+            or self.database_subnets,
+            "a security group": self.security_group,
+            "a file system": self.file_system,
+        }
+        for what, given in in_vpc.items():
+            if self.vpc is None and given:
+                raise ValueError(f"{what} come with a VPC and its subnet (they are in it)")
 
     def check(self, config: EnvironmentConfig) -> None:
         """ValueError when `config` needs subnets of the app's VPC that are not given."""
@@ -130,6 +144,15 @@ class ExistingResources:
                 "Slurm accounting in the app's VPC needs database_subnets (subnets of the VPC "
                 "in another zone than the cluster subnet's)"
             )
+
+    def applied(self, config: EnvironmentConfig) -> EnvironmentConfig:
+        """`config` as the stacks build it: with the app's file system as its existing one (so
+        Studio, monitoring and the cluster treat it as such)."""
+        if self.file_system is None:
+            return config
+        lustre = on_file_system(config.storage.lustre, self.file_system)
+        storage = config.storage.model_copy(update={"lustre": lustre})
+        return config.model_copy(update={"storage": storage})
 
 
 NOTHING_EXISTING = ExistingResources()
@@ -166,14 +189,14 @@ def build_environment(
     App, or a `Stage` of a CDK pipeline (`build_pipeline`): the same stacks either way, with the
     same names and templates; cdk-nag is added to the scope given, as aspects of an App do not
     reach into its stages. `existing`: resources of the app to use instead of creating them."""
+    config = existing.applied(config)
     annotate(config)  # every section knows its key: the constructs' provenance (provenance.py)
-    env = cdk.Environment(account=config.account, region=config.region)
     prefix = config.name
 
     def stack_args(area: str, what: str) -> dict[str, Any]:
         return {
             "stack_name": stack_name(prefix, area),
-            "env": env,
+            "env": cdk.Environment(account=config.account, region=config.region),
             "description": f"hyperpod-kit {prefix}: {what}",
         }
 
@@ -193,6 +216,7 @@ def build_environment(
             config=config,
             network=network.network,
             bucket=existing.bucket,
+            file_system=existing.file_system,
             **stack_args("storage", "S3 data bucket and FSx for Lustre"),
         )
     accounting = None
@@ -244,7 +268,7 @@ def build_environment(
         # The nodes' hooks read the storage stack's handles parameter on first provisioning (on
         # EKS nothing else of storage reaches the cluster's template, so say it; the rehearsal
         # found the read failing with ParameterNotFound on a first deploy of studio-eks).
-        cluster.add_dependency(storage)
+        cluster.add_stack_dependency(storage, "the nodes read the storage stack's handles")
     eks_addons = None
     if eks is not None:
         from hyperpod_kit.stacks.eks_addons import EksAddonsStack

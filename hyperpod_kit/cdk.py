@@ -247,7 +247,8 @@ def gate(
     cdk-nag findings the aspect left in it (suppressions with reasons honoured) and cfn-lint on
     every template, nested stacks and stages included. `assembly`: what `app.synth()` returned,
     the App or Stage itself (synthesized here if it was not), or the assembly's folder. Prints
-    the report on stderr (unless `quiet`) and returns it; raises `GateError` on any error.
+    the report on stderr (unless `quiet`), and the verdict when it rejects, and returns it;
+    raises `GateError` on any error.
     `place`: where a key of the settings is written (`HyperPodEnvironment.at`), for findings
     traced to one."""
     if isinstance(assembly, cdk.Stage):
@@ -257,5 +258,8 @@ def gate(
     if not quiet:
         print(report.render(place), file=sys.stderr)
     if not report.ok:
-        raise GateError(report)
+        error = GateError(report)
+        if not quiet:  # the verdict, as `hyperpod-kit synth` ends: an app that exits says why
+            print(str(error).rsplit("\n", 1)[-1], file=sys.stderr)
+        raise error
     return report

@@ -28,6 +28,7 @@ from pathlib import Path, PurePosixPath
 from hyperpod_kit.config.derived import (
     FSX_MOUNT,
     IMAGES_DIR,
+    names_at_synth,
     prometheus_agents,
     prometheus_endpoint,
     region_of_arn,
@@ -416,7 +417,7 @@ def lifecycle_context(config: EnvironmentConfig) -> LifecycleContext:
     # stack's parameter instead (the hook that needs it).
     bucket = config.storage.bucket.existing_name or config.storage.bucket.name or ""
     # The same for the file system: a created one's DNS and mount names are tokens at synth.
-    lustre = config.storage.lustre.existing
+    lustre = names_at_synth(config.storage.lustre)
     return LifecycleContext(
         environment=environment,
         region=_checked(_REGION, config.region, "region"),

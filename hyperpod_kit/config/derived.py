@@ -18,6 +18,7 @@ from hyperpod_kit.config.schema import (
     DEFAULT_DEEP_HEALTH_CHECKS,
     DeepHealthCheck,
     EnvironmentConfig,
+    ExistingLustreConfig,
     InstanceGroupConfig,
     JobConfig,
     LustreConfig,
@@ -285,6 +286,17 @@ def device_plugins(config: EnvironmentConfig) -> DevicePlugins | None:
 # --- Amazon Managed Service for Prometheus (docs/observability.md) ----------------------------
 
 AMP_ADDON = "amazon-sagemaker-hyperpod-observability"
+
+
+def names_at_synth(lustre: LustreConfig) -> ExistingLustreConfig | None:
+    """An existing file system whose names are known at synth (an environment file's
+    `storage.lustre.existing`); None for one the storage stack creates and for the app's own
+    (`hyperpod_kit.cdk.ExistingResources.file_system`), whose names are CDK tokens (strings
+    holding ``${Token[``) until deploy: a node reads those from the storage stack's parameter."""
+    existing = lustre.existing
+    if existing is None or "${Token[" in existing.dns_name + existing.mount_name:
+        return None
+    return existing
 
 
 def prometheus_enabled(config: EnvironmentConfig) -> bool:

@@ -3,16 +3,38 @@
 from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
-from hyperpod_kit.config.schema import LustreConfig, S3Event
+from hyperpod_kit.config.schema import ExistingLustreConfig, LustreConfig, S3Event
 from hyperpod_kit.constructs.data_bucket import REMOVAL
-from hyperpod_kit.constructs.network import ClusterNetwork
+from hyperpod_kit.constructs.network import LUSTRE_PORTS, ClusterNetwork
 from hyperpod_kit.constructs.provenance import trace, trace_values
 
 LOGICAL_ID = "LustreFileSystem"
+
+
+def on_file_system(config: LustreConfig, file_system: fsx.LustreFileSystem) -> LustreConfig:
+    """`config` with `file_system`, the app's own (the construct library, `hyperpod_kit.cdk`), as
+    its existing file system: tokens, which the schema's patterns would refuse, so the section is
+    built without validation. Refused (ValueError) when `config` lists data repository
+    associations: they are made only on a file system the environment creates."""
+    if "data_repository_associations" in config.model_fields_set and (
+        config.data_repository_associations
+    ):
+        raise ValueError(
+            "data repository associations are made only on a file system the environment "
+            "creates: link the app's file system to S3 in its own stack, or leave "
+            "storage.lustre.data_repository_associations out"
+        )
+    existing = ExistingLustreConfig.model_construct(
+        file_system_id=file_system.file_system_id,
+        dns_name=file_system.dns_name,
+        mount_name=file_system.mount_name,
+    )
+    return config.model_copy(update={"existing": existing, "data_repository_associations": []})
 
 
 class LustreFileSystem(Construct):
@@ -20,6 +42,11 @@ class LustreFileSystem(Construct):
 
     Handles: ``file_system_id``, ``dns_name``, ``mount_name`` (for the cluster's lifecycle scripts
     and `FsxLustreConfig`, and for Studio's `CustomFileSystemConfigs`).
+
+    ``file_system``: the app's own file system (an `aws_fsx.LustreFileSystem` in the cluster's
+    VPC) in place of one created here; its security groups let the nodes in on the Lustre ports
+    (the rules are made here, in this construct's stack). Studio's security group reaches its
+    network interfaces as it reaches an existing file system's (`StudioFileSystemAccess`).
     """
 
     def __init__(
@@ -30,9 +57,13 @@ class LustreFileSystem(Construct):
         config: LustreConfig,
         network: ClusterNetwork,
         bucket: s3.IBucket,
+        file_system: fsx.LustreFileSystem | None = None,
     ) -> None:
         super().__init__(scope, id)
         self.associations: list[fsx.CfnDataRepositoryAssociation] = []
+        if file_system is not None:
+            config = on_file_system(config, file_system)
+            self._let_the_nodes_in(file_system, network.cluster_security_group_id)
         if config.existing is not None:
             self.file_system_id: str = config.existing.file_system_id
             self.dns_name: str = config.existing.dns_name
@@ -105,6 +136,25 @@ class LustreFileSystem(Construct):
             # The link holds no data of its own; deleting it leaves files and objects in place.
             assoc.apply_removal_policy(RemovalPolicy.DESTROY)
             self.associations.append(assoc)
+
+    def _let_the_nodes_in(self, file_system: fsx.LustreFileSystem, nodes: str) -> None:
+        """Lustre from the nodes' group into each of the file system's groups. Made here, not
+        with `connections.allow_from` (which would put the rules in the file system's stack and
+        make it import from the environment's network stack, which imports the app's VPC: a
+        cycle)."""
+        for i, group in enumerate(file_system.connections.security_groups):
+            for low, high in LUSTRE_PORTS:
+                ports = f"{low}" if low == high else f"{low}-{high}"
+                ec2.CfnSecurityGroupIngress(
+                    self,
+                    f"NodesLustre{low}Into{i}",
+                    group_id=group.security_group_id,
+                    ip_protocol="tcp",
+                    from_port=low,
+                    to_port=high,
+                    source_security_group_id=nodes,
+                    description=f"Lustre TCP {ports} from the HyperPod nodes",
+                )
 
 
 def _s3_policies(

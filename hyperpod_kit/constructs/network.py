@@ -75,9 +75,13 @@ class ClusterNetwork(Construct):
         eks_control_plane: bool | None = None,
         accounting: bool = False,
         prometheus: bool = False,
+        security_group: ec2.ISecurityGroup | None = None,
     ) -> None:
         """``eks_control_plane``: create (new VPC) or expose (existing VPC) the control-plane
         subnets; None follows ``eks``. Pass False when the EKS cluster already exists.
+        ``security_group``: a group of the app's, in the VPC, for the nodes and the file system in
+        place of the cluster security group created here; what EFA and Lustre need is added to
+        it (`_own_security_group`).
         ``accounting``: create (new VPC) or expose (existing VPC) the accounting database's
         subnets, and add the Secrets Manager endpoint when interface endpoints are on.
         ``prometheus``: add the Prometheus workspaces' endpoint when interface endpoints are on."""
@@ -121,8 +125,10 @@ class ClusterNetwork(Construct):
             if existing.route_table_ids:
                 self._s3_gateway_endpoint(existing.route_table_ids)
 
-        self.cluster_security_group = self._cluster_security_group()
-        self.cluster_security_group_id: str = self.cluster_security_group.attr_group_id
+        if security_group is None:
+            self.cluster_security_group_id: str = self._cluster_security_group().attr_group_id
+        else:
+            self.cluster_security_group_id = self._own_security_group(security_group)
         self.studio_fsx_security_group = self._studio_fsx_security_group()
         self.studio_fsx_security_group_id: str = self.studio_fsx_security_group.attr_group_id
         if config.interface_endpoints:
@@ -306,6 +312,20 @@ class ClusterNetwork(Construct):
         # Lustre, stated on its own so that it survives any change to the EFA rule.
         self._lustre_rules(sg, "Cluster")
         return sg
+
+    def _own_security_group(self, sg: ec2.ISecurityGroup) -> str:
+        """The app's group as the cluster's: the same rules as `_cluster_security_group`, added
+        the CDK way (in the group's own stack when it is a construct of the app, here when it is
+        imported). Egress to itself only when the group does not allow all outbound traffic."""
+        rules = [(ec2.Port.all_traffic(), "EFA: all traffic")]
+        for low, high in LUSTRE_PORTS:
+            port = ec2.Port.tcp(low) if low == high else ec2.Port.tcp_range(low, high)
+            rules.append((port, f"Lustre TCP {low if low == high else f'{low}-{high}'}"))
+        for port, what in rules:
+            sg.add_ingress_rule(sg, port, f"{what} from itself")
+        if not sg.allow_all_outbound:
+            sg.add_egress_rule(sg, ec2.Port.all_traffic(), "EFA: all traffic to itself")
+        return sg.security_group_id
 
     def _studio_fsx_security_group(self) -> ec2.CfnSecurityGroup:
         # Attached to the FSx ENIs from the start, even before Studio is enabled: changing an FSx

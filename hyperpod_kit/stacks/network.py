@@ -31,6 +31,9 @@ class ExistingNetwork(Protocol):
     @property
     def database_subnets(self) -> Sequence[ec2.ISubnet]: ...
 
+    @property
+    def security_group(self) -> ec2.ISecurityGroup | None: ...
+
     def check(self, config: EnvironmentConfig) -> None: ...
 
 
@@ -45,7 +48,8 @@ class NetworkStack(Stack):
         **kwargs: Any,
     ) -> None:
         """``existing``: a VPC of the app (the construct library), in place of the one `config`
-        creates or names; the security groups are created in it all the same."""
+        creates or names, and the app's security group for the nodes (the other groups are
+        created in the VPC all the same)."""
         super().__init__(scope, id, **kwargs)
         network = config.network
         if existing is not None and existing.vpc is not None and existing.subnet is not None:
@@ -65,6 +69,7 @@ class NetworkStack(Stack):
             eks_control_plane=config.cluster.eks.existing_cluster_name is None,
             accounting=slurm_accounting(config),
             prometheus=prometheus_enabled(config),
+            security_group=existing.security_group if existing is not None else None,
         )
         for kind in ("Public", "Private"):
             if kind in self.network.subnets:  # the environment's zone: a key of the file's root

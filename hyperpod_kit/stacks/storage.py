@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Stack
+from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -24,14 +25,21 @@ class StorageStack(Stack):
         config: EnvironmentConfig,
         network: ClusterNetwork,
         bucket: s3.IBucket | None = None,
+        file_system: fsx.LustreFileSystem | None = None,
         **kwargs: Any,
     ) -> None:
         """``bucket``: a bucket of the app (the construct library) in place of the data bucket
-        `config` creates or names."""
+        `config` creates or names; ``file_system``: the app's file system in place of the one
+        `config` creates."""
         super().__init__(scope, id, **kwargs)
         self.data = DataBucket(self, "Data", config=config.storage.bucket, bucket=bucket)
         self.lustre = LustreFileSystem(
-            self, "Lustre", config=config.storage.lustre, network=network, bucket=self.data.bucket
+            self,
+            "Lustre",
+            config=config.storage.lustre,
+            network=network,
+            bucket=self.data.bucket,
+            file_system=file_system,
         )
         publish(
             self,

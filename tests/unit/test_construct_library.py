@@ -6,12 +6,16 @@ The whole example (examples/existing-app) is synthesized and gated from the inst
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
 import pytest
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from aws_cdk.assertions import Template
 
@@ -30,7 +34,7 @@ from hyperpod_kit.cdk import (
     validate_settings,
 )
 from hyperpod_kit.config.schema import LustreConfig, NetworkConfig
-from tests.conftest import default_data, merge
+from tests.conftest import REPO, default_data, merge
 
 pytestmark = pytest.mark.synth
 
@@ -155,3 +159,146 @@ def test_a_whole_environment_on_the_apps_vpc_and_bucket_in_a_stage() -> None:
     assert env.bucket is bucket and env.cluster is env.stacks.cluster.cluster
     assert env.studio_domain is None and env.config.name == "hyperpod-dev"
     assert env.at("storage.lustre.storage_capacity_gib") == "(settings)"  # no file, no line
+
+
+def test_the_apps_security_group_and_file_system() -> None:
+    """The nodes in the app's security group (with EFA's and Lustre's rules added to it, in the
+    app's stack) and the app's FSx for Lustre mounted by the nodes and Studio: no group or file
+    system of the environment's own in their place, the nodes let into the file system's group,
+    Studio's group put on its interfaces, and both gates pass on the whole app."""
+    app = create_app()
+    shared = cdk.Stack(app, "shared", env=cdk.Environment(region="us-west-2"))
+    # as the example's (examples/existing-app): what cdk-nag asks of the app's own VPC and bucket
+    vpc = ec2.Vpc(
+        shared, "Vpc", availability_zones=["us-west-2b"], flow_logs={"all": ec2.FlowLogOptions()}
+    )
+    logs = s3.Bucket(shared, "Logs", enforce_ssl=True)
+    bucket = s3.Bucket(shared, "Data", enforce_ssl=True, server_access_logs_bucket=logs)
+    subnet = vpc.private_subnets[0]
+    nodes = ec2.SecurityGroup(shared, "Nodes", vpc=vpc, description="The team node group")
+    fs = fsx.LustreFileSystem(
+        shared, "Fsx", vpc=vpc, vpc_subnet=subnet, storage_capacity_gib=1200,
+        lustre_configuration=fsx.LustreConfiguration(
+            deployment_type=fsx.LustreDeploymentType.PERSISTENT_2,
+            per_unit_storage_throughput=125,
+        ),
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="come with a VPC"):
+        ExistingResources(file_system=fs)
+    data = merge(default_data(), {
+        "trainer": {"build_image": False},
+        "storage": {"lustre": {"data_repository_associations": None}},
+        "users": [{"name": "alice", "uid": 10001}],
+        "studio": {"enabled": True, "partitions": "per_user"},
+        "cluster": {"slurm": {"config_strategy": "Merge"}},
+    })  # fmt: skip
+    existing = ExistingResources(
+        vpc=vpc, subnet=subnet, bucket=bucket, security_group=nodes, file_system=fs
+    )
+    listed = merge(data, {"storage": {"lustre": {"data_repository_associations": [
+        {"file_system_path": "/data", "s3_prefix": "data/"}]}}})  # fmt: skip
+    with pytest.raises(ValueError, match="data repository associations"):
+        HyperPodEnvironment(cdk.App(), listed, existing=existing)
+    env = HyperPodEnvironment(app, data, existing=existing)
+    resolve = shared.resolve
+
+    network = Template.from_stack(env.stacks.network)
+    assert network.find_resources("AWS::EC2::SecurityGroup").keys() == {
+        k for k in network.find_resources("AWS::EC2::SecurityGroup") if "StudioFsx" in k
+    }  # Studio's group only: the nodes' is the app's
+    # Rules from a group to itself are resources of their own in the group's stack (CDK).
+    self_rules = Template.from_stack(shared).find_resources("AWS::EC2::SecurityGroupIngress")
+    rules = {
+        (r["Properties"]["IpProtocol"], r["Properties"].get("FromPort"),
+         r["Properties"].get("ToPort"))
+        for r in self_rules.values()
+        if "Nodes" in str(r["Properties"]["GroupId"])
+        and "Nodes" in str(r["Properties"]["SourceSecurityGroupId"])
+    }  # fmt: skip
+    assert rules == {("-1", None, None), ("tcp", 988, 988), ("tcp", 1018, 1023)}, rules
+
+    storage = Template.from_stack(env.stacks.storage)
+    storage.resource_count_is("AWS::FSx::FileSystem", 0)
+    storage.resource_count_is("AWS::FSx::DataRepositoryAssociation", 0)
+    into = storage.find_resources("AWS::EC2::SecurityGroupIngress").values()
+    assert {(r["Properties"]["FromPort"], r["Properties"]["ToPort"]) for r in into} == {
+        (988, 988),
+        (1018, 1023),
+    }
+    assert all("Nodes" in str(r["Properties"]["SourceSecurityGroupId"]) for r in into)
+    assert env.file_system.file_system_id == fs.file_system_id
+    cluster = Template.from_stack(env.stacks.cluster)
+    (hyperpod,) = cluster.find_resources("AWS::SageMaker::Cluster").values()
+    assert "Nodes" in str(hyperpod["Properties"]["VpcConfig"]["SecurityGroupIds"])
+    assert env.stacks.studio is not None
+    studio = Template.from_stack(env.stacks.studio).to_json()
+    assert "FileSystemAccess" in str(studio["Resources"].keys())
+    assert str(resolve(fs.file_system_id)) != ""
+
+    gate(app.synth(), quiet=True)  # raises GateError on any cdk-nag or cfn-lint error
+
+
+def test_an_imported_security_group_gets_efas_rules_in_the_stack_using_it() -> None:
+    """A group imported by id (made elsewhere) as the nodes' group: the rules EFA and Lustre need
+    are resources of the stack that uses it, egress to itself included when the group does not
+    allow all outbound traffic."""
+    stack = cdk.Stack(create_app(), "mine", env=cdk.Environment(region="us-west-2"))
+    vpc, _ = _vpc_and_bucket(stack)
+    group = ec2.SecurityGroup.from_security_group_id(
+        stack, "Imported", "sg-0123456789abcdef0", allow_all_outbound=False
+    )
+    network = ClusterNetwork(
+        stack, "Network", config=in_vpc(NetworkConfig(), vpc, vpc.private_subnets[0]),
+        availability_zone_id="usw2-az2", security_group=group,
+    )  # fmt: skip
+    assert network.cluster_security_group_id == "sg-0123456789abcdef0"
+    template = Template.from_stack(stack)
+    ingress = [
+        r["Properties"] for r in template.find_resources("AWS::EC2::SecurityGroupIngress").values()
+        if r["Properties"]["GroupId"] == "sg-0123456789abcdef0"
+    ]  # fmt: skip
+    assert {(r["IpProtocol"], r.get("FromPort")) for r in ingress} == {
+        ("-1", None), ("tcp", 988), ("tcp", 1018)
+    }  # fmt: skip
+    assert all(r["SourceSecurityGroupId"] == "sg-0123456789abcdef0" for r in ingress)
+    (egress,) = template.find_resources("AWS::EC2::SecurityGroupEgress").values()
+    assert egress["Properties"]["DestinationSecurityGroupId"] == "sg-0123456789abcdef0"
+
+
+def test_cdk_deploy_of_an_app_with_a_gate_error_stops_before_aws(tmp_path: Path) -> None:
+    """The CDK CLI (the pinned one, `npx cdk deploy` from a clean shell) runs an app that calls
+    `gate` as the example does: a gate error ends the app with the gate's exit code, so the CLI
+    stops at synth, before it asks AWS for anything (no credentials are reached for)."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "app.py").write_text(
+        "import sys\n"
+        "import aws_cdk as cdk\n"
+        "from aws_cdk import aws_s3 as s3\n"
+        "from hyperpod_kit.cdk import GateError, add_nag, create_app, gate\n"
+        "app = create_app()\n"
+        "s3.Bucket(cdk.Stack(app, 'mine', env=cdk.Environment(region='us-west-2')), 'Open')\n"
+        "add_nag(app)\n"
+        "try:\n"
+        "    gate(app.synth())\n"
+        "except GateError as e:\n"
+        "    sys.exit(e.exit_code)\n"
+    )
+    (app / "cdk.json").write_text(json.dumps({"app": f"{sys.executable} app.py"}))
+    env = {
+        "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(REPO),
+        "CDK_DISABLE_CLI_TELEMETRY": "true",
+        "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+    }
+    done = subprocess.run(
+        ["/usr/bin/env", "-i", *(f"{k}={v}" for k, v in env.items()),
+         str(REPO / "node_modules" / ".bin" / "cdk"), "deploy", "--require-approval", "never"],
+        cwd=app, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out[-3000:]
+    assert "AwsSolutions-S1" in out and "nothing goes to AWS" in out, out[-3000:]
+    assert "credentials" not in out.lower() and "deploying" not in out.lower(), out[-3000:]
+    assert "app.py: Subprocess exited with error 1" in out, out[-3000:]  # the CLI stopped at synth
