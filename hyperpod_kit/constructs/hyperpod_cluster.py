@@ -11,10 +11,11 @@ the EKS cluster. What it hands back: ``cluster_arn``, ``cluster_name``, ``cluste
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
-from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Validations
+from aws_cdk import Acknowledgment, Aws, Fn, RemovalPolicy, Stack, Validations
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagSuppressions
 from constructs import Construct, IConstruct
@@ -34,7 +35,10 @@ from hyperpod_kit.config.schema import (
 )
 from hyperpod_kit.constructs.network import describe_network_statement
 from hyperpod_kit.constructs.provenance import trace
-from hyperpod_kit.naming import rollback_alarm_names
+from hyperpod_kit.naming import OBSERVABILITY_AREA, parameter_name, rollback_alarm_names
+
+if TYPE_CHECKING:
+    from hyperpod_kit.constructs.observability import PrometheusHandles
 
 LOGICAL_ID = "HyperPodCluster"
 INSTANCE_POLICY = "AmazonSageMakerClusterInstanceRolePolicy"
@@ -51,6 +55,25 @@ class LifecycleSource(Protocol):
     def on_create(self) -> str: ...
 
     def grant_read(self, grantee: iam.IGrantable) -> object: ...
+
+
+@runtime_checkable
+class NodeLifecycle(LifecycleSource, Protocol):
+    """Lifecycle scripts that do more on the nodes than run (`LifecycleScripts`): the pointer
+    parameter written once both uploads completed, the user sync, the storage handles read while
+    a node provisions, Studio's Slurm token issuer. `HyperPodCluster` wires what they need."""
+
+    @property
+    def pointer(self) -> IConstruct: ...
+
+    @property
+    def reads_storage_handles(self) -> bool: ...
+
+    def grant_user_sync(self, grantee: iam.IGrantable) -> object: ...
+
+    def grant_slurm_token_issuer(
+        self, grantee: iam.IGrantable, *, environment: str, data_bucket: s3.IBucket
+    ) -> None: ...
 
 
 class PullableImage(Protocol):
@@ -117,7 +140,13 @@ class HyperPodCluster(Construct):
         trainer_image: PullableImage | None = None,
         eks: EksOrchestrator | None = None,
         accounting: AccountingHandles | None = None,
+        data_bucket: s3.IBucket | None = None,
+        prometheus: PrometheusHandles | None = None,
     ) -> None:
+        """With `LifecycleScripts` (a `NodeLifecycle`) as ``lifecycle``, what the nodes' scripts
+        do while they provision is granted and ordered here (`_wire`): ``data_bucket`` is the
+        data bucket (Studio on Slurm: the token issuer uploads the client there), ``prometheus``
+        the workspace the nodes remote-write to (Slurm)."""
         super().__init__(scope, id)
         if (config.orchestrator == "eks") != (eks is not None):
             raise ValueError("an EKS environment needs the EKS cluster handles, Slurm none")
@@ -232,6 +261,57 @@ class HyperPodCluster(Construct):
             self.cfn.node.add_dependency(access_entry)
         self.cluster_arn: str = self.cfn.attr_cluster_arn
         self.cluster_id: str = Fn.select(1, Fn.split("/", self.cfn.attr_cluster_arn))
+        if isinstance(lifecycle, NodeLifecycle):
+            self._wire(config, lifecycle, data_bucket, prometheus)
+
+    def _wire(
+        self,
+        config: EnvironmentConfig,
+        lifecycle: NodeLifecycle,
+        data_bucket: s3.IBucket | None,
+        prometheus: PrometheusHandles | None,
+    ) -> None:
+        """What the lifecycle scripts do on the nodes while they provision, granted to the
+        execution role's default policy (on which the cluster depends) before any node exists."""
+        role = self.execution_role
+        # No node provisions before its scripts and the users file are in S3: the pointer
+        # parameter is written only after both uploads completed.
+        self.cfn.node.add_dependency(lifecycle.pointer)
+        if config.orchestrator == "slurm" or config.studio.enabled:
+            # EKS with Studio: the sync runs partitions-only (docs/lifecycle.md), and reads the
+            # same pointer and users file.
+            lifecycle.grant_user_sync(role)
+        if lifecycle.reads_storage_handles:
+            # Studio: the Slurm controller's token hook (the data bucket's name) or, on EKS, the
+            # FSx host mount (the file system's names) reads the storage stack's handles while
+            # the node provisions; granted here, not in the Studio stack, which deploys after the
+            # nodes' first provisioning.
+            self._grant_parameter_read(parameter_name(config.name, "storage"))
+        if config.orchestrator == "slurm" and config.studio.enabled:
+            # The controller's Slurm token issuer runs while the controller provisions: its
+            # grants must exist before the nodes do, not come with the Studio stack after them.
+            if data_bucket is None:
+                raise ValueError("Studio on Slurm needs the data bucket (data_bucket=)")
+            lifecycle.grant_slurm_token_issuer(
+                role, environment=config.name, data_bucket=data_bucket
+            )
+        if prometheus is not None and config.orchestrator == "slurm":
+            # Each node's Prometheus agent remote-writes as the node's role from its first
+            # provisioning on (and reads a created workspace's address from its handles).
+            prometheus.grant_remote_write(role)
+            if prometheus.created:
+                self._grant_parameter_read(parameter_name(config.name, OBSERVABILITY_AREA))
+
+    def _grant_parameter_read(self, name: str) -> None:
+        iam.Grant.add_to_principal(
+            grantee=self.execution_role,
+            actions=["ssm:GetParameter"],
+            resource_arns=[
+                Stack.of(self).format_arn(
+                    service="ssm", resource="parameter", resource_name=name.lstrip("/")
+                )
+            ],
+        )
 
     def _trace(self, config: EnvironmentConfig) -> None:
         """The keys of the file each property of the cluster came from (provenance.py)."""

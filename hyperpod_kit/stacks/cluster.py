@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import Stack
-from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
@@ -22,7 +21,6 @@ from hyperpod_kit.constructs.lifecycle import LifecycleScripts
 from hyperpod_kit.constructs.lustre import LustreFileSystem
 from hyperpod_kit.constructs.network import ClusterNetwork
 from hyperpod_kit.constructs.observability import PrometheusHandles
-from hyperpod_kit.naming import OBSERVABILITY_AREA, parameter_name
 from hyperpod_kit.stacks.discovery import publish
 
 
@@ -55,61 +53,15 @@ class ClusterStack(Stack):
             trainer_image=trainer_image,
             eks=eks,
             accounting=accounting,
+            data_bucket=data_bucket,
+            prometheus=prometheus,
         )
-        # No node provisions before its scripts and the users file are in S3: the pointer
-        # parameter is written only after both uploads completed.
-        self.cluster.cfn.node.add_dependency(self.lifecycle.pointer)
-        if config.orchestrator == "slurm" or config.studio.enabled:
-            # EKS with Studio: the sync runs partitions-only (docs/lifecycle.md), and reads the
-            # same pointer and users file.
-            self.lifecycle.grant_user_sync(self.cluster.execution_role)
-        if self.lifecycle.reads_storage_handles:
-            # Studio: the Slurm controller's token hook (the data bucket's name) or, on EKS, the
-            # FSx host mount (the file system's names) reads the storage stack's handles while
-            # the node provisions; granted here, not in the Studio stack, which deploys after the
-            # nodes' first provisioning.
-            iam.Grant.add_to_principal(
-                grantee=self.cluster.execution_role,
-                actions=["ssm:GetParameter"],
-                resource_arns=[
-                    self.format_arn(
-                        service="ssm",
-                        resource="parameter",
-                        resource_name=parameter_name(config.name, "storage").lstrip("/"),
-                    )
-                ],
-            )
         if config.studio.enabled:
             # The Studio stack of earlier releases attached its node grants to this role and
             # imports the role's name; CloudFormation refuses to drop an export still imported,
             # and this stack deploys first. Kept exported until every deployed Studio stack has
             # been updated without it (then removable: plan shows the removed output).
             self.export_value(self.cluster.execution_role.role_name)
-        if config.orchestrator == "slurm" and config.studio.enabled:
-            # The controller's Slurm token issuer runs while the controller provisions: its
-            # grants must exist before the nodes do, not come with the Studio stack after them.
-            self.lifecycle.grant_slurm_token_issuer(
-                self.cluster.execution_role, environment=config.name, data_bucket=data_bucket
-            )
-        if prometheus is not None and config.orchestrator == "slurm":
-            # Each node's Prometheus agent remote-writes as the node's role from its first
-            # provisioning on (and reads a created workspace's address from its handles): granted
-            # here, before the nodes exist (the cluster depends on the role's policy).
-            prometheus.grant_remote_write(self.cluster.execution_role)
-            if prometheus.created:
-                iam.Grant.add_to_principal(
-                    grantee=self.cluster.execution_role,
-                    actions=["ssm:GetParameter"],
-                    resource_arns=[
-                        self.format_arn(
-                            service="ssm",
-                            resource="parameter",
-                            resource_name=parameter_name(config.name, OBSERVABILITY_AREA).lstrip(
-                                "/"
-                            ),
-                        )
-                    ],
-                )
         publish(
             self,
             environment=config.name,

@@ -23,9 +23,12 @@ from hyperpod_kit.cdk import (
     ClusterNetwork,
     EnvironmentConfig,
     ExistingResources,
+    FileSystemHandles,
     GateError,
+    HyperPodCluster,
     HyperPodEnvironment,
     InvalidEnvironmentError,
+    LifecycleScripts,
     LustreFileSystem,
     add_nag,
     create_app,
@@ -302,3 +305,39 @@ def test_cdk_deploy_of_an_app_with_a_gate_error_stops_before_aws(tmp_path: Path)
     assert "AwsSolutions-S1" in out and "nothing goes to AWS" in out, out[-3000:]
     assert "credentials" not in out.lower() and "deploying" not in out.lower(), out[-3000:]
     assert "app.py: Subprocess exited with error 1" in out, out[-3000:]  # the CLI stopped at synth
+
+
+def test_the_cluster_with_its_lifecycle_scripts_in_the_apps_own_stack(tmp_path: Path) -> None:
+    """`HyperPodCluster` given `LifecycleScripts` wires what the scripts do on the nodes (no node
+    before the scripts' pointer, the user sync's grants) wherever it is built; network, file
+    system and cluster in one stack of the app's pass both gates."""
+    app = create_app(outdir=str(tmp_path / "out"))
+    stack = cdk.Stack(app, "mine", env=cdk.Environment(region="us-west-2"))
+    vpc = ec2.Vpc(
+        stack, "Vpc", availability_zones=["us-west-2b"], flow_logs={"all": ec2.FlowLogOptions()}
+    )
+    logs = s3.Bucket(stack, "Logs", enforce_ssl=True)
+    bucket = s3.Bucket(stack, "Data", enforce_ssl=True, server_access_logs_bucket=logs)
+    config = validate_settings(merge(default_data(), {"trainer": {"build_image": False}}))
+    network = ClusterNetwork(
+        stack, "Network", config=in_vpc(config.network, vpc, vpc.private_subnets[0]),
+        availability_zone_id=config.availability_zone_id,
+    )  # fmt: skip
+    fs = LustreFileSystem(
+        stack, "Lustre", config=config.storage.lustre, network=network, bucket=bucket
+    )
+    lifecycle = LifecycleScripts(stack, "Lifecycle", config=config)
+    cluster = HyperPodCluster(
+        stack, "HyperPod", config=config, subnet_id=network.private_subnet_id,
+        security_group_ids=[network.cluster_security_group_id],
+        file_system=FileSystemHandles(dns_name=fs.dns_name, mount_name=fs.mount_name),
+        lifecycle=lifecycle, data_bucket=bucket,
+    )  # fmt: skip
+    template = Template.from_stack(stack)
+    (resource,) = template.find_resources("AWS::SageMaker::Cluster").values()
+    pointer = stack.get_logical_id(lifecycle.pointer.node.default_child)  # type: ignore[arg-type]
+    assert pointer in resource["DependsOn"]
+    policy = json.dumps(template.find_resources("AWS::IAM::Policy"))
+    assert "ssm:PutParameter" in policy  # the user sync's partition reports
+    assert cluster.execution_role is not None
+    gate(app.synth(), quiet=True)
