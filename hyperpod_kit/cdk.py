@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import aws_cdk as cdk
-from aws_cdk import cx_api
+from aws_cdk import Annotations, cx_api
 from cdk_nag import AwsSolutionsChecks
 from pydantic import ValidationError
 
@@ -48,7 +48,7 @@ from hyperpod_kit.app import (
     create_app,
 )
 from hyperpod_kit.config.environment import LoadedEnvironment, load_environment
-from hyperpod_kit.config.findings import ConfigError, Finding, has_errors
+from hyperpod_kit.config.findings import ConfigError, Finding, Level, has_errors
 from hyperpod_kit.config.loader import schema_findings
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.config.validators import run_validators
@@ -124,9 +124,9 @@ def validate_settings(
 ) -> EnvironmentConfig:
     """The settings as a validated `EnvironmentConfig`, through the same schema and semantic
     validators as an environment file (suppressions by validator name, as the file's
-    ``validation.suppress``); `InvalidEnvironmentError` naming each bad key. Warnings are kept
-    on `HyperPodEnvironment.findings`, not raised. Relative paths resolve from the working
-    directory."""
+    ``validation.suppress``); `InvalidEnvironmentError` naming each bad key. Warnings are not
+    raised: `HyperPodEnvironment` keeps them on ``findings`` and shows them as CDK warnings.
+    Relative paths resolve from the working directory."""
     return _validated(settings, suppress).config
 
 
@@ -207,6 +207,7 @@ class HyperPodEnvironment:
                 "an environment is stacks: give it an App or a Stage, not a Stack or a construct "
                 "(for a part of one in your own stack, use the constructs: docs/constructs.md)"
             )
+        _check_feature_flags(scope)
         self.config = loaded.config
         self.findings = loaded.findings
         self._loaded = loaded
@@ -217,17 +218,44 @@ class HyperPodEnvironment:
                 )
         except ConfigError as e:
             raise InvalidEnvironmentError(e.file, e.findings) from None
+        self._announce(scope, loaded)
         self.network = self.stacks.network.network
         self.file_system = self.stacks.storage.lustre
         self.bucket = self.stacks.storage.data.bucket
         self.cluster = self.stacks.cluster.cluster
         self.studio_domain = self.stacks.studio.studio if self.stacks.studio else None
 
+    def _announce(self, scope: cdk.Stage, loaded: LoadedEnvironment) -> None:
+        """The settings' warnings, where a person sees them: as CDK warnings on the environment's
+        first stack, which `cdk synth` prints and the gate's report counts (none fails it)."""
+        first = self.stacks.all()[0]
+        for finding in loaded.findings:
+            if finding.level is Level.WARNING:
+                # CDK says it is a warning; typed settings have no file or line: the key leads
+                text = finding.render(loaded.file).removeprefix(f"{SETTINGS} warning: ")
+                Annotations.of(first).add_warning_v2(f"hyperpod-kit:{finding.check}", text)
+
     def at(self, key: str) -> str:
         """``FILE:LINE`` where the environment file writes `key` (the file alone without a line;
         ``(settings)`` for typed settings): give it to `gate` as `place`, and a gate's finding
         on a value of the settings reads as `hyperpod-kit synth` prints it."""
         return self._loaded.at(key)
+
+
+def _check_feature_flags(scope: cdk.Stage) -> None:
+    """ValueError naming the feature flags `scope` does not set as `FEATURE_FLAGS` does: the
+    toolkit's templates are built and tested with them, and some constructs cannot be built
+    without them (CDK then blames a setting that is not at fault)."""
+    unset = sorted(k for k, v in FEATURE_FLAGS.items() if scope.node.try_get_context(k) != v)
+    if unset:
+        raise ValueError(
+            f"the app does not set {len(unset)} of the CDK feature flags hyperpod-kit's "
+            f"templates are built and tested with ({', '.join(unset)}): create it with "
+            "create_app() or cdk.App(context=FEATURE_FLAGS); if your own stacks need other "
+            "values, build the environment in a Stage of your app that sets them "
+            "(stage.node.set_context(key, value) for each of FEATURE_FLAGS, before the "
+            "environment; docs/constructs.md)"
+        )
 
 
 def add_nag(scope: cdk.Stage | cdk.Stack) -> None:

@@ -17,9 +17,10 @@ import pytest
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
-from aws_cdk.assertions import Template
+from aws_cdk.assertions import Annotations, Match, Template
 
 from hyperpod_kit.cdk import (
+    FEATURE_FLAGS,
     ClusterNetwork,
     EnvironmentConfig,
     ExistingResources,
@@ -131,7 +132,10 @@ def test_the_constructs_take_the_apps_vpc_and_bucket() -> None:
 def test_a_whole_environment_on_the_apps_vpc_and_bucket_in_a_stage() -> None:
     """Typed settings into a `Stage`: the environment's stacks, none of them a VPC or a bucket
     of its own, the handles typed."""
-    stage = cdk.Stage(create_app(), "dev", env=cdk.Environment(region="us-west-2"))
+    # An app whose own stacks keep other feature flags: the toolkit's set on the Stage.
+    stage = cdk.Stage(cdk.App(), "dev", env=cdk.Environment(region="us-west-2"))
+    for key, value in FEATURE_FLAGS.items():
+        stage.node.set_context(key, value)
     settings = EnvironmentConfig.model_validate(
         merge(default_data(), {"trainer": {"build_image": False}})
     )
@@ -162,6 +166,15 @@ def test_a_whole_environment_on_the_apps_vpc_and_bucket_in_a_stage() -> None:
     assert env.bucket is bucket and env.cluster is env.stacks.cluster.cluster
     assert env.studio_domain is None and env.config.name == "hyperpod-dev"
     assert env.at("storage.lustre.storage_capacity_gib") == "(settings)"  # no file, no line
+    # The settings' warnings are CDK warnings, as `cdk synth` prints them (and on `findings`).
+    assert any(f.check == "enroot-pyxis-source" for f in env.findings)
+    warnings = [
+        str(w.entry.data)
+        for w in Annotations.from_stack(env.stacks.network).find_warning("*", Match.any_value())
+    ]
+    assert any(w.startswith("cluster.slurm.enroot_pyxis: ") and "Hint: " in w for w in warnings), (
+        warnings
+    )
 
 
 def test_the_apps_security_group_and_file_system() -> None:
@@ -201,7 +214,7 @@ def test_the_apps_security_group_and_file_system() -> None:
     listed = merge(data, {"storage": {"lustre": {"data_repository_associations": [
         {"file_system_path": "/data", "s3_prefix": "data/"}]}}})  # fmt: skip
     with pytest.raises(ValueError, match="data repository associations"):
-        HyperPodEnvironment(cdk.App(), listed, existing=existing)
+        HyperPodEnvironment(create_app(), listed, existing=existing)
     env = HyperPodEnvironment(app, data, existing=existing)
     resolve = shared.resolve
 
@@ -341,3 +354,13 @@ def test_the_cluster_with_its_lifecycle_scripts_in_the_apps_own_stack(tmp_path: 
     assert "ssm:PutParameter" in policy  # the user sync's partition reports
     assert cluster.execution_role is not None
     gate(app.synth(), quiet=True)
+
+
+def test_an_app_without_the_feature_flags_is_refused_before_anything_is_built() -> None:
+    """Without the toolkit's feature flags some constructs cannot be built, and CDK would blame a
+    setting that is not at fault: refused first, naming the flags and both ways out."""
+    plain = cdk.App()
+    with pytest.raises(ValueError, match=r"does not set \d+ of the CDK feature flags") as raised:
+        HyperPodEnvironment(plain, default_data())
+    assert "create_app()" in str(raised.value) and "set_context" in str(raised.value)
+    assert plain.node.children == []  # nothing built
