@@ -106,7 +106,8 @@ def file_first(args: argparse.Namespace, default_file: str) -> None:
 
 def nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.config.aws import AwsUnavailableError
-    from hyperpod_kit.operations.nodes import NodesError, operator_policy
+    from hyperpod_kit.operations.nodes import NodesError
+    from hyperpod_kit.operator_policy import operator_policy
 
     if args.print_policy:
         if not loaded.config.account:

@@ -22,6 +22,7 @@ from hyperpod_kit.constructs.lifecycle import LifecycleScripts
 from hyperpod_kit.constructs.lustre import LustreFileSystem
 from hyperpod_kit.constructs.network import ClusterNetwork
 from hyperpod_kit.constructs.observability import PrometheusHandles
+from hyperpod_kit.constructs.operator_policy import NodeOperatorPolicy
 from hyperpod_kit.naming import OBSERVABILITY_AREA, parameter_name
 from hyperpod_kit.stacks.discovery import publish
 
@@ -110,6 +111,8 @@ class ClusterStack(Stack):
                         )
                     ],
                 )
+        if config.cluster.operator_policy:  # `hyperpod-kit nodes`' policy, attached to no one
+            self.operator_policy = NodeOperatorPolicy(self, "OperatorPolicy", config=config)
         publish(
             self,
             environment=config.name,
