@@ -168,3 +168,31 @@ def test_a_count_through_an_alias_is_refused_before_anything_is_done(
 def test_edit_file_goes_with_delete_only(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["nodes", str(REPO / FILE), "reboot", NODE, "--edit-file", "-q"]) == 2
     assert "--edit-file goes with delete" in capsys.readouterr().err
+
+
+def test_a_dry_run_with_edit_file_writes_nothing(
+    stubs: Stubs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    file = tmp_path / "env.yaml"
+    file.write_bytes(DEFAULT)
+    deployed(stubs)
+    assert main(["nodes", "env.yaml", "delete", NODE, "--dry-run", "--edit-file", "-q"]) == 0
+    out, err = capsys.readouterr()
+    assert "env.yaml:36 cluster.instance_groups[compute].instance_count: 2 -> 1" in out
+    assert "dry run: nothing done" in err and "edited" not in out
+    assert file.read_bytes() == DEFAULT
+
+
+def test_a_file_given_through_a_link_is_refused_by_the_output_layer(
+    stubs: Stubs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:  # fmt: skip
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "real.yaml").write_bytes(DEFAULT)
+    (tmp_path / "env.yaml").symlink_to("real.yaml")
+    assert _delete(tmp_path, tmp_path / "env.yaml", stubs, called=False) == 2
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert "env.yaml: is a symbolic link" in line and line.endswith("Nothing done.")
+    assert (tmp_path / "real.yaml").read_bytes() == DEFAULT
