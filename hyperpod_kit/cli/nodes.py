@@ -47,9 +47,8 @@ volumes are lost); reboot: a clean reboot (volumes kept); delete: the instance i
 the group runs one node fewer than the file says until the next deploy that touches the cluster
 resource brings it back: the edit to the file is printed as FILE:LINE, and --edit-file makes it
 (that number on that line, in the file given or the base it extends; checked before anything is
-done). On Slurm the API does not
-drain the node: a job running on it ends (docs/day2.md). move (MoveClusterNodes) comes with the
-botocore bump: the pinned 1.43.127 has no such operation.
+done). On Slurm the API does not drain the node: a job running on it ends (docs/day2.md). move
+(MoveClusterNodes) comes with the botocore bump: the pinned 1.43.127 has no such operation.
 
 Guards: the controller group's nodes and every node of a group at once are refused without
 --force; more than one node is a dry run (what would be done) without --yes.
@@ -60,8 +59,8 @@ exit codes:
      (each node not done named, with its error)
   2  bad input: the file, an id that is no instance id or no node of the cluster, an unknown
      group, a node a guard refuses without --force, --edit-file on a line that does not hold
-     the count as a plain number, no credentials, the account cannot be
-     asked, or nothing deployed (one line says which)"""
+     the count as a plain number (nothing deleted, nothing written), no credentials, the
+     account cannot be asked, or nothing deployed (one line says which)"""
 
 
 def add_nodes_arguments(nd: argparse.ArgumentParser) -> None:
@@ -243,7 +242,7 @@ def _file_writes(p: Plan, *, after: str = "Nothing done.") -> list[FileWrite] | 
         return [check_file(file, bom.decode("utf-8") + text, force=True, shown=file,
                            updates=file) for file, (bom, text) in texts.items()]  # fmt: skip
     except (EditRefusedError, fileio.PathError) as e:
-        print(f"nodes delete --edit-file: {e} {after}", file=sys.stderr)
+        print(printable(f"nodes delete --edit-file: {e} {after}"), file=sys.stderr)
         return None
 
 
