@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from hyperpod_kit.config.aws import AwsFacade
     from hyperpod_kit.operations.nodes import Plan
     from hyperpod_kit.operations.status import ClusterState, NodeState
+    from hyperpod_kit.outputs import FileWrite
 
 NODES_HELP = (
     "list the cluster's nodes, or replace, reboot or delete some (by id, --group, --unhealthy), "
@@ -43,9 +45,10 @@ _NODES_EPILOG = """\
 list is read-only. replace: HyperPod terminates the instance and provisions a new one (its
 volumes are lost); reboot: a clean reboot (volumes kept); delete: the instance is terminated and
 the group runs one node fewer than the file says until the next deploy that touches the cluster
-resource brings it back: the edit to the file is printed as FILE:LINE. On Slurm the API does not
-drain the node: a job running on it ends (docs/day2.md). move (MoveClusterNodes) comes with the
-botocore bump: the pinned 1.43.127 has no such operation.
+resource brings it back: the edit to the file is printed as FILE:LINE, and --edit-file makes it
+(that number on that line, in the file given or the base it extends; checked before anything is
+done). On Slurm the API does not drain the node: a job running on it ends (docs/day2.md). move
+(MoveClusterNodes) comes with the botocore bump: the pinned 1.43.127 has no such operation.
 
 Guards: the controller group's nodes and every node of a group at once are refused without
 --force; more than one node is a dry run (what would be done) without --yes.
@@ -55,8 +58,9 @@ exit codes:
   1  HyperPod refused some of the nodes, or a call failed after earlier ones went through
      (each node not done named, with its error)
   2  bad input: the file, an id that is no instance id or no node of the cluster, an unknown
-     group, a node a guard refuses without --force, no credentials, the account cannot be
-     asked, or nothing deployed (one line says which)"""
+     group, a node a guard refuses without --force, --edit-file on a line that does not hold
+     the count as a plain number (nothing deleted, nothing written), no credentials, the
+     account cannot be asked, or nothing deployed (one line says which)"""
 
 
 def add_nodes_arguments(nd: argparse.ArgumentParser) -> None:
@@ -80,6 +84,12 @@ def add_nodes_arguments(nd: argparse.ArgumentParser) -> None:
     )
     nd.add_argument("--format", choices=["text", "json"], default="text",
                     help="list: text or JSON on stdout (text)")  # fmt: skip
+    nd.add_argument("--edit-file", action="store_true",
+                    help="delete: also write the edit that keeps the nodes deleted into the "
+                    "environment file (or the base it extends, where the count is written): that "
+                    "one number on its line, every other byte kept. It edits your own file in "
+                    "place, as asked; refused before anything is done when the line does not hold "
+                    "the count as a plain number (an anchor, alias or merge)")  # fmt: skip
     nd.add_argument("--print-policy", action="store_true",
                     help="print the operator's least-privilege IAM policy for this environment "
                     "(JSON on stdout; no AWS call) and exit")  # fmt: skip
@@ -95,7 +105,8 @@ def file_first(args: argparse.Namespace, default_file: str) -> None:
 
 def nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.config.aws import AwsUnavailableError
-    from hyperpod_kit.operations.nodes import NodesError, operator_policy
+    from hyperpod_kit.operations.nodes import NodesError
+    from hyperpod_kit.operator_policy import operator_policy
 
     if args.print_policy:
         if not loaded.config.account:
@@ -126,6 +137,9 @@ def _words_refused(args: argparse.Namespace) -> str | None:
     if args.action not in ACTIONS:
         return (f"nodes: {args.action!r} is not an action. Hint: one of {', '.join(ACTIONS)}, "
                 "after the file: hyperpod-kit nodes FILE replace i-0123456789abcdef0.")  # fmt: skip
+    if args.edit_file and args.action != "delete":
+        return (f"nodes {args.action}: --edit-file goes with delete (the only action that "
+                "changes what the file should say). Hint: drop --edit-file.")  # fmt: skip
     if args.action != "list" and not (args.ids or args.group or args.unhealthy):
         return (f"nodes {args.action}: no node named. Hint: give instance ids, --group NAME or "
                 "--unhealthy.")  # fmt: skip
@@ -181,8 +195,16 @@ def _run(
               "that is meant.", file=sys.stderr)  # fmt: skip
     if p.refused:
         return EXIT_BAD_INPUT
+    return _carry_out(p, args, aws)
+
+
+def _carry_out(p: Plan, args: argparse.Namespace, aws: AwsFacade) -> int:
+    from hyperpod_kit.operations import nodes as ops
+
     dry = args.dry_run or (len(p.nodes) > 1 and not args.yes)
     sys.stdout.write(printable(render_plan(p, dry=dry)))
+    if args.edit_file and p.edits and _file_writes(p) is None:
+        return EXIT_BAD_INPUT  # checked before anything is done: nothing deleted, nothing written
     if dry:
         print(f"dry run: nothing done. Hint: --yes to {args.action} these {len(p.nodes)} nodes.",
               file=sys.stderr)  # fmt: skip
@@ -192,7 +214,58 @@ def _run(
         print(printable(f"{args.action}: {node} started"))
     for node, why in out.failed:
         print(printable(f"{args.action}: {node} not done: {why}"), file=sys.stderr)
+    if args.edit_file and p.edits:
+        return _edit_file(p, out.failed)  # the nodes deleted: the file next
     return EXIT_FAILED if out.failed else EXIT_OK
+
+
+def _file_writes(p: Plan, *, after: str = "Nothing done.") -> list[FileWrite] | None:
+    """The environment files with the delete's edits made, checked by the output layer (the
+    files are inputs of this command, updated in place as --edit-file asks); None after one
+    line when an edit cannot be made (the plan printed above shows it, to make by hand)."""
+    from hyperpod_kit.config.file_edit import CountEdit, EditRefusedError, apply, read_text
+    from hyperpod_kit.files import fileio
+    from hyperpod_kit.outputs import check_file
+
+    texts: dict[str, tuple[bytes, str]] = {}
+    try:
+        for e in p.edits:
+            file, _, line = e.at.rpartition(":")
+            group = re.fullmatch(r".*\[(.+)\]\.(\w+)", e.path)
+            if not file or not line.isdigit() or group is None:
+                raise EditRefusedError(f"{e.at} {e.path}: no line to edit; nothing was "
+                                       f"written. Hint: edit it by hand: {e.before} -> "
+                                       f"{e.after}.")  # fmt: skip
+            bom, text = texts.get(file) or read_text(file)
+            edit = CountEdit(file, int(line), group[2], group[1], e.before, e.after)
+            texts[file] = bom, apply(edit, text)
+        return [check_file(file, bom.decode("utf-8") + text, force=True, shown=file,
+                           updates=file) for file, (bom, text) in texts.items()]  # fmt: skip
+    except (EditRefusedError, fileio.PathError) as e:
+        print(printable(f"nodes delete --edit-file: {e} {after}"), file=sys.stderr)
+        return None
+
+
+def _edit_file(p: Plan, failed: list[tuple[str, str]]) -> int:
+    """After the delete: write the edits (made again on the files as they are now)."""
+    from hyperpod_kit.outputs import write_error, write_file
+
+    if failed:
+        print("nodes delete --edit-file: not all nodes were deleted; the file was not edited. "
+              "Hint: edit it by hand for the nodes deleted.", file=sys.stderr)  # fmt: skip
+        return EXIT_FAILED
+    writes = _file_writes(p, after="The nodes are deleted; the file is not edited.")
+    if writes is None:
+        return EXIT_FAILED  # the nodes are deleted; the line above says why the file is not
+    try:
+        for w in writes:
+            write_file(w)
+    except OSError as e:
+        print(write_error(e, writes[0].target), file=sys.stderr)
+        return EXIT_FAILED
+    for edit in p.edits:
+        print(printable(f"edited {edit.render()}"))
+    return EXIT_OK
 
 
 def render_plan(p: Plan, *, dry: bool) -> str:

@@ -1057,6 +1057,14 @@ class ClusterConfig(Section):
     instance_groups: list[InstanceGroupConfig] = Field(
         default_factory=_default_groups, description="The cluster's instance groups (at most 100)."
     )
+    operator_policy: bool = Field(
+        default=False,
+        description="true: the cluster stack also creates an IAM managed policy with the "
+        "statements `hyperpod-kit nodes --print-policy` prints (list, replace, reboot and delete "
+        "this cluster's nodes; stack output OperatorPolicyArn), for the people or roles who "
+        "operate the nodes to be given. Attach it yourself; while it is attached, turning this "
+        "off fails to delete it.",
+    )
     node_provisioning: Literal["on_create", "continuous"] = Field(
         default="on_create",
         description="continuous (`NodeProvisioningMode: Continuous`): groups scale without "

@@ -18,23 +18,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
-from hyperpod_kit.config.regions import arn_partition
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.naming import ENVIRONMENT_TAG, cluster_log_group_name, parameter_name
 from hyperpod_kit.operations.status import ClusterState, NodeState, is_unhealthy
+from hyperpod_kit.operator_policy import NODE_OPERATIONS
 
-# The API's operation for each action; `list` calls none of them.
-OPERATIONS = {
-    "replace": "BatchReplaceClusterNodes",
-    "reboot": "BatchRebootClusterNodes",
-    "delete": "BatchDeleteClusterNodes",
-}
+OPERATIONS = NODE_OPERATIONS  # the API's operation for each action (hyperpod_kit.operator_policy)
 ACTIONS = ("list", *OPERATIONS)
 PER_CALL = 25  # BatchReplace/BatchRebootClusterNodes take 1 to 25 node ids a call
 # The API's NodeId pattern (botocore's model): i- and 8 or 17 hexadecimal digits.
 INSTANCE_ID = re.compile(r"^i-[a-f0-9]{8}(?:[a-f0-9]{9})?$")
-READ_ACTIONS = ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes",
-                "sagemaker:DescribeClusterNode")  # fmt: skip
 
 # What HyperPod documents of each operation (cited in docs/day2.md); on Slurm, the API does not
 # drain the node first: its jobs end when the instance stops.
@@ -212,32 +204,3 @@ def act(aws: AwsFacade, p: Plan) -> Outcome:
             code = row.get("ErrorCode") or row.get("Code") or ""
             out.failed.append((str(row.get("NodeId", "")), f"{code}: {row.get('Message', '')}"))
     return out
-
-
-def operator_policy(config: EnvironmentConfig) -> dict[str, Any]:
-    """The least-privilege IAM policy of `hyperpod-kit nodes` for this environment: the node
-    operations and reads on this cluster only (any cluster ARN of the account and region that
-    carries the environment's tag: the ARN ends in an id known only after the deploy), and the
-    reads `nodes` makes to find it (CloudFormation's stacks, the discovery parameters, the
-    health runner's verdicts in the cluster's log group)."""
-    arn = f"arn:{arn_partition(config.region)}"
-    where = f"{config.region}:{config.account or '*'}"
-    tagged = {"StringEquals": {f"aws:ResourceTag/{ENVIRONMENT_TAG}": config.name}}
-    cluster = f"{arn}:sagemaker:{where}:cluster/*"
-    log_group = cluster_log_group_name(config.cluster_name, "*")
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {"Sid": "NodeOperations", "Effect": "Allow",
-             "Action": sorted(f"sagemaker:{o}" for o in OPERATIONS.values()),
-             "Resource": cluster, "Condition": tagged},
-            {"Sid": "ReadCluster", "Effect": "Allow", "Action": list(READ_ACTIONS),
-             "Resource": cluster, "Condition": tagged},
-            {"Sid": "FindStacks", "Effect": "Allow", "Action": "cloudformation:DescribeStacks",
-             "Resource": "*"},
-            {"Sid": "FindCluster", "Effect": "Allow", "Action": "ssm:GetParameter",
-             "Resource": f"{arn}:ssm:{where}:parameter{parameter_name(config.name, '*')}"},
-            {"Sid": "ReadHealthVerdicts", "Effect": "Allow", "Action": "logs:GetLogEvents",
-             "Resource": f"{arn}:logs:{where}:log-group:{log_group}:log-stream:*"},
-        ],
-    }  # fmt: skip

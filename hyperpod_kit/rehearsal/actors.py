@@ -29,7 +29,12 @@ The actors, from the assembly (never from a list per example):
      observability add-on's collector, while the add-on is created, remote-writes to the
      workspace of its configuration and writes the cluster's log group as its Pod Identity role.
      Both are played as the calls they make (`aps:RemoteWrite`), as HyperPod's own download of the
-     upload is: Prometheus itself does not run in a sandbox.
+     upload is: Prometheus itself does not run in a sandbox;
+  9. the operator, where the cluster stack creates the operator's policy
+     (`cluster.operator_policy`): after the deploy, a person holding that policy alone runs
+     `hyperpod-kit nodes`: finds the cluster (its discovery parameter), lists its nodes, and
+     replaces, reboots and deletes one (`operator_calls`: the calls of
+     `hyperpod_kit.operations.nodes`, recorded, not run).
 
 One fake AWS (`fakes.py` for the CLI, `botofake.py` for boto3) is shared by all actors, in deploy
 order: at each moment it holds the SSM parameters and S3 objects the deploy has made by then
@@ -60,6 +65,7 @@ from hyperpod_kit.cloud_assembly import file_assets, read_json
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.lifecycle import GROUP_SCRIPTS_DIR
 from hyperpod_kit.naming import parameter_name
+from hyperpod_kit.operator_policy import NODE_OPERATIONS
 from hyperpod_kit.paths import FUNCTIONS_DIR
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.cli_words import CliWordsError, parse
@@ -72,6 +78,7 @@ from hyperpod_kit.rehearsal.model import (
     ResourceRef,
     SkippedActor,
 )
+from hyperpod_kit.rehearsal.policies import operator_policies
 from hyperpod_kit.rehearsal.sandbox import (
     SYSTEM_PYTHON,
     Isolation,
@@ -345,6 +352,7 @@ class _Stage:
         self._studio(after)
         self._lambdas_after_deploy(after)
         self._autoscaler(after)
+        self.recording += operator_calls(self.assembly, self.config, after)
         if self.not_run:  # one line, however many
             self.recording.skipped.append(
                 SkippedActor(
@@ -1024,6 +1032,36 @@ class _Stage:
             return None
         reply = json.loads((base / "reply.json").read_text())
         return reply if isinstance(reply, dict) else {}
+
+
+# 9. The operator ---------------------------------------------------------------------------------
+
+OPERATOR_NODE = "i-0123456789abcdef0"  # a node of the cluster, as `nodes` names one
+
+
+def operator_calls(assembly: Assembly, config: EnvironmentConfig, moment: Moment) -> list[Call]:
+    """The calls of `hyperpod-kit nodes` (list, then replace, reboot and delete of one node), made
+    as each operator's policy of the assembly (`policies.operator_policies`) on the clusters of
+    its stack, as `hyperpod_kit.operations.nodes` makes them."""
+    calls: list[Call] = []
+    for policy in operator_policies(assembly):
+        for ref, res in assembly.find("AWS::SageMaker::Cluster"):
+            if assembly.top(ref.stack).id != assembly.top(policy.stack).id:
+                continue
+            name = str(assembly.resolve(ref.stack, res.get("Properties", {}).get("ClusterName")))
+            actor = f"the operator ({policy.logical_id}: hyperpod-kit nodes on cluster {name})"
+            one = {"ClusterName": name, "NodeIds": [OPERATOR_NODE]}
+            words: list[tuple[str, str, dict[str, Any], str]] = [
+                ("ssm", "GetParameter", {"Name": parameter_name(config.name, "cluster")}, "list"),
+                ("sagemaker", "DescribeCluster", {"ClusterName": name}, "list"),
+                ("sagemaker", "ListClusterNodes", {"ClusterName": name}, "list"),
+                *(("sagemaker", op, one, action) for action, op in NODE_OPERATIONS.items()),
+            ]
+            calls += [
+                Call(actor, policy, moment, service, op, params, f"hyperpod-kit nodes {action}")
+                for service, op, params, action in words
+            ]
+    return calls
 
 
 def _our_function(code: Path | None, module: str) -> str | None:

@@ -2,9 +2,12 @@
 
 Read from the templates: a role's inline `Policies` and `ManagedPolicyArns` (AWS managed ones from
 the dated copies in `config/facts/managed_policies.json`; customer-managed ones from their
-template), every `AWS::IAM::Policy` and `AWS::IAM::ManagedPolicy` that names the role. A statement
-exists at a moment when the resource that carries it does (`Assembly.exists_at`): created in an
-earlier stack, or earlier in the same stack by a DependsOn/Ref chain.
+template), every `AWS::IAM::Policy` and `AWS::IAM::ManagedPolicy` that names the role. The
+operator's managed policy (the cluster stack's output `OperatorPolicyArn`, attached to no role of
+the app) stands for the person who holds it alone: calls made "as" it are checked against its
+statements (`operator_policies`). A statement exists at a moment when the resource that carries
+it does (`Assembly.exists_at`): created in an earlier stack, or earlier in the same stack by a
+DependsOn/Ref chain.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hyperpod_kit.config.facts.managed_policies import managed_policies
+from hyperpod_kit.operator_policy import OUTPUT
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.iam import Statement
 from hyperpod_kit.rehearsal.model import Moment, ResourceRef
@@ -51,6 +55,10 @@ class RolePolicies:
                     )
                     if role is not None:
                         statements[role] += _statements(document, origin=ref)
+        for ref in operator_policies(assembly):  # the person holding it: its statements alone
+            raw = assembly.resource(ref).get("Properties", {})
+            document = assembly.resolve(ref.stack, raw.get("PolicyDocument"))
+            statements[ref] += _statements(document, origin=ref)
         found.by_role = dict(statements)
         return found
 
@@ -81,6 +89,18 @@ class RolePolicies:
 
     def all(self, role: ResourceRef) -> list[Statement]:
         return list(self.by_role.get(role, []))
+
+
+def operator_policies(assembly: Assembly) -> list[ResourceRef]:
+    """The operator's managed policies: each stack output `OperatorPolicyArn` that is a `Ref` to
+    an `AWS::IAM::ManagedPolicy` of its stack (`cluster.operator_policy: true`)."""
+    found = []
+    for stack in assembly.stacks.values():
+        output = stack.template.get("Outputs", {}).get(OUTPUT) or {}
+        ref = assembly.referenced(stack.id, output.get("Value"))
+        if ref is not None and assembly.resource(ref).get("Type") == "AWS::IAM::ManagedPolicy":
+            found.append(ref)
+    return found
 
 
 def _statements(

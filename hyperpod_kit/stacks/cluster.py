@@ -21,6 +21,7 @@ from hyperpod_kit.constructs.lifecycle import LifecycleScripts
 from hyperpod_kit.constructs.lustre import LustreFileSystem
 from hyperpod_kit.constructs.network import ClusterNetwork
 from hyperpod_kit.constructs.observability import PrometheusHandles
+from hyperpod_kit.constructs.operator_policy import NodeOperatorPolicy
 from hyperpod_kit.stacks.discovery import publish
 
 
@@ -62,6 +63,8 @@ class ClusterStack(Stack):
             # and this stack deploys first. Kept exported until every deployed Studio stack has
             # been updated without it (then removable: plan shows the removed output).
             self.export_value(self.cluster.execution_role.role_name)
+        if config.cluster.operator_policy:  # `hyperpod-kit nodes`' policy, attached to no one
+            self.operator_policy = NodeOperatorPolicy(self, "OperatorPolicy", config=config)
         publish(
             self,
             environment=config.name,

@@ -46,6 +46,7 @@ CDK_FREE = (
     "hyperpod_kit.config",
     "hyperpod_kit.operations",
     "hyperpod_kit.naming",
+    "hyperpod_kit.operator_policy",
     "hyperpod_kit.outputs",
     "hyperpod_kit.process",
     "hyperpod_kit.progress",

@@ -20,7 +20,8 @@ from hyperpod_kit.config import aws as aws_module
 from hyperpod_kit.config.aws import AwsFacade
 from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.operations.nodes import SOURCES, operator_policy
+from hyperpod_kit.operations.nodes import SOURCES
+from hyperpod_kit.operator_policy import operator_policy
 from tests.conftest import REPO
 from tests.unit.test_status import (
     NODE,
