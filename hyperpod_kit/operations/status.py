@@ -44,7 +44,12 @@ HEALTHY, IN_PROGRESS, DEGRADED, FAILED = "healthy", "in progress", "degraded", "
 NOT_DEPLOYED = "not deployed"
 EVENTS_SHOWN = 10
 CLUSTER_BUSY = {"Creating", "Updating", "SystemUpdating", "Deleting", "RollingBack"}
-NODE_BUSY = {"Pending", "SystemUpdating", "DeepHealthCheckInProgress", "ShuttingDown"}
+# ClusterInstanceStatus values of a node on its way somewhere (botocore 1.44.8 added
+# DetachInProgress and AttachInProgress: a node MoveClusterNodes moves between groups)
+NODE_BUSY = {
+    "Pending", "SystemUpdating", "DeepHealthCheckInProgress", "ShuttingDown",
+    "DetachInProgress", "AttachInProgress",
+}  # fmt: skip
 IMAGE_STALE = {"SecurityUpdateRequired", "EndOfLife"}
 FSX_BAD = {"FAILED", "MISCONFIGURED", "MISCONFIGURED_UNAVAILABLE"}
 FSX_BUSY = {"CREATING", "UPDATING", "DELETING"}

@@ -886,3 +886,29 @@ def test_a_flexible_group_shows_its_types_in_priority_order() -> None:
     assert _group_types(flexible) == "ml.p5.48xlarge|ml.p5e.48xlarge"
     assert _group_types({"InstanceType": "ml.g5.8xlarge"}) == "ml.g5.8xlarge"
     assert _group_types({}) == ""
+
+
+def test_every_node_and_cluster_state_of_the_pinned_model_is_judged() -> None:
+    """A botocore bump that adds a ClusterInstanceStatus or ClusterStatus value fails here until
+    `status` says what it means (1.44.8 added DetachInProgress and AttachInProgress)."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    node_states = set(model.shape_for("ClusterInstanceStatus").enum)
+    assert node_states == status_module.NODE_BUSY | {"Running", "Failure", "NotFound"}
+    assert set(model.shape_for("ClusterStatus").enum) == status_module.CLUSTER_BUSY | {
+        "InService", "Failed"}  # fmt: skip
+
+
+@pytest.mark.parametrize("moving", ["DetachInProgress", "AttachInProgress"])
+def test_a_node_being_moved_is_in_progress(moving: str) -> None:
+    healthy = logs.Health("healthy", logs.LOG_GROUP_VERDICT, "ok")
+    nodes = [
+        NodeState(NODE, "workers", "ml.g5.8xlarge", moving, "", healthy, "UpToDate"),
+        NodeState(OTHER, "workers", "ml.g5.8xlarge", "Running", "", healthy, "UpToDate"),
+    ]
+    status = status_module.Status("dev", "us-west-2", cluster=ClusterState(
+        "hyperpod-eks", "InService", "", [], nodes, None))  # fmt: skip
+    status_module._judge(status)
+    assert (status.state, status.problems) == (
+        status_module.IN_PROGRESS, [f"node {NODE} (workers): {moving}"])  # fmt: skip
