@@ -1,5 +1,5 @@
-"""`hyperpod-kit nodes FILE list | replace | reboot | delete [ID ...]`: act on the deployed
-cluster's nodes through HyperPod's batch node operations (`hyperpod_kit.operations.nodes`), with
+"""`hyperpod-kit nodes FILE list | replace | reboot | delete | move [ID ...]`: act on the deployed
+cluster's nodes through HyperPod's node operations (`hyperpod_kit.operations.nodes`), with
 guards, a dry run on more than one node, and what the action changes against the file said
 plainly. `--print-policy` prints the operator's least-privilege IAM policy (no AWS call).
 """
@@ -24,19 +24,26 @@ from hyperpod_kit.text import printable
 
 if TYPE_CHECKING:
     from hyperpod_kit.config.aws import AwsFacade
+    from hyperpod_kit.config.schema import EnvironmentConfig
     from hyperpod_kit.operations.nodes import Plan
     from hyperpod_kit.operations.status import ClusterState, NodeState
 
 NODES_HELP = (
-    "list the cluster's nodes, or replace, reboot or delete some (by id, --group, --unhealthy), "
+    "list the cluster's nodes, or replace, reboot, delete or move some (by id, --group, "
+    "--unhealthy), "
     "with guards and a dry run on more than one node; --print-policy: the operator's IAM policy"
 )
 # operations.nodes.ACTIONS, without importing boto3 for the parser
-ACTIONS = ("list", "replace", "reboot", "delete")
+ACTIONS = ("list", "replace", "reboot", "delete", "move")
 DELETE_NOTE = (
     "The file: delete lowers what runs below the file's count; CloudFormation restores it at "
     "the first deploy that touches the cluster resource, which may be weeks later. To keep the "
     "nodes deleted, edit the file:"
+)
+MOVE_NOTE = (
+    "The file: move leaves the groups' counts away from the file's; CloudFormation sets them "
+    "back at the first deploy that touches the cluster resource (new nodes in the source group, "
+    "nodes removed from the target), which may be weeks later. To keep the move, edit the file:"
 )
 
 _NODES_EPILOG = """\
@@ -44,8 +51,10 @@ list is read-only. replace: HyperPod terminates the instance and provisions a ne
 volumes are lost); reboot: a clean reboot (volumes kept); delete: the instance is terminated and
 the group runs one node fewer than the file says until the next deploy that touches the cluster
 resource brings it back: the edit to the file is printed as FILE:LINE. On Slurm the API does not
-drain the node: a job running on it ends (docs/day2.md). move (MoveClusterNodes) comes with the
-botocore bump: the pinned 1.43.127 has no such operation.
+drain the node: a job running on it ends (docs/day2.md). move --to GROUP (MoveClusterNodes; EKS
+with continuous provisioning only): the instance leaves its group for GROUP of the same cluster,
+keeping its id and capacity; its EBS volumes are replaced; the edits to both groups' counts are
+printed as FILE:LINE.
 
 Guards: the controller group's nodes and every node of a group at once are refused without
 --force; more than one node is a dry run (what would be done) without --yes.
@@ -55,8 +64,9 @@ exit codes:
   1  HyperPod refused some of the nodes, or a call failed after earlier ones went through
      (each node not done named, with its error)
   2  bad input: the file, an id that is no instance id or no node of the cluster, an unknown
-     group, a node a guard refuses without --force, no credentials, the account cannot be
-     asked, or nothing deployed (one line says which)"""
+     group, a node a guard refuses without --force, a move without --to, to a group of another
+     instance type or on a cluster that cannot move nodes, no credentials, the account cannot
+     be asked, or nothing deployed (one line says which)"""
 
 
 def add_nodes_arguments(nd: argparse.ArgumentParser) -> None:
@@ -66,6 +76,9 @@ def add_nodes_arguments(nd: argparse.ArgumentParser) -> None:
                     help=f"{' | '.join(ACTIONS)} (list)")  # fmt: skip
     nd.add_argument("ids", nargs="*", metavar="ID", help="instance ids (i-...) of the nodes")
     nd.add_argument("--group", metavar="NAME", help="the nodes of this instance group")
+    nd.add_argument(
+        "--to", metavar="GROUP", help="move: the instance group of the same cluster they go to"
+    )
     nd.add_argument("--unhealthy", action="store_true",
                     help="the nodes `status` judges unhealthy (in Failure, or the health "
                     "runner's verdict or the EKS label says so)")  # fmt: skip
@@ -104,7 +117,7 @@ def nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         print(json.dumps(operator_policy(loaded.config), indent=2))
         return EXIT_OK
     try:
-        refused = _words_refused(args)
+        refused = _words_refused(args, loaded.config)
         aws = None if refused is not None else _facade(loaded)
         if refused is not None:
             print(refused, file=sys.stderr)
@@ -121,7 +134,7 @@ def nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         return _unavailable(loaded, e)
 
 
-def _words_refused(args: argparse.Namespace) -> str | None:
+def _words_refused(args: argparse.Namespace, config: EnvironmentConfig) -> str | None:
     """Why the action and its selection cannot be, before AWS is asked; None when they can."""
     if args.action not in ACTIONS:
         return (f"nodes: {args.action!r} is not an action. Hint: one of {', '.join(ACTIONS)}, "
@@ -129,7 +142,15 @@ def _words_refused(args: argparse.Namespace) -> str | None:
     if args.action != "list" and not (args.ids or args.group or args.unhealthy):
         return (f"nodes {args.action}: no node named. Hint: give instance ids, --group NAME or "
                 "--unhealthy.")  # fmt: skip
-    from hyperpod_kit.operations.nodes import NodesError, check_ids
+    if getattr(args, "to", None) and args.action != "move":
+        return (f"nodes {args.action}: --to is for move only. Hint: hyperpod-kit nodes FILE "
+                "move ID --to GROUP.")  # fmt: skip
+    from hyperpod_kit.operations.nodes import NodesError, check_ids, move_refused
+
+    if args.action == "move":
+        refused = move_refused(config, args.to)
+        if refused is not None:
+            return f"nodes move: {refused}"
 
     try:
         check_ids(args.ids)
@@ -175,7 +196,8 @@ def _run(
         print(f"nodes {args.action}: no node of cluster {cluster.name} matches; nothing done",
               file=sys.stderr)  # fmt: skip
         return EXIT_OK
-    p = ops.plan(args.action, cluster, loaded.config, chosen, force=args.force, at=loaded.at)
+    p = ops.plan(args.action, cluster, loaded.config, chosen, force=args.force, at=loaded.at,
+                 target=args.to)  # fmt: skip
     for r in p.refused:
         print(f"nodes {args.action}: {r.node.instance_id} refused: {r.why}. Hint: --force if "
               "that is meant.", file=sys.stderr)  # fmt: skip
@@ -189,7 +211,9 @@ def _run(
         return EXIT_OK
     out = ops.act(aws, p)
     for node in out.done:
-        print(printable(f"{args.action}: {node} started"))
+        print(printable(f"{args.action}: {node} started"
+                        + (f" (to group {p.target}; status shows it DetachInProgress, then "
+                           "AttachInProgress)" if p.action == "move" else "")))  # fmt: skip
     for node, why in out.failed:
         print(printable(f"{args.action}: {node} not done: {why}"), file=sys.stderr)
     return EXIT_FAILED if out.failed else EXIT_OK
@@ -197,13 +221,19 @@ def _run(
 
 def render_plan(p: Plan, *, dry: bool) -> str:
     would = "would " if dry else ""
-    out = [f"cluster {p.cluster}: {would}{p.action} {len(p.nodes)} node(s):"]
+    to = f" to group {p.target}" if p.action == "move" else ""
+    out = [f"cluster {p.cluster}: {would}{p.action} {len(p.nodes)} node(s){to}:"]
     out += [f"  {n.instance_id} {n.group} {n.status} health {n.health.value}" for n in p.nodes]
+    if p.action == "move":
+        from hyperpod_kit.operations.nodes import SOURCES, WHAT_HAPPENS
+
+        out.append(f"{WHAT_HAPPENS['move']}. Source: {SOURCES['move']}")
     if p.edits:
-        out.append(DELETE_NOTE)
+        out.append(MOVE_NOTE if p.action == "move" else DELETE_NOTE)
         out += [f"  {e.render()}" for e in p.edits]
-    elif p.action == "delete":
-        out.append("The file: each group's count after the delete is the file's; no edit needed.")
+    elif p.action in ("delete", "move"):
+        out.append(f"The file: each group's count after the {p.action} is the file's; no edit "
+                   "needed.")  # fmt: skip
     out += p.notes
     return "\n".join(out) + "\n"
 

@@ -98,6 +98,7 @@ class GroupState:
     target: int
     current: int
     status: str
+    training_plan_arn: str | None = None  # the group's reserved capacity (DescribeTrainingPlan)
 
 
 @dataclass(frozen=True)
@@ -120,6 +121,7 @@ class ClusterState:
     nodes: list[NodeState]
     log_group: str | None
     eks_labels: str | None = None  # EKS: where the health labels were read, or why they were not
+    arn: str = ""  # DescribeCluster's ClusterArn (MoveClusterNodes names clusters by ARN)
 
 
 @dataclass(frozen=True)
@@ -294,7 +296,7 @@ def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterS
     groups = [
         GroupState(g.get("InstanceGroupName", ""), _group_types(g),
                    int(g.get("TargetCount", 0)), int(g.get("CurrentCount", 0)),
-                   g.get("Status", ""))
+                   g.get("Status", ""), g.get("TrainingPlanArn") or None)
         for g in found.get("InstanceGroups", [])
     ]  # fmt: skip
     group = logs.log_group(deployed)
@@ -311,7 +313,7 @@ def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterS
                       health, n.get("ImageVersionStatus"))
         )  # fmt: skip
     return ClusterState(name, found.get("ClusterStatus", ""), found.get("FailureMessage", ""),
-                        groups, nodes, group)  # fmt: skip
+                        groups, nodes, group, arn=str(found.get("ClusterArn", "")))  # fmt: skip
 
 
 def _with_eks_labels(
