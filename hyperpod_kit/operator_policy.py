@@ -20,11 +20,26 @@ NODE_OPERATIONS = {
     "replace": "BatchReplaceClusterNodes",
     "reboot": "BatchRebootClusterNodes",
     "delete": "BatchDeleteClusterNodes",
+    "move": "MoveClusterNodes",
 }
+# MoveClusterNodes' own conditions (botocore 1.44.8's documentation of the operation).
+MOVE_NEEDS = ("both clusters InService, orchestrated by EKS, with NodeProvisioningMode "
+              "Continuous")  # fmt: skip
 READ_ACTIONS = ("sagemaker:DescribeCluster", "sagemaker:ListClusterNodes",
                 "sagemaker:DescribeClusterNode")  # fmt: skip
 # The cluster stack's output with the managed policy's ARN (read by the rehearsal too).
 OUTPUT = "OperatorPolicyArn"
+
+
+def moves_nodes(config: EnvironmentConfig) -> bool:
+    """Whether the environment's cluster can move nodes between its groups (`MOVE_NEEDS`)."""
+    return config.orchestrator == "eks" and config.cluster.node_provisioning == "continuous"
+
+
+def node_operations(config: EnvironmentConfig) -> dict[str, str]:
+    """`NODE_OPERATIONS` this environment's cluster takes: `move` only where it can move nodes
+    (least privilege: a Slurm operator is not granted an operation HyperPod refuses there)."""
+    return {a: o for a, o in NODE_OPERATIONS.items() if a != "move" or moves_nodes(config)}
 
 
 def operator_policy(config: EnvironmentConfig, *, account: str | None = None) -> dict[str, Any]:
@@ -43,7 +58,7 @@ def operator_policy(config: EnvironmentConfig, *, account: str | None = None) ->
         "Version": "2012-10-17",
         "Statement": [
             {"Sid": "NodeOperations", "Effect": "Allow",
-             "Action": sorted(f"sagemaker:{o}" for o in NODE_OPERATIONS.values()),
+             "Action": sorted(f"sagemaker:{o}" for o in node_operations(config).values()),
              "Resource": cluster, "Condition": tagged},
             {"Sid": "ReadCluster", "Effect": "Allow", "Action": list(READ_ACTIONS),
              "Resource": cluster, "Condition": tagged},

@@ -1,5 +1,5 @@
-"""`hyperpod-kit nodes FILE list | replace | reboot | delete [ID ...]`: act on the deployed
-cluster's nodes through HyperPod's batch node operations (`hyperpod_kit.operations.nodes`), with
+"""`hyperpod-kit nodes FILE list | replace | reboot | delete | move [ID ...]`: act on the deployed
+cluster's nodes through HyperPod's node operations (`hyperpod_kit.operations.nodes`), with
 guards, a dry run on more than one node, and what the action changes against the file said
 plainly. `--print-policy` prints the operator's least-privilege IAM policy (no AWS call).
 """
@@ -25,20 +25,27 @@ from hyperpod_kit.text import printable
 
 if TYPE_CHECKING:
     from hyperpod_kit.config.aws import AwsFacade
+    from hyperpod_kit.config.schema import EnvironmentConfig
     from hyperpod_kit.operations.nodes import Plan
     from hyperpod_kit.operations.status import ClusterState, NodeState
     from hyperpod_kit.outputs import FileWrite
 
 NODES_HELP = (
-    "list the cluster's nodes, or replace, reboot or delete some (by id, --group, --unhealthy), "
+    "list the cluster's nodes, or replace, reboot, delete or move some (by id, --group, "
+    "--unhealthy), "
     "with guards and a dry run on more than one node; --print-policy: the operator's IAM policy"
 )
 # operations.nodes.ACTIONS, without importing boto3 for the parser
-ACTIONS = ("list", "replace", "reboot", "delete")
+ACTIONS = ("list", "replace", "reboot", "delete", "move")
 DELETE_NOTE = (
     "The file: delete lowers what runs below the file's count; CloudFormation restores it at "
     "the first deploy that touches the cluster resource, which may be weeks later. To keep the "
     "nodes deleted, edit the file:"
+)
+MOVE_NOTE = (
+    "The file: move leaves the groups' counts away from the file's; CloudFormation sets them "
+    "back at the first deploy that touches the cluster resource (new nodes in the source group, "
+    "nodes removed from the target), which may be weeks later. To keep the move, edit the file:"
 )
 
 _NODES_EPILOG = """\
@@ -48,7 +55,9 @@ the group runs one node fewer than the file says until the next deploy that touc
 resource brings it back: the edit to the file is printed as FILE:LINE, and --edit-file makes it
 (that number on that line, in the file given or the base it extends; checked before anything is
 done). On Slurm the API does not drain the node: a job running on it ends (docs/day2.md). move
-(MoveClusterNodes) comes with the botocore bump: the pinned 1.43.127 has no such operation.
+--to GROUP (MoveClusterNodes; EKS with continuous provisioning only): the instance leaves its
+group for GROUP of the same cluster, keeping its id and capacity; its EBS volumes are replaced;
+the edits to both groups' counts are printed as FILE:LINE.
 
 Guards: the controller group's nodes and every node of a group at once are refused without
 --force; more than one node is a dry run (what would be done) without --yes.
@@ -59,7 +68,8 @@ exit codes:
      (each node not done named, with its error)
   2  bad input: the file, an id that is no instance id or no node of the cluster, an unknown
      group, a node a guard refuses without --force, --edit-file on a line that does not hold
-     the count as a plain number (nothing deleted, nothing written), no credentials, the
+     the count as a plain number (nothing deleted, nothing written), a move without --to, to a
+     group of another instance type or on a cluster that cannot move nodes, no credentials, the
      account cannot be asked, or nothing deployed (one line says which)"""
 
 
@@ -70,6 +80,9 @@ def add_nodes_arguments(nd: argparse.ArgumentParser) -> None:
                     help=f"{' | '.join(ACTIONS)} (list)")  # fmt: skip
     nd.add_argument("ids", nargs="*", metavar="ID", help="instance ids (i-...) of the nodes")
     nd.add_argument("--group", metavar="NAME", help="the nodes of this instance group")
+    nd.add_argument(
+        "--to", metavar="GROUP", help="move: the instance group of the same cluster they go to"
+    )
     nd.add_argument("--unhealthy", action="store_true",
                     help="the nodes `status` judges unhealthy (in Failure, or the health "
                     "runner's verdict or the EKS label says so)")  # fmt: skip
@@ -115,7 +128,7 @@ def nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         print(json.dumps(operator_policy(loaded.config), indent=2))
         return EXIT_OK
     try:
-        refused = _words_refused(args)
+        refused = _words_refused(args, loaded.config)
         aws = None if refused is not None else _facade(loaded)
         if refused is not None:
             print(refused, file=sys.stderr)
@@ -132,8 +145,27 @@ def nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         return _unavailable(loaded, e)
 
 
-def _words_refused(args: argparse.Namespace) -> str | None:
+def _words_refused(args: argparse.Namespace, config: EnvironmentConfig) -> str | None:
     """Why the action and its selection cannot be, before AWS is asked; None when they can."""
+    refused = _options_refused(args)
+    if refused is not None:
+        return refused
+    from hyperpod_kit.operations.nodes import NodesError, check_ids, move_refused
+
+    if args.action == "move":
+        refused = move_refused(config, args.to)
+        if refused is not None:
+            return f"nodes move: {refused}"
+
+    try:
+        check_ids(args.ids)
+    except NodesError as e:
+        return f"nodes {args.action}: {e}"
+    return None
+
+
+def _options_refused(args: argparse.Namespace) -> str | None:
+    """Why the options do not go together (the action, its selection, --edit-file, --to)."""
     if args.action not in ACTIONS:
         return (f"nodes: {args.action!r} is not an action. Hint: one of {', '.join(ACTIONS)}, "
                 "after the file: hyperpod-kit nodes FILE replace i-0123456789abcdef0.")  # fmt: skip
@@ -143,12 +175,9 @@ def _words_refused(args: argparse.Namespace) -> str | None:
     if args.action != "list" and not (args.ids or args.group or args.unhealthy):
         return (f"nodes {args.action}: no node named. Hint: give instance ids, --group NAME or "
                 "--unhealthy.")  # fmt: skip
-    from hyperpod_kit.operations.nodes import NodesError, check_ids
-
-    try:
-        check_ids(args.ids)
-    except NodesError as e:
-        return f"nodes {args.action}: {e}"
+    if getattr(args, "to", None) and args.action != "move":
+        return (f"nodes {args.action}: --to is for move only. Hint: hyperpod-kit nodes FILE "
+                "move ID --to GROUP.")  # fmt: skip
     return None
 
 
@@ -189,7 +218,8 @@ def _run(
         print(f"nodes {args.action}: no node of cluster {cluster.name} matches; nothing done",
               file=sys.stderr)  # fmt: skip
         return EXIT_OK
-    p = ops.plan(args.action, cluster, loaded.config, chosen, force=args.force, at=loaded.at)
+    p = ops.plan(args.action, cluster, loaded.config, chosen, force=args.force, at=loaded.at,
+                 target=args.to)  # fmt: skip
     for r in p.refused:
         print(f"nodes {args.action}: {r.node.instance_id} refused: {r.why}. Hint: --force if "
               "that is meant.", file=sys.stderr)  # fmt: skip
@@ -211,7 +241,9 @@ def _carry_out(p: Plan, args: argparse.Namespace, aws: AwsFacade) -> int:
         return EXIT_OK
     out = ops.act(aws, p)
     for node in out.done:
-        print(printable(f"{args.action}: {node} started"))
+        print(printable(f"{args.action}: {node} started"
+                        + (f" (to group {p.target}; status shows it DetachInProgress, then "
+                           "AttachInProgress)" if p.action == "move" else "")))  # fmt: skip
     for node, why in out.failed:
         print(printable(f"{args.action}: {node} not done: {why}"), file=sys.stderr)
     if args.edit_file and p.edits:
@@ -270,13 +302,19 @@ def _edit_file(p: Plan, failed: list[tuple[str, str]]) -> int:
 
 def render_plan(p: Plan, *, dry: bool) -> str:
     would = "would " if dry else ""
-    out = [f"cluster {p.cluster}: {would}{p.action} {len(p.nodes)} node(s):"]
+    to = f" to group {p.target}" if p.action == "move" else ""
+    out = [f"cluster {p.cluster}: {would}{p.action} {len(p.nodes)} node(s){to}:"]
     out += [f"  {n.instance_id} {n.group} {n.status} health {n.health.value}" for n in p.nodes]
+    if p.action == "move":
+        from hyperpod_kit.operations.nodes import SOURCES, WHAT_HAPPENS
+
+        out.append(f"{WHAT_HAPPENS['move']}. Source: {SOURCES['move']}")
     if p.edits:
-        out.append(DELETE_NOTE)
+        out.append(MOVE_NOTE if p.action == "move" else DELETE_NOTE)
         out += [f"  {e.render()}" for e in p.edits]
-    elif p.action == "delete":
-        out.append("The file: each group's count after the delete is the file's; no edit needed.")
+    elif p.action in ("delete", "move"):
+        out.append(f"The file: each group's count after the {p.action} is the file's; no edit "
+                   "needed.")  # fmt: skip
     out += p.notes
     return "\n".join(out) + "\n"
 

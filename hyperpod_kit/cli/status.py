@@ -100,6 +100,11 @@ sagemaker.amazonaws.com/node-health-status, read from the cluster's Kubernetes A
 caller's access entry); "unknown" when there is none.
 Stacks are found by their hyperpod-kit:environment tag, the rest through the discovery
 parameters /hyperpod-kit/<env>/<area>.
+The cluster's newest operations (ListClusterOperations: scaling, deep health checks; the API does
+not say who started one) and the training plans its groups run on (DescribeTrainingPlan: "error"
+once ended, "warning" within 7 days of the end) are shown, and in --format json as "operations"
+and "deadlines", each with its "line". Neither changes the exit code: a group an ended plan
+leaves short of nodes is degraded on its own count.
 
 exit codes:
   0  healthy: everything the file implies is there and well
@@ -194,7 +199,8 @@ def render(s: Status) -> str:
         if missing.startswith("stack "):
             out.append(f"  {missing.removeprefix('stack '):<32} not deployed")
     if s.cluster is not None:
-        out += _render_cluster(s.cluster)
+        out += _render_cluster(s.cluster) + _render_operations(s)
+    out += [f"{d.severity}: {d.line}" for d in s.deadlines]
     fs = s.file_system
     if fs is not None:
         free = "free space unknown" if fs.free_gib is None else f"{fs.free_gib:g} GiB free"
@@ -220,6 +226,15 @@ def render(s: Status) -> str:
     for d in s.diagnoses:
         out.append(d.render())
     return "\n".join(out) + "\n"
+
+
+def _render_operations(s: Status) -> list[str]:
+    """The cluster's newest operations (ListClusterOperations), or why they are not shown."""
+    if s.operations_read:
+        return [f"  operations: {s.operations_read}"]
+    if s.operations:
+        return ["  operations (newest first):", *(f"    {o.line}" for o in s.operations)]
+    return [] if s.cluster is None or s.cluster.status == "NotFound" else ["  operations: none"]
 
 
 def _render_cluster(c: ClusterState) -> list[str]:

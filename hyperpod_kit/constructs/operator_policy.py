@@ -14,7 +14,8 @@ from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.operator_policy import OUTPUT, operator_policy
+from hyperpod_kit.constructs.monitoring import lint_exception
+from hyperpod_kit.operator_policy import OUTPUT, moves_nodes, operator_policy
 
 
 class NodeOperatorPolicy(Construct):
@@ -47,6 +48,14 @@ class NodeOperatorPolicy(Construct):
                 )
             ],
         )
+        if moves_nodes(config):
+            lint_exception(
+                self.policy,
+                "W3037",
+                "sagemaker:MoveClusterNodes is in botocore 1.44.8's model and named after the "
+                "operation, as SageMaker's actions are; cfn-lint 1.58's list of IAM actions "
+                "predates it",
+            )
         CfnOutput(
             scope,
             OUTPUT,

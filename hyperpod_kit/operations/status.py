@@ -25,6 +25,7 @@ from typing import Any
 
 from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
 from hyperpod_kit.config.derived import ExpectedDeployment, expected_deployment
+from hyperpod_kit.config.facts import eks_addons
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.naming import (
     HEALTH_LABEL,
@@ -44,7 +45,12 @@ HEALTHY, IN_PROGRESS, DEGRADED, FAILED = "healthy", "in progress", "degraded", "
 NOT_DEPLOYED = "not deployed"
 EVENTS_SHOWN = 10
 CLUSTER_BUSY = {"Creating", "Updating", "SystemUpdating", "Deleting", "RollingBack"}
-NODE_BUSY = {"Pending", "SystemUpdating", "DeepHealthCheckInProgress", "ShuttingDown"}
+# ClusterInstanceStatus values of a node on its way somewhere (botocore 1.44.8 added
+# DetachInProgress and AttachInProgress: a node MoveClusterNodes moves between groups)
+NODE_BUSY = {
+    "Pending", "SystemUpdating", "DeepHealthCheckInProgress", "ShuttingDown",
+    "DetachInProgress", "AttachInProgress",
+}  # fmt: skip
 IMAGE_STALE = {"SecurityUpdateRequired", "EndOfLife"}
 FSX_BAD = {"FAILED", "MISCONFIGURED", "MISCONFIGURED_UNAVAILABLE"}
 FSX_BUSY = {"CREATING", "UPDATING", "DELETING"}
@@ -63,6 +69,12 @@ DB_FAILED = {
 }  # fmt: skip
 # HyperPod's EKS label values that ask for a repair (facts-hyperpod.md §4)
 LABEL_UNHEALTHY = {"UnschedulablePendingReplacement", "UnschedulablePendingReboot"}
+OPERATIONS_SHOWN = 5  # the cluster's newest operations (ListClusterOperations), each described
+PLAN_WARN_DAYS = 7  # a training plan ending within this many days is a warning
+PLAN_ENDED = {"Expired", "Failed"}  # TrainingPlanStatus values of a plan that gives no capacity
+# Deadline severities. None changes `status`'s state or exit code: what an ended plan takes away
+# shows as a group short of its nodes (degraded), judged on its own (docs/day2.md).
+WARNING, ERROR, INFO = "warning", "error", "info"
 
 
 class NothingDeployedError(Exception):
@@ -93,6 +105,7 @@ class GroupState:
     target: int
     current: int
     status: str
+    training_plan_arn: str | None = None  # the group's reserved capacity (DescribeTrainingPlan)
 
 
 @dataclass(frozen=True)
@@ -115,6 +128,7 @@ class ClusterState:
     nodes: list[NodeState]
     log_group: str | None
     eks_labels: str | None = None  # EKS: where the health labels were read, or why they were not
+    arn: str = ""  # DescribeCluster's ClusterArn (MoveClusterNodes names clusters by ARN)
 
 
 @dataclass(frozen=True)
@@ -123,6 +137,41 @@ class AssociationState:
     data_repository_path: str
     lifecycle: str
     failure: str
+
+
+@dataclass(frozen=True)
+class GroupScaling:
+    """One instance group of a scaling operation: its counts before and as asked, and now."""
+
+    group: str
+    status: str
+    original: dict[str, int]  # CurrentCount, TargetCount, MinCount when the operation started
+    desired: dict[str, int]  # TargetCount, MinCount asked for
+    now: int | None  # the group's CurrentCount now (DescribeCluster), None if it is gone
+
+
+@dataclass(frozen=True)
+class OperationState:
+    """A cluster operation (ListClusterOperations, DescribeClusterOperation): Scaling or
+    DeepHealthCheck. The API does not say who started it (CloudTrail does)."""
+
+    id: str
+    type: str
+    status: str  # InProgress, Superseded, Done
+    started: str
+    scaling: list[GroupScaling] = field(default_factory=list)
+    health_checks: list[str] = field(default_factory=list)  # "group: check, check (n nodes)"
+    line: str = ""  # what the text shows
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A date the cluster depends on: a training plan's end, an add-on version EKS no longer
+    offers. `severity` is warning, error or info; none of them changes the exit code."""
+
+    severity: str
+    subject: str
+    line: str
 
 
 @dataclass(frozen=True)
@@ -171,6 +220,9 @@ class Status:
     missing: list[str] = field(default_factory=list)  # of that, what AWS does not have
     problems: list[str] = field(default_factory=list)
     diagnoses: list[Diagnosis] = field(default_factory=list)
+    operations: list[OperationState] = field(default_factory=list)  # newest first
+    operations_read: str = ""  # why the operations are not shown, when they are not
+    deadlines: list[Deadline] = field(default_factory=list)
     state: str = HEALTHY
 
     @property
@@ -204,6 +256,11 @@ def collect(config: EnvironmentConfig, aws: AwsFacade, *, read_logs: bool = True
     status.stacks = [_stack(aws, s) for s in deployed.stacks]
     status.stacks += [_stack(aws, s) for s in deployed.nested if _unsettled(s["StackStatus"])]
     status.cluster = cluster_state(aws, deployed, config, read_logs=read_logs)
+    if status.cluster is not None and status.cluster.status != "NotFound":
+        status.operations, status.operations_read = cluster_operations(aws, status.cluster)
+        status.deadlines = training_plan_deadlines(aws, status.cluster)
+        if config.orchestrator == "eks":
+            status.deadlines += addon_deadlines(aws, deployed, config)
     status.file_system = _file_system(aws, deployed, expected.existing_file_system_id)
     status.studio = _studio(aws, deployed, config, expected.studio_partitions or ())
     if expected.accounting:
@@ -218,6 +275,172 @@ def collect(config: EnvironmentConfig, aws: AwsFacade, *, read_logs: bool = True
     if status.state in (FAILED, DEGRADED, NOT_DEPLOYED):  # what is there may still be failing
         status.diagnoses = diagnose(_evidence(aws, status, read_logs=read_logs))
     return status
+
+
+def cluster_operations(aws: AwsFacade, c: ClusterState) -> tuple[list[OperationState], str]:
+    """The cluster's newest operations, each described (its groups' counts, or its deep health
+    checks), and "" ; or none and why they could not be read (a caller without
+    sagemaker:ListClusterOperations still gets the rest of `status`)."""
+    sagemaker = aws.client("sagemaker")
+    try:
+        found = aws.call("sagemaker:ListClusterOperations", sagemaker.list_cluster_operations,
+                         ClusterName=c.name, SortBy="CreationTime", SortOrder="Descending",
+                         MaxResults=OPERATIONS_SHOWN,
+                         missing=("ResourceNotFound", "ValidationException"))  # fmt: skip
+        rows = (found or {}).get("ClusterOperationSummaries", [])[:OPERATIONS_SHOWN]
+        described = [
+            aws.call("sagemaker:DescribeClusterOperation", sagemaker.describe_cluster_operation,
+                     ClusterName=c.name, OperationId=row["OperationId"],
+                     missing=("ResourceNotFound",)) or row
+            for row in rows if row.get("OperationId")
+        ]  # fmt: skip
+    except AwsUnavailableError as e:
+        return [], f"not read ({e})"
+    now = {g.name: g.current for g in c.groups}
+    return [_operation(o, now) for o in described], ""
+
+
+def _counts(config: dict[str, Any] | None) -> dict[str, int]:
+    names = {"CurrentCount": "current", "TargetCount": "target", "MinCount": "min"}
+    return {names[k]: int(v) for k, v in (config or {}).items() if k in names and v is not None}
+
+
+def _operation(o: dict[str, Any], now: dict[str, int]) -> OperationState:
+    scaling = [
+        GroupScaling(str(s.get("InstanceGroupName", "")), str(s.get("Status", "")),
+                     _counts(s.get("Original")), _counts(s.get("Desired")),
+                     now.get(str(s.get("InstanceGroupName", ""))))
+        for s in o.get("ScalingDetails", [])
+    ]  # fmt: skip
+    checks = [
+        f"{d.get('InstanceGroupName', '')}: {', '.join(d.get('DeepHealthChecks', []))}"
+        + (f" ({len(d['InstanceIds'])} nodes)" if d.get("InstanceIds") else " (every node)")
+        for d in o.get("DeepHealthCheckDetails", [])
+    ]
+    op = OperationState(str(o.get("OperationId", "")), str(o.get("Type", "")),
+                        str(o.get("Status", "")), _time(o.get("CreationTime")), scaling,
+                        checks)  # fmt: skip
+    return replace(op, line=_operation_line(op))
+
+
+def _operation_line(op: OperationState) -> str:
+    """`Scaling InProgress since T (id): group train 2 -> 4 nodes (min 2 -> 2), 3 now,
+    InProgress` (the target counts before and as asked; the group's count now)."""
+    parts = []
+    for s in op.scaling:
+        before, after = s.original.get("target"), s.desired.get("target")
+        counts = f"{before if before is not None else '?'} -> {after if after is not None else '?'}"
+        mins = ""
+        if "min" in s.original or "min" in s.desired:
+            mins = f" (min {s.original.get('min', '?')} -> {s.desired.get('min', '?')})"
+        at = f", {s.now} now" if s.now is not None else ", group gone"
+        parts.append(f"group {s.group} {counts} nodes{mins}{at}, {s.status or '?'}")
+    parts += [f"deep health checks {c}" for c in op.health_checks]
+    since = "since" if op.status == "InProgress" else "started"
+    done = sum(1 for s in op.scaling if s.status == "Done")
+    progress = f", {done} of {len(op.scaling)} groups done" if len(op.scaling) > 1 else ""
+    what = "; ".join(parts) or "no details"
+    return f"{op.type} {op.status} {since} {op.started} ({op.id}){progress}: {what}"
+
+
+def training_plan_deadlines(
+    aws: AwsFacade, c: ClusterState, now: datetime.datetime | None = None
+) -> list[Deadline]:
+    """Each training plan the cluster's groups run on (DescribeCluster's TrainingPlanArn), as
+    DescribeTrainingPlan has it: ended (Expired, Failed, or past its EndTime) an error; ending
+    within PLAN_WARN_DAYS a warning; not started yet an info. A plan that cannot be read is
+    a warning saying why."""
+    now = now or datetime.datetime.now(datetime.UTC)
+    plans: dict[str, list[str]] = {}
+    for g in c.groups:
+        if g.training_plan_arn:
+            plans.setdefault(g.training_plan_arn, []).append(g.name)
+    sagemaker = aws.client("sagemaker")
+    out = []
+    for arn, groups in plans.items():
+        who = f"group{'s' if len(groups) > 1 else ''} {', '.join(groups)}"
+        subject = f"training plan {arn.rsplit('/', 1)[-1]}"
+        try:
+            plan = aws.call("sagemaker:DescribeTrainingPlan", sagemaker.describe_training_plan,
+                            TrainingPlanName=arn, missing=("ResourceNotFound",))  # fmt: skip
+        except AwsUnavailableError as e:
+            out.append(Deadline(WARNING, subject, f"{subject} ({who}): not read ({e})"))
+            continue
+        if plan is None:
+            out.append(Deadline(ERROR, subject, f"{subject} ({who}): no such training plan "
+                                "(ResourceNotFound). Hint: the group's TrainingPlanArn names a "
+                                "plan this account cannot see."))  # fmt: skip
+            continue
+        out.append(_plan_deadline(plan, subject, who, now))
+    return out
+
+
+def _plan_deadline(
+    plan: dict[str, Any], subject: str, who: str, now: datetime.datetime
+) -> Deadline:
+    status, end, start = plan.get("Status", ""), plan.get("EndTime"), plan.get("StartTime")
+    subject = f"training plan {plan.get('TrainingPlanName') or subject.split(' ', 2)[-1]}"
+    left = end - now if isinstance(end, datetime.datetime) else None
+    if status in PLAN_ENDED or (left is not None and left <= datetime.timedelta(0)):
+        return Deadline(ERROR, subject, f"{subject} ({who}) ended{_at(end)}: {status}; its "
+                        "reserved capacity is gone, so the group runs no node on it. Hint: "
+                        "buy a new plan (SearchTrainingPlanOfferings) and set the group's "
+                        "training_plan_arn, or remove it to run on-demand.")  # fmt: skip
+    if left is not None and left <= datetime.timedelta(days=PLAN_WARN_DAYS):
+        return Deadline(WARNING, subject, f"{subject} ({who}) ends in {_span(left)}{_at(end)}: "
+                        "the group's nodes on it stop then. Hint: extend it "
+                        "(ExtendTrainingPlan) or checkpoint before.")  # fmt: skip
+    if status in ("Pending", "Scheduled"):
+        return Deadline(INFO, subject, f"{subject} ({who}) is {status}: it starts{_at(start)}")
+    return Deadline(INFO, subject, f"{subject} ({who}) {status}, ends in "
+                    f"{_span(left) if left is not None else 'unknown'}{_at(end)}")  # fmt: skip
+
+
+def addon_deadlines(
+    aws: AwsFacade, deployed: Deployed, config: EnvironmentConfig
+) -> list[Deadline]:
+    """Each add-on installed on the EKS cluster whose version EKS no longer offers for the
+    cluster's Kubernetes version (eks:DescribeAddonVersions): a warning, since EKS may refuse to
+    create or update it at that version and it is no longer patched. What cannot be read is
+    one warning saying why."""
+    name = deployed.handle("eks", "cluster_name") or eks_cluster_name(config)
+    eks = aws.client("eks")
+    subject = "EKS add-ons"
+    try:
+        found = aws.call("eks:DescribeCluster", eks.describe_cluster, name=name,
+                         missing=("ResourceNotFoundException",))  # fmt: skip
+        version = str(((found or {}).get("cluster") or {}).get("version") or "")
+        if not version:
+            return []
+        out = []
+        for addon in aws.pages("eks", "list_addons", "addons", clusterName=name):
+            row = aws.call("eks:DescribeAddon", eks.describe_addon, clusterName=name,
+                           addonName=addon, missing=("ResourceNotFoundException",))  # fmt: skip
+            installed = str(((row or {}).get("addon") or {}).get("addonVersion") or "")
+            if not installed:
+                continue
+            offered = aws.addon_versions(addon, version)
+            if installed not in offered:
+                newest = f"newest {offered[0]}" if offered else "no version at all"
+                key = eks_addons()["addons"].get(addon, {}).get("key")
+                where = f"cluster.eks.addons.{key}" if key else "cluster.eks.addons"
+                out.append(Deadline(WARNING, f"add-on {addon}", f"add-on {addon} {installed} "
+                                    f"on EKS cluster {name} is no longer offered for Kubernetes "
+                                    f"{version} (EKS offers {newest}). Hint: set {where} to an "
+                                    "offered version (or leave it out for the default) and "
+                                    "deploy; `hyperpod-kit lock` records it."))  # fmt: skip
+        return out
+    except AwsUnavailableError as e:
+        return [Deadline(WARNING, subject, f"{subject} of {name}: versions not read ({e})")]
+
+
+def _at(when: Any) -> str:
+    return f" at {_time(when)}" if when else ""
+
+
+def _span(delta: datetime.timedelta) -> str:
+    days, hours = delta.days, delta.seconds // 3600
+    return f"{days} d {hours} h" if days else f"{hours} h {delta.seconds % 3600 // 60} min"
 
 
 def _unsettled(stack_status: str) -> bool:
@@ -289,7 +512,7 @@ def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterS
     groups = [
         GroupState(g.get("InstanceGroupName", ""), _group_types(g),
                    int(g.get("TargetCount", 0)), int(g.get("CurrentCount", 0)),
-                   g.get("Status", ""))
+                   g.get("Status", ""), g.get("TrainingPlanArn") or None)
         for g in found.get("InstanceGroups", [])
     ]  # fmt: skip
     group = logs.log_group(deployed)
@@ -306,7 +529,7 @@ def _cluster(aws: AwsFacade, deployed: Deployed, *, read_logs: bool) -> ClusterS
                       health, n.get("ImageVersionStatus"))
         )  # fmt: skip
     return ClusterState(name, found.get("ClusterStatus", ""), found.get("FailureMessage", ""),
-                        groups, nodes, group)  # fmt: skip
+                        groups, nodes, group, arn=str(found.get("ClusterArn", "")))  # fmt: skip
 
 
 def _with_eks_labels(

@@ -65,7 +65,7 @@ from hyperpod_kit.cloud_assembly import file_assets, read_json
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.lifecycle import GROUP_SCRIPTS_DIR
 from hyperpod_kit.naming import parameter_name
-from hyperpod_kit.operator_policy import NODE_OPERATIONS
+from hyperpod_kit.operator_policy import node_operations
 from hyperpod_kit.paths import FUNCTIONS_DIR
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.cli_words import CliWordsError, parse
@@ -1055,7 +1055,7 @@ def operator_calls(assembly: Assembly, config: EnvironmentConfig, moment: Moment
                 ("ssm", "GetParameter", {"Name": parameter_name(config.name, "cluster")}, "list"),
                 ("sagemaker", "DescribeCluster", {"ClusterName": name}, "list"),
                 ("sagemaker", "ListClusterNodes", {"ClusterName": name}, "list"),
-                *(("sagemaker", op, one, action) for action, op in NODE_OPERATIONS.items()),
+                *(("sagemaker", op, one, action) for action, op in node_operations(config).items()),
             ]
             calls += [
                 Call(actor, policy, moment, service, op, params, f"hyperpod-kit nodes {action}")

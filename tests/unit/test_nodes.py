@@ -207,7 +207,11 @@ def test_delete_from_a_group_scaled_up_by_hand_needs_no_edit(
 @pytest.mark.parametrize(("argv", "said"), [
     (["replace", "i-nothex"], "'i-nothex' is not an instance id"),
     (["replace"], "no node named"),
-    (["move", NODE], "'move' is not an action"),
+    (["move", NODE], "no target group"),  # move needs --to
+    (["move", NODE, "--to", "compute"], "MoveClusterNodes needs both clusters InService, "
+     "orchestrated by EKS"),  # default.yaml is Slurm
+    (["reboot", NODE, "--to", "compute"], "--to is for move only"),
+    (["shove", NODE], "'shove' is not an action"),
 ])  # fmt: skip
 def test_bad_words_are_one_line_before_aws(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, argv: list[str],
@@ -270,6 +274,12 @@ def test_the_operator_policy_passes_the_policy_lint_and_names_this_cluster_only(
         "sagemaker:BatchReplaceClusterNodes", "sagemaker:DescribeCluster",
         "sagemaker:DescribeClusterNode", "sagemaker:ListClusterNodes",
     }  # fmt: skip
+    # MoveClusterNodes only where the cluster can move nodes (EKS, continuous provisioning)
+    eks = load_environment(REPO / "environments" / "eks-platform.yaml").config
+    assert eks.cluster.node_provisioning == "continuous"
+    moves = [a for s in operator_policy(eks)["Statement"] for a in s["Action"]]
+    assert "sagemaker:MoveClusterNodes" in moves
+    assert lint_document(operator_policy(eks)) == []
     for s in sagemaker:  # this environment's cluster only: its account, region and tag
         assert s["Resource"] == "arn:aws:sagemaker:us-west-2:111122223333:cluster/*"
         assert s["Condition"] == {
@@ -326,3 +336,162 @@ def test_the_calls_take_25_nodes_each_and_a_failed_call_leaves_the_rest_named(
     assert out.done == ids[:25]
     assert [i for i, _ in out.failed] == ids[25:]
     assert "not asked: sagemaker:BatchRebootClusterNodes: AccessDeniedException" in out.failed[0][1]
+
+
+# --- move (MoveClusterNodes, botocore 1.44.8): EKS with continuous provisioning only ---
+
+PLATFORM = "environments/eks-platform.yaml"  # EKS, continuous: train 4 (min 2), burst 0, p5
+TRAIN = [f"i-0{n}{n}{n}{n}{n}{n}{n}{n}{n}{n}{n}{n}{n}{n}{n}{n}" for n in range(1, 5)]
+ARN = "arn:aws:sagemaker:us-west-2:111122223333:cluster/abc123def456"
+
+
+def deployed_platform(
+    stubs: Stubs, *, burst_type: str = "ml.p5.48xlarge", burst: tuple[str, ...] = ()
+) -> None:
+    """eks-platform.yaml's cluster as DescribeCluster and ListClusterNodes answer: train's four
+    nodes, burst with `burst`; the EKS labels refused (the command goes on without them)."""
+    config = load_environment(REPO / PLATFORM).config
+    who = {
+        "Account": config.account,
+        "Arn": f"arn:aws:iam::{config.account}:user/op",
+        "UserId": "op",
+    }
+    stubs.on("sts", "get_caller_identity", who)
+    cluster_stack = stack(f"{config.name}-cluster", "CREATE_COMPLETE", config.name)
+    stubs.on("cloudformation", "describe_stacks", {"Stacks": [cluster_stack]})
+    parameters(stubs, config.name, {"cluster": cluster_handle(config)})
+    groups = [("train", "ml.p5.48xlarge", len(TRAIN)), ("burst", burst_type, len(burst))]
+    stubs.on(
+        "sagemaker",
+        "describe_cluster",
+        {
+            "ClusterArn": ARN,
+            "ClusterName": config.cluster_name,
+            "ClusterStatus": "InService",
+            "InstanceGroups": [
+                {
+                    "InstanceGroupName": n,
+                    "InstanceType": t,
+                    "TargetCount": k,
+                    "CurrentCount": k,
+                    "Status": "InService",
+                }
+                for n, t, k in groups
+            ],
+        },
+    )
+    stubs.on(
+        "sagemaker",
+        "list_cluster_nodes",
+        {
+            "ClusterNodeSummaries": [
+                {
+                    "InstanceGroupName": group,
+                    "InstanceId": node,
+                    "InstanceType": kind,
+                    "LaunchTime": T0,
+                    "InstanceStatus": {"Status": "Running"},
+                }
+                for nodes, group, kind in (
+                    (TRAIN, "train", "ml.p5.48xlarge"),
+                    (burst, "burst", burst_type),
+                )
+                for node in nodes
+            ]
+        },
+    )
+    stubs.on("eks", "describe_cluster", "AccessDeniedException")  # fmt: skip
+
+
+def moved(stubs: Stubs, ids: list[str], failed: tuple[dict[str, str], ...] = ()) -> None:
+    """MoveClusterNodes' answer for `ids` from train to burst, its parameters checked."""
+    refused = {f["NodeId"] for f in failed}
+    response: dict[str, Any] = {}
+    if [i for i in ids if i not in refused]:
+        response["Successful"] = [i for i in ids if i not in refused]
+    if failed:
+        response["Failed"] = list(failed)
+    stubs.stubbers["sagemaker"].add_response("move_cluster_nodes", response, {
+        "SourceClusterArn": ARN, "SourceInstanceGroupName": "train", "TargetClusterArn": ARN,
+        "TargetInstanceGroupName": "burst", "NodeIds": ids})  # fmt: skip
+
+
+def test_move_calls_the_api_by_arn_and_prints_both_groups_edits(
+    stubs: Stubs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed_platform(stubs)
+    moved(stubs, [TRAIN[0]])
+    assert main(["nodes", PLATFORM, "move", TRAIN[0], "--to", "burst", "-q"]) == 0
+    out = capsys.readouterr().out
+    assert f"move: {TRAIN[0]} started (to group burst" in out
+    loaded = load_environment(PLATFORM)
+    train = loaded.at("cluster.instance_groups[0].instance_count")
+    burst = loaded.at("cluster.instance_groups[1].instance_count")
+    assert f"{train} cluster.instance_groups[train].instance_count: 4 -> 3" in out
+    assert f"{burst} cluster.instance_groups[burst].instance_count: 0 -> 1" in out
+    assert "EBS volumes are replaced" in out and SOURCES["move"] in out
+    assert "Slurm" not in out
+
+
+def test_a_move_of_several_nodes_is_a_dry_run_until_yes_then_one_call(
+    stubs: Stubs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed_platform(stubs)  # the dry run calls no MoveClusterNodes (the Stubber would refuse)
+    assert main(["nodes", PLATFORM, "move", *TRAIN[:2], "--to", "burst", "-q"]) == 0
+    captured = capsys.readouterr()
+    assert "would move 2 node(s) to group burst" in captured.out
+    assert "dry run: nothing done" in captured.err
+    deployed_platform(stubs)
+    failed = {"NodeId": TRAIN[1], "Code": "InvalidNodeStatus", "Message": "not Running"}
+    moved(stubs, TRAIN[:2], (failed,))
+    assert main(["nodes", PLATFORM, "move", *TRAIN[:2], "--to", "burst", "--yes", "-q"]) == 1
+    captured = capsys.readouterr()
+    assert f"move: {TRAIN[0]} started" in captured.out
+    assert f"move: {TRAIN[1]} not done: InvalidNodeStatus: not Running" in captured.err
+
+
+def test_moving_every_node_of_a_group_is_refused_without_force(
+    stubs: Stubs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    deployed_platform(stubs, burst=(NODE, OTHER))  # burst has no min_instance_count
+    assert main(["nodes", PLATFORM, "move", "--group", "burst", "--to", "train", "--yes",
+                 "-q"]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "last nodes of group burst" in err and "--force" in err
+
+
+@pytest.mark.parametrize(("argv", "setup", "said"), [
+    (["move", TRAIN[0], "--to", "gpu"], {}, "--to gpu: no such instance group in cluster"),
+    (["move", TRAIN[0], "--to", "train"], {}, f"{TRAIN[0]} is in group train already"),
+    (["move", TRAIN[0], "--to", "burst"], {"burst_type": "ml.g5.8xlarge"},
+     "group burst runs ml.g5.8xlarge (HyperPod refuses: NodeInstanceTypeMismatch)"),
+    (["move", *TRAIN[:3], "--to", "burst", "--yes"], {},
+     "leave group train 1 node(s), below its min_instance_count 2"),
+])  # fmt: skip
+def test_a_move_hyperpod_would_refuse_is_one_line(
+    stubs: Stubs, capsys: pytest.CaptureFixture[str], argv: list[str], setup: dict[str, str],
+    said: str,
+) -> None:  # fmt: skip
+    deployed_platform(stubs, **setup)  # type: ignore[arg-type]
+    assert main(["nodes", PLATFORM, *argv, "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and said in err[0] and "Hint: " in err[0], err
+
+
+def test_moves_go_50_nodes_a_call_one_source_group_each() -> None:
+    from hyperpod_kit.operations import logs
+    from hyperpod_kit.operations.nodes import Plan, _calls
+    from hyperpod_kit.operations.status import NodeState
+
+    health = logs.Health("unknown", logs.UNKNOWN, "")
+    a = [
+        NodeState(f"i-{n:017x}", "a", "ml.p5.48xlarge", "Running", "", health, None)
+        for n in range(52)
+    ]
+    b = [NodeState(f"i-{n:017x}", "b", "ml.p5.48xlarge", "Running", "", health, None)
+         for n in range(100, 103)]  # fmt: skip
+    calls = _calls(Plan("move", "c", [*a[:26], *b, *a[26:]], target="t", cluster_arn=ARN))
+    assert [(len(ids), p["SourceInstanceGroupName"]) for ids, p in calls] == [
+        (50, "a"), (2, "a"), (3, "b")]  # fmt: skip
+    assert all(p["TargetInstanceGroupName"] == "t" and p["TargetClusterArn"] == ARN
+               for _, p in calls)  # fmt: skip

@@ -121,6 +121,11 @@ def cluster_handle(config: Any) -> dict[str, str]:
     return CLUSTER | {"cluster_name": config.cluster_name}
 
 
+def no_operations(stubs: Stubs) -> None:
+    """ListClusterOperations with none (status asks for the newest after the nodes)."""
+    stubs.on("sagemaker", "list_cluster_operations", {"ClusterOperationSummaries": []})
+
+
 def every_stack(stubs: Stubs, config: Any, *, leave_out: tuple[str, ...] = ()) -> None:
     """DescribeStacks with every stack the file implies, complete (but those left out)."""
     stubs.on("cloudformation", "describe_stacks", {"Stacks": [
@@ -173,6 +178,7 @@ def test_a_failed_creation_is_diagnosed_from_the_failing_nodes_log(stubs: Stubs)
         {"InstanceGroupName": "compute", "InstanceId": NODE, "InstanceType": "ml.g5.8xlarge",
          "LaunchTime": T0, "InstanceStatus": {"Status": "Failure", "Message": "Lifecycle "
                                               "scripts did not run successfully."}}]})  # fmt: skip
+    no_operations(stubs)  # ListClusterOperations: none yet
     group = "/aws/sagemaker/Clusters/hyperpod-dev/abc123def456"
     stubs.on("logs", "get_log_events", log_events())  # the runner never ran on it
     stubs.on("logs", "describe_log_streams", {"logStreams": [
@@ -222,6 +228,7 @@ def test_degraded_node_image_versions_file_system_and_partitions(
         {"InstanceGroupName": "compute", "InstanceId": n, "InstanceType": "ml.g5.8xlarge",
          "LaunchTime": T0, "InstanceStatus": {"Status": "Running"}, "ImageVersionStatus": image}
         for n, image in ((OTHER, "UpToDate"), (NODE, "SecurityUpdateRequired"))]})  # fmt: skip
+    no_operations(stubs)  # ListClusterOperations: none yet
     stubs.on("logs", "get_log_events", log_events(verdict(OTHER, "ok")))
     stubs.on(
         "logs", "get_log_events", log_events(verdict(NODE, "ok", "fsx"), verdict(NODE, "fail"))
@@ -295,11 +302,12 @@ def deployed_platform(
     counts: dict[str, tuple[int, int]] | None = None,
     database: str | None = "available",
     cluster_status: str = "InService",
+    plan: dict[str, Any] | None = None,
 ) -> Any:
     """slurm-platform.yaml deployed as the stubs answer: every stack (but `leave_out`), every
     handle (but `handles_out`), the cluster's groups at the file's counts (or `counts`), the
     accounting database in state `database` (None: RDS has none). No node is listed, so no
-    node's log is read."""
+    node's log is read. With `plan` (DescribeTrainingPlan's answer), group gpu runs on it."""
     config = platform()
     every_stack(stubs, config, leave_out=leave_out)
     handles = {"storage": {"file_system_id": FS_ID}, "cluster": cluster_handle(config),
@@ -307,9 +315,15 @@ def deployed_platform(
                "monitoring": MONITORING}  # fmt: skip
     parameters(stubs, config.name, {k: v for k, v in handles.items() if k not in handles_out})
     if "cluster" not in handles_out:
-        stubs.on("sagemaker", "describe_cluster",
-                 described_cluster(config, counts=counts, status=cluster_status))  # fmt: skip
+        cluster = described_cluster(config, counts=counts, status=cluster_status)
+        for g in cluster["InstanceGroups"] if plan is not None else []:
+            if g["InstanceGroupName"] == "gpu":
+                g["TrainingPlanArn"] = plan["TrainingPlanArn"]
+        stubs.on("sagemaker", "describe_cluster", cluster)
         stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": []})
+        no_operations(stubs)  # ListClusterOperations: none yet
+        if plan is not None:
+            stubs.on("sagemaker", "describe_training_plan", plan)
     if "storage" not in handles_out:
         stubs.on("fsx", "describe_file_systems", {"FileSystems": [
             {"FileSystemId": FS_ID, "FileSystemType": "LUSTRE", "Lifecycle": "AVAILABLE",
@@ -427,6 +441,7 @@ def test_studio_without_its_domain_is_not_deployed(stubs: Stubs) -> None:
                                     "monitoring": MONITORING})  # fmt: skip
     stubs.on("sagemaker", "describe_cluster", described_cluster(config))
     stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": []})
+    no_operations(stubs)  # ListClusterOperations: none yet
     stubs.on(
         "fsx",
         "describe_file_systems",
@@ -456,6 +471,7 @@ def test_an_existing_file_system_is_asked_for_by_its_id(stubs: Stubs) -> None:
                                     "monitoring": MONITORING})  # fmt: skip
     stubs.on("sagemaker", "describe_cluster", described_cluster(config))
     stubs.on("sagemaker", "list_cluster_nodes", {"ClusterNodeSummaries": []})
+    no_operations(stubs)  # ListClusterOperations: none yet
     fs = "fs-0a1b2c3d4e5f67890"
     stubs.on(
         "fsx",
@@ -886,3 +902,174 @@ def test_a_flexible_group_shows_its_types_in_priority_order() -> None:
     assert _group_types(flexible) == "ml.p5.48xlarge|ml.p5e.48xlarge"
     assert _group_types({"InstanceType": "ml.g5.8xlarge"}) == "ml.g5.8xlarge"
     assert _group_types({}) == ""
+
+
+def test_every_node_and_cluster_state_of_the_pinned_model_is_judged() -> None:
+    """A botocore bump that adds a ClusterInstanceStatus or ClusterStatus value fails here until
+    `status` says what it means (1.44.8 added DetachInProgress and AttachInProgress)."""
+    import botocore.session
+
+    model = botocore.session.get_session().get_service_model("sagemaker")
+    node_states = set(model.shape_for("ClusterInstanceStatus").enum)
+    assert node_states == status_module.NODE_BUSY | {"Running", "Failure", "NotFound"}
+    assert set(model.shape_for("ClusterStatus").enum) == status_module.CLUSTER_BUSY | {
+        "InService", "Failed"}  # fmt: skip
+
+
+@pytest.mark.parametrize("moving", ["DetachInProgress", "AttachInProgress"])
+def test_a_node_being_moved_is_in_progress(moving: str) -> None:
+    healthy = logs.Health("healthy", logs.LOG_GROUP_VERDICT, "ok")
+    nodes = [
+        NodeState(NODE, "workers", "ml.g5.8xlarge", moving, "", healthy, "UpToDate"),
+        NodeState(OTHER, "workers", "ml.g5.8xlarge", "Running", "", healthy, "UpToDate"),
+    ]
+    status = status_module.Status("dev", "us-west-2", cluster=ClusterState(
+        "hyperpod-eks", "InService", "", [], nodes, None))  # fmt: skip
+    status_module._judge(status)
+    assert (status.state, status.problems) == (
+        status_module.IN_PROGRESS, [f"node {NODE} (workers): {moving}"])  # fmt: skip
+
+
+# --- operations and deadlines (botocore 1.44.8: ListClusterOperations, DescribeClusterOperation;
+# DescribeTrainingPlan) ---
+
+OP_SCALE = "0f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b"
+OP_CHECK = "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"
+PLAN_ARN = "arn:aws:sagemaker:us-west-2:111122223333:training-plan/p5-reserved-march"
+
+
+def plan_answer(status: str, end: datetime.datetime | None) -> dict[str, Any]:
+    answer = {"TrainingPlanArn": PLAN_ARN, "TrainingPlanName": "p5-reserved-march",
+              "Status": status, "StartTime": T0 - datetime.timedelta(days=20)}  # fmt: skip
+    if end is not None:
+        answer["EndTime"] = end
+    return answer
+
+
+def test_the_clusters_newest_operations_are_described(stubs: Stubs) -> None:
+    gpu = status_module.GroupState("gpu", "ml.p5.48xlarge", 4, 3, "InService")
+    cluster = ClusterState("hyperpod-dev", "InService", "", [gpu], [], None)
+    stubs.stubbers.setdefault("sagemaker", Stubber(stubs.facade.client("sagemaker"))).activate()
+    sm = stubs.stubbers["sagemaker"]
+    sm.add_response("list_cluster_operations", {"ClusterOperationSummaries": [
+        {"OperationId": OP_SCALE, "ClusterArn": CLUSTER["cluster_arn"], "Type": "Scaling",
+         "Status": "InProgress", "CreationTime": T0},
+        {"OperationId": OP_CHECK, "Type": "DeepHealthCheck", "Status": "Done",
+         "CreationTime": T0 - datetime.timedelta(hours=1)}]},
+        {"ClusterName": "hyperpod-dev", "SortBy": "CreationTime", "SortOrder": "Descending",
+         "MaxResults": status_module.OPERATIONS_SHOWN})  # fmt: skip
+    sm.add_response("describe_cluster_operation", {
+        "OperationId": OP_SCALE, "Type": "Scaling", "Status": "InProgress", "CreationTime": T0,
+        "ScalingDetails": [{"InstanceGroupName": "gpu", "Status": "InProgress",
+                            "Original": {"CurrentCount": 2, "TargetCount": 2, "MinCount": 2},
+                            "Desired": {"TargetCount": 4, "MinCount": 2}}]},
+        {"ClusterName": "hyperpod-dev", "OperationId": OP_SCALE})  # fmt: skip
+    sm.add_response("describe_cluster_operation", {
+        "OperationId": OP_CHECK, "Type": "DeepHealthCheck", "Status": "Done",
+        "CreationTime": T0 - datetime.timedelta(hours=1),
+        "DeepHealthCheckDetails": [{"InstanceGroupName": "gpu", "InstanceIds": [NODE],
+                                    "DeepHealthChecks": ["InstanceStress"]}]},
+        {"ClusterName": "hyperpod-dev", "OperationId": OP_CHECK})  # fmt: skip
+    operations, why = status_module.cluster_operations(stubs.facade, cluster)
+    assert why == ""
+    assert [o.line for o in operations] == [
+        f"Scaling InProgress since 2026-11-25T01:00:00Z ({OP_SCALE}): group gpu 2 -> 4 nodes "
+        "(min 2 -> 2), 3 now, InProgress",
+        f"DeepHealthCheck Done started 2026-11-25T00:00:00Z ({OP_CHECK}): deep health checks "
+        "gpu: InstanceStress (1 nodes)",
+    ]
+    assert operations[0].scaling[0].original == {"current": 2, "target": 2, "min": 2}
+
+
+def test_operations_a_caller_may_not_list_leave_the_rest_of_status(stubs: Stubs) -> None:
+    cluster = ClusterState("hyperpod-dev", "InService", "", [], [], None)
+    stubs.on("sagemaker", "list_cluster_operations", "AccessDeniedException")
+    assert status_module.cluster_operations(stubs.facade, cluster) == (
+        [], "not read (sagemaker:ListClusterOperations: AccessDeniedException)")  # fmt: skip
+
+
+NOW = T0 + datetime.timedelta(days=30)
+
+
+@pytest.mark.parametrize(("status", "end", "severity", "said"), [
+    ("Active", NOW + datetime.timedelta(days=30), "info", "Active, ends in 30 d 0 h"),
+    ("Active", NOW + datetime.timedelta(days=7), "warning", "7 d 0 h at 2027-01-01T01:00:00Z"),
+    ("Active", NOW + datetime.timedelta(hours=5, minutes=30), "warning", "ends in 5 h 30 min"),
+    ("Active", NOW - datetime.timedelta(minutes=1), "error", "ended at 2026-12-25T00:59:00Z"),
+    ("Expired", NOW - datetime.timedelta(days=2), "error", "ended at 2026-12-23T01:00:00Z: Expi"),
+    ("Failed", None, "error", "ended: Failed"),
+    ("Scheduled", NOW + datetime.timedelta(days=40), "info", "is Scheduled: it starts at"),
+])  # fmt: skip
+def test_a_training_plans_end_is_a_deadline(
+    stubs: Stubs, status: str, end: datetime.datetime | None, severity: str, said: str
+) -> None:
+    groups = [status_module.GroupState("gpu", "ml.p5.48xlarge", 4, 4, "InService", PLAN_ARN),
+              status_module.GroupState("spot", "ml.g5.8xlarge", 2, 2, "InService")]  # fmt: skip
+    stubs.stubbers.setdefault("sagemaker", Stubber(stubs.facade.client("sagemaker"))).activate()
+    stubs.stubbers["sagemaker"].add_response(
+        "describe_training_plan", plan_answer(status, end), {"TrainingPlanName": PLAN_ARN}
+    )
+    cluster = ClusterState("hyperpod-dev", "InService", "", groups, [], None)
+    (deadline,) = status_module.training_plan_deadlines(stubs.facade, cluster, now=NOW)
+    assert deadline.severity == severity
+    assert deadline.line.startswith("training plan p5-reserved-march (group gpu)")
+    assert said in deadline.line, deadline.line
+
+
+def test_an_ended_plan_is_an_error_line_but_not_the_exit_code(
+    stubs: Stubs, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every group at its count: the ended plan is said, in text and JSON, and status stays
+    healthy (exit 0), so a pipeline's gate does not fail on it; the group short of nodes it
+    leaves would be degraded on its own count."""
+    from hyperpod_kit.cli.status import render
+
+    ended = T0 - datetime.timedelta(days=1)
+    config = deployed_platform(stubs, plan=plan_answer("Expired", ended))
+    status = collect(config, stubs.facade)
+    assert (status.state, status.exit_code) == (status_module.HEALTHY, 0)
+    text = render(status)
+    assert "error: training plan p5-reserved-march (group gpu) ended at 2026-11-24" in text
+    assert "  operations: none" in text
+    data = json.loads(json.dumps(status.as_json(), default=str))
+    assert [d["severity"] for d in data["deadlines"]] == ["error"]
+    assert data["deadlines"][0]["line"].startswith("training plan p5-reserved-march")
+    assert data["operations"] == [] and data["operations_read"] == ""
+
+
+def test_an_addon_version_eks_no_longer_offers_is_a_warning(stubs: Stubs) -> None:
+    config = load_environment(REPO / "environments" / "eks.yaml").config
+    deployed = Deployed(config.name, handles={"eks": {"cluster_name": "hyperpod-eks-eks"}})
+    name = {"clusterName": "hyperpod-eks-eks"}
+    stubs.on("eks", "describe_cluster", {"cluster": {"name": "hyperpod-eks-eks",
+                                                     "version": "1.31"}})  # fmt: skip
+    eks = stubs.stubbers["eks"]
+    eks.add_response("list_addons", {"addons": ["vpc-cni", "coredns"]}, name)
+    for addon, installed, offered in (
+        ("vpc-cni", "v1.18.0-eksbuild.1", "v1.20.1-eksbuild.3"),
+        ("coredns", "v1.11.3-eksbuild.2", "v1.11.3-eksbuild.2"),
+    ):
+        eks.add_response(
+            "describe_addon",
+            {"addon": {"addonName": addon, "addonVersion": installed}},
+            name | {"addonName": addon},
+        )
+        eks.add_response("describe_addon_versions", {"addons": [{"addonName": addon,
+            "addonVersions": [{"addonVersion": offered,
+                               "compatibilities": [{"clusterVersion": "1.31"}]}]}]},
+            {"addonName": addon, "kubernetesVersion": "1.31"})  # fmt: skip
+    (warning,) = status_module.addon_deadlines(stubs.facade, deployed, config)
+    assert (warning.severity, warning.subject) == ("warning", "add-on vpc-cni")
+    assert warning.line.startswith(
+        "add-on vpc-cni v1.18.0-eksbuild.1 on EKS cluster hyperpod-eks-eks is no longer offered "
+        "for Kubernetes 1.31 (EKS offers newest v1.20.1-eksbuild.3). Hint: set "
+        "cluster.eks.addons.vpc_cni to an offered version"
+    )
+
+
+def test_addon_versions_not_read_are_one_warning(stubs: Stubs) -> None:
+    config = load_environment(REPO / "environments" / "eks.yaml").config
+    stubs.on("eks", "describe_cluster", "AccessDeniedException")
+    (warning,) = status_module.addon_deadlines(stubs.facade, Deployed(config.name), config)
+    assert warning.severity == "warning" and "versions not read (eks:DescribeCluster: " in (
+        warning.line)  # fmt: skip
