@@ -80,6 +80,7 @@ class Built:
 
     def rule_by_id(self, rule_id: str) -> dict[str, Any]:
         """The rule of construct id `rule_id` (a row of hyperpod_events.json)."""
+        rule: dict[str, Any]
         (rule,) = [
             r["Properties"] for k, r in self.resources("AWS::Events::Rule").items()
             if re.fullmatch(f"Monitoring{rule_id}[0-9A-F]{{8}}", k)
