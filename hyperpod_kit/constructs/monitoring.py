@@ -17,8 +17,8 @@ What the node-side runner reads is `hyperpod_kit.health_settings.node_health_set
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Protocol
+import re
+from typing import Protocol
 
 from aws_cdk import Annotations, Aws, CfnResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cw
@@ -41,6 +41,7 @@ from hyperpod_kit.config.derived import (
     remediation_function,
     ships_job_events,
 )
+from hyperpod_kit.config.facts import hyperpod_events, limit
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.constructs.functions import (
     function_logs_and_role,
@@ -182,12 +183,15 @@ def _field(path: str) -> str:
     return events.EventField.from_path(path)
 
 
-@dataclass(frozen=True)
-class _Rule:
-    id: str
-    detail_type: str
-    arn_path: list[str]  # where the cluster ARN is in `detail`
-    lines: list[str]
+def _message(row: hyperpod_events.EventRow, values: dict[str, str]) -> str:
+    """The row's message lines: `{$.path}` a field of the event, `{name}` this environment's."""
+    ours = re.compile(r"\{([a-z_]+)\}")
+    values = {**values, "what_to_do": ours.sub(lambda m: values[m.group(1)], row.what_to_do or "")}
+    lines = []
+    for written in row.message:
+        line = hyperpod_events.FIELD.sub(lambda m: _field(m.group(1)), written)
+        lines.append(ours.sub(lambda m: values[m.group(1)], line))
+    return "\n".join(lines)
 
 
 class ClusterMonitoring(Construct):
@@ -250,77 +254,37 @@ class ClusterMonitoring(Construct):
         )
 
     def _event_rules(self, cluster: MonitoredCluster) -> dict[str, events.Rule]:
-        url = console_url(self.region, self.config.cluster_name)
-        logs_hint = f"Logs: CloudWatch log group {self.log_group_name}"
-        d = "$.detail"
-        specs = [
-            _Rule(
-                "ClusterStateChange",
-                STATE_CHANGE,
-                ["ClusterArn"],
-                [
-                    f"HyperPod cluster {_field(d + '.ClusterName')} is now "
-                    f"{_field(d + '.ClusterStatus')}.",
-                    f"Failure message (empty if none): {_field(d + '.FailureMessage')}",
-                    f"Node recovery: {_field(d + '.NodeRecovery')}. Time: {_field('$.time')}.",
-                    f"Console: {url}",
-                    logs_hint,
-                ],
-            ),
-            _Rule(
-                "NodeHealth",
-                NODE_HEALTH,
-                ["ClusterArn"],
-                [
-                    f"HyperPod node health event in cluster {_field(d + '.ClusterName')}: "
-                    f"instance {_field(d + '.InstanceId')}.",
-                    f"What happened: {_field(d + '.HealthSummary.HealthStatus')}: "
-                    f"{_field(d + '.HealthSummary.HealthStatusReason')}",
-                    f"Repair action: {_field(d + '.HealthSummary.RepairAction')}. "
-                    f"Recommendation: {_field(d + '.HealthSummary.Recommendation')}",
-                    f"What happens next: {self._doing()}",
-                    f"Time: {_field('$.time')}. Console: {url}",
-                    logs_hint + f", stream of instance {_field(d + '.InstanceId')}",
-                ],
-            ),
-        ]
-        if continuous_provisioning(self.config):
-            # Sent only for clusters with continuous provisioning: a rule elsewhere would never
-            # match, and its empty graph and silent alarm inputs would only mislead.
-            specs.append(
-                _Rule(
-                    "ClusterEvent",
-                    CLUSTER_EVENT,
-                    ["EventDetails", "ClusterArn"],
-                    [
-                        f"HyperPod cluster {_field(d + '.EventDetails.ClusterName')}: "
-                        f"{_field(d + '.EventDetails.EventLevel')} event.",
-                        f"What happened: {_field(d + '.EventDetails.Description')}",
-                        f"Instance group {_field(d + '.EventDetails.InstanceGroupName')}, "
-                        f"instance {_field(d + '.EventDetails.InstanceId')} "
-                        f"({_field(d + '.EventDetails.ResourceType')}).",
-                        f"Time: {_field('$.time')}. Console: {url}",
-                        logs_hint,
-                    ],
-                )
-            )
+        """One rule per row of `hyperpod_events.json` that applies here (its detail-type is sent
+        for this cluster, its orchestrator is this one), filtered on this cluster's ARN and the
+        row's own filter, each with the row's message to every topic."""
+        values = {
+            "console": console_url(self.region, self.config.cluster_name),
+            "logs": f"Logs: CloudWatch log group {self.log_group_name}",
+            "doing": self._doing(),
+            "cluster": self.config.cluster_name,
+        }
+        continuous = continuous_provisioning(self.config)
         rules = {}
-        for spec in specs:
-            detail: dict[str, Any] = {spec.arn_path[-1]: [cluster.cluster_arn]}
-            for key in reversed(spec.arn_path[:-1]):
-                detail = {key: detail}
+        for row in hyperpod_events.rows():
+            # Cluster events are sent only with continuous provisioning: a rule elsewhere would
+            # never match, and its empty graph and silent alarm inputs would only mislead.
+            if not row.applies(continuous=continuous, orchestrator=self.config.orchestrator):
+                continue
             rule = events.Rule(
                 self,
-                spec.id,
-                description=f"HyperPod {spec.detail_type} of {self.config.cluster_name}",
+                row.rule_id,
+                description=f"HyperPod {row.detail_type} of {self.config.cluster_name}"
+                + (f": {row.title}" if row.filter else ""),
                 event_pattern=events.EventPattern(
-                    source=[SOURCE], detail_type=[spec.detail_type], detail=detail
+                    source=[hyperpod_events.SOURCE],
+                    detail_type=[row.detail_type],
+                    detail=row.detail_pattern(cluster.cluster_arn),
                 ),
             )
-            message = events.RuleTargetInput.from_multiline_text("\n".join(spec.lines))
+            message = events.RuleTargetInput.from_multiline_text(_message(row, values))
             for topic in self.alerts.all_topics:
                 rule.add_target(targets.SnsTopic(topic, message=message))
-            if spec.detail_type == NODE_HEALTH and self.remediation is not None:
+            if row.detail_type == NODE_HEALTH and self.remediation is not None:
                 rule.add_target(targets.SqsQueue(self.remediation.queue))
             # The stack may deploy to "the credentials' account" (no account in the file); the rule
             # and its targets are always in the same stack, so the environment cannot differ.
@@ -328,7 +292,7 @@ class ClusterMonitoring(Construct):
                 "@aws-cdk/aws-events:ruleUnresolvedEnvironment",
                 "rule and targets share one stack",
             )
-            rules[spec.id] = rule
+            rules[row.rule_id] = rule
         return rules
 
     # --- metrics from the cluster's log group ---------------------------------------------------
@@ -466,6 +430,23 @@ class ClusterMonitoring(Construct):
             query="fields @timestamp, node, action, check, why | filter source = "
             f'"{HEALTH_SOURCE}" and event = "decision" and executed = 1',
         )
+        if self.config.orchestrator == "slurm":
+            # HyperPod's agent writes its detections to the node's stream
+            # SagemakerHealthMonitoringAgent/<group>/<instance-id> (JSON lines with
+            # "HealthMonitoringAgentDetectionEvent": "HealthEvent", docs/health.md); on EKS a
+            # cluster event carries them, on Slurm only this log does.
+            self._log_alarm(
+                "HealthAgentDetectionsAlarm",
+                metrics["HealthAgentDetections"],
+                "health-agent-detections",
+                "HyperPod's health monitoring agent logged a detection on a node (a GPU, Xid, "
+                "NVLink, EFA or Neuron fault). On Slurm no HyperPod cluster event carries it: "
+                "this alarm is how it reaches the topic. HyperPod reboots or replaces the node "
+                "as node_recovery says; the line names the reason.",
+                query="fields @timestamp, @logStream, details.reason, details.message | filter "
+                "@message like /HealthMonitoringAgentDetectionEvent/ (streams "
+                "SagemakerHealthMonitoringAgent/<group>/<instance-id>)",
+            )
         rule = self.rules["NodeHealth"]
         self._alarm(
             "NodeHealthEventsAlarm",
@@ -483,31 +464,36 @@ class ClusterMonitoring(Construct):
             "at something they share: the file system, the network, a placement group, a bad "
             "AMI or lifecycle change.",
         )
-        failed = {
-            f"f{i}": cw.Metric(
-                namespace="AWS/Events",
-                metric_name="FailedInvocations",
-                dimensions_map={"RuleName": r.rule_name},
-                statistic="Sum",
-                period=WINDOW,
+        # An alarm on metric math reads at most 10 metrics (`limits.json`): with more rules
+        # (continuous provisioning on Slurm), a second alarm reads the rest.
+        most = limit("cloudwatch_alarm_math_metrics")
+        rules = list(self.rules.values())
+        for n, start in enumerate(range(0, len(rules), most)):
+            failed = {
+                f"f{i}": cw.Metric(
+                    namespace="AWS/Events",
+                    metric_name="FailedInvocations",
+                    dimensions_map={"RuleName": r.rule_name},
+                    statistic="Sum",
+                    period=WINDOW,
+                )
+                for i, r in enumerate(rules[start : start + most], start)
+            }
+            self._alarm(
+                "AlertDeliveryAlarm" + (str(n + 1) if n else ""),
+                name="alert-delivery-failures" + (f"-{n + 1}" if n else ""),
+                metric=cw.MathExpression(
+                    expression=" + ".join(f"FILL({k}, 0)" for k in failed),
+                    using_metrics=dict(failed),
+                    label="FailedInvocations",
+                    period=WINDOW,
+                ),
+                threshold=1,
+                description="EventBridge could not deliver HyperPod events to a target (the "
+                "alert topic, a subscribed topic or the remediation queue): alerts are being "
+                "lost. Check the target's access policy and its KMS key policy "
+                "(events.amazonaws.com needs kms:GenerateDataKey and kms:Decrypt).",
             )
-            for i, r in enumerate(self.rules.values())
-        }
-        self._alarm(
-            "AlertDeliveryAlarm",
-            name="alert-delivery-failures",
-            metric=cw.MathExpression(
-                expression=" + ".join(f"FILL({k}, 0)" for k in failed),
-                using_metrics=dict(failed),
-                label="FailedInvocations",
-                period=WINDOW,
-            ),
-            threshold=1,
-            description="EventBridge could not deliver HyperPod events to a target (the alert "
-            "topic, a subscribed topic or the remediation queue): alerts are being lost. Check "
-            "the target's access policy and its KMS key policy (events.amazonaws.com needs "
-            "kms:GenerateDataKey and kms:Decrypt).",
-        )
 
     def _training_alarms(self, metrics: dict[str, cw.Metric]) -> None:
         self._log_alarm(

@@ -78,6 +78,15 @@ class Built:
         ]  # fmt: skip
         return rule
 
+    def rule_by_id(self, rule_id: str) -> dict[str, Any]:
+        """The rule of construct id `rule_id` (a row of hyperpod_events.json)."""
+        rule: dict[str, Any]
+        (rule,) = [
+            r["Properties"] for k, r in self.resources("AWS::Events::Rule").items()
+            if re.fullmatch(f"Monitoring{rule_id}[0-9A-F]{{8}}", k)
+        ]  # fmt: skip
+        return rule
+
     def alarms(self) -> dict[str, dict[str, Any]]:
         return {p["AlarmName"]: p for p in self.props("AWS::CloudWatch::Alarm")}
 
@@ -137,14 +146,22 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Any:
         (
             "continuous",
             "SageMaker HyperPod Cluster Event",
-            {"EventDetails": {"ClusterArn": [CLUSTER_ARN]}},
+            {"EventDetails": {"ClusterArn": [CLUSTER_ARN], "EventLevel": ["Error"]}},
         ),
     ],
 )
 def test_rules_match_this_clusters_hyperpod_events(
     built: Any, variant: str, detail_type: str, detail: Any
 ) -> None:
-    rule = built(variant).rule(detail_type)
+    """The rules the stack had before the events table keep their construct ids (and logical
+    ids): ClusterStateChange, NodeHealth, ClusterEvent (now its Error events; the table's other
+    rows take the rest, tests/unit/test_hyperpod_events.py)."""
+    rule_id = {
+        "SageMaker HyperPod Cluster State Change": "ClusterStateChange",
+        "SageMaker HyperPod Cluster Node Health Event": "NodeHealth",
+        "SageMaker HyperPod Cluster Event": "ClusterEvent",
+    }[detail_type]
+    rule = built(variant).rule_by_id(rule_id)
     assert rule["EventPattern"] == {
         "source": ["aws.sagemaker"],
         "detail-type": [detail_type],
@@ -223,12 +240,15 @@ def test_state_change_and_cluster_event_messages(built: Any) -> None:
     assert render(state, event("cluster-state-change")).startswith(
         "HyperPod cluster hyperpod-dev is now InService."
     )
-    (provisioning,) = built("continuous").rule("SageMaker HyperPod Cluster Event")["Targets"]
+    (provisioning,) = built("continuous").rule_by_id("ClusterEvent")["Targets"]
     text = render(provisioning, event("cluster-event"))
     assert (
         "What happened: Instance creation in Cluster hyperpod-dev and InstanceGroup compute" in text
     )
-    assert "Instance group compute, instance i-0391f86fa0fe0d465 (Instance)." in text
+    assert (
+        "Cluster hyperpod-dev, instance group compute, instance i-0391f86fa0fe0d465 "
+        "(Instance, Error)." in text
+    )
 
 
 # --- the topic and its key ----------------------------------------------------------------------
@@ -326,8 +346,10 @@ def test_alarms_and_their_thresholds(built: Any) -> None:
         "hyperpod-dev-fsx-free-capacity",
         "hyperpod-dev-fsx-throughput",
         "hyperpod-dev-training-non-finite-stops",
+        "hyperpod-dev-health-agent-detections",
     }
     assert alarms["hyperpod-dev-node-health-events"]["Threshold"] == 3
+    assert alarms["hyperpod-dev-health-agent-detections"]["Threshold"] == 1
     assert alarms["hyperpod-dev-lifecycle-script-failures"]["Threshold"] == 1
     free = alarms["hyperpod-dev-fsx-free-capacity"]
     assert (free["Threshold"], free["ComparisonOperator"]) == (10, "LessThanThreshold")
@@ -362,6 +384,8 @@ def test_an_existing_file_system_gets_no_capacity_alarms(built: Any) -> None:
     assert "hyperpod-dev-fsx-throughput" not in alarms
     assert "hyperpod-dev-node-check-failures" in alarms
     assert "hyperpod-dev-training-non-finite-stops" not in alarms  # EKS ships no job events
+    # on EKS a cluster event carries the agent's detections; the log alarm is Slurm's
+    assert "hyperpod-dev-health-agent-detections" not in alarms
 
 
 def test_metric_filters_read_the_clusters_log_group(built: Any) -> None:
@@ -429,6 +453,37 @@ def test_the_patterns_match_what_the_runner_writes() -> None:
         "hyperpod-kit-health", "verdict", "fail",
     )  # fmt: skip
     assert (decision["event"], decision["executed"]) == ("decision", True)
+
+
+# A detection line of HyperPod's health monitoring agent as the developer guide shows it
+# (sagemaker-hyperpod-eks-resiliency-health-monitoring-agent, quoted by a HyperPod workshop page).
+HMA_LINE = json.dumps(
+    {
+        "level": "info",
+        "ts": "2024-08-21T18:35:35Z",
+        "msg": "NPD caught event",
+        "details": {
+            "severity": "warn",
+            "reason": "XidHardwareFailure",
+            "message": "NVRM: Xid (PCI:0000:b9:00): 71, NVLink: fatal error detected on link 6",
+        },
+        "HealthMonitoringAgentDetectionEvent": "HealthEvent",
+    }
+)
+
+
+def test_the_health_agent_filter_counts_the_agents_detection_lines(built: Any) -> None:
+    """A quoted term in a CloudWatch filter pattern matches a line that contains it: the
+    agent's detection line does, the agent's other lines (no detection key) do not."""
+    (agent,) = [
+        p for p in built("default").props("AWS::Logs::MetricFilter")
+        if p["MetricTransformations"][0]["MetricName"] == "HealthAgentDetections"
+    ]  # fmt: skip
+    term = json.loads(agent["FilterPattern"])
+    assert term in HMA_LINE
+    assert term not in json.dumps({"level": "info", "msg": "NPD started"})
+    alarm = built("default").alarms()["hyperpod-dev-health-agent-detections"]
+    assert "SagemakerHealthMonitoringAgent/" in alarm["AlarmDescription"]
 
 
 # --- dashboard ----------------------------------------------------------------------------------

@@ -32,7 +32,9 @@ an Ubuntu AMI already has), `limits.json` (quotas and service rules that no mode
 CloudFormation knows, the default version and Serverless v2's capacity range),
 `task_governance.json` (HyperPod task governance on EKS: its add-on and default version, the names
 of a team's namespace, queue and priority labels), `orchestrator_rules.json` (cluster settings AWS
-offers on EKS only, each with the words of its source).
+offers on EKS only, each with the words of its source), `hyperpod_events.json` (the EventBridge
+events of HyperPod that monitoring routes, each with its sample event and source; read by
+`hyperpod_events.py`).
 """
 
 from __future__ import annotations
