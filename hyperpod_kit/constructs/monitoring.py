@@ -248,9 +248,11 @@ class ClusterMonitoring(Construct):
                 "remediation Lambda performs the RepairAction above and reports here."
             )
         return (
+            # No angle brackets: EventBridge reads <name> in an input template as a variable.
             "Nobody repairs it automatically (node_recovery: None, auto_repair: false). "
-            "To replace it: aws sagemaker batch-replace-cluster-nodes --cluster-name "
-            f"{self.config.cluster_name} --node-ids <instance id>"
+            "To replace it: hyperpod-kit nodes FILE replace with the instance id above, or aws "
+            f"sagemaker batch-replace-cluster-nodes --cluster-name {self.config.cluster_name} "
+            "--node-ids and that id"
         )
 
     def _event_rules(self, cluster: MonitoredCluster) -> dict[str, events.Rule]:

@@ -162,3 +162,29 @@ def test_unconfirmed_shapes_say_so_in_the_docs() -> None:
 def test_the_path_helper_reads_what_the_template_reads(tmp_path: Path) -> None:
     event = {"detail": {"A": {"B": "x"}}}
     assert lookup(event, "$.detail.A.B") == "x" and lookup(event, "detail.A.C") is None
+
+
+def test_every_placeholder_of_a_message_is_a_field_it_reads(template: dict[str, Any]) -> None:
+    """EventBridge reads `<name>` in an input template as a variable of its InputPathsMap: a
+    written word in angle brackets would be refused at deploy. Every rule's, and every wording of
+    what happens to an unhealthy node (the three recovery settings), has none."""
+    from types import SimpleNamespace
+
+    from hyperpod_kit.constructs.monitoring import ClusterMonitoring
+
+    for rule in rules(template).values():
+        for target in rule["Targets"]:
+            transformer = target.get("InputTransformer")
+            if transformer is None:
+                continue
+            used = set(re.findall(r"<([^<>]*)>", transformer["InputTemplate"]))
+            assert used <= set(transformer.get("InputPathsMap", {})), used
+    from hyperpod_kit.config import EnvironmentConfig
+    from tests.conftest import default_data, merge
+
+    for recovery, repair in (("Automatic", False), ("None", True), ("None", False)):
+        conf = EnvironmentConfig.model_validate(merge(default_data(), {
+            "cluster": {"node_recovery": recovery}, "monitoring": {"auto_repair": repair},
+        }))  # fmt: skip
+        doing = ClusterMonitoring._doing(SimpleNamespace(config=conf))  # type: ignore[arg-type]
+        assert not re.search(r"[<>]", doing), doing
