@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_fsx as fsx
 from aws_cdk import aws_s3 as s3
 from constructs import Construct
 
 from hyperpod_kit.config.schema import ExistingLustreConfig, LustreConfig, S3Event
 from hyperpod_kit.constructs.data_bucket import REMOVAL
-from hyperpod_kit.constructs.network import LUSTRE_PORTS, ClusterNetwork
+from hyperpod_kit.constructs.network import ClusterNetwork, lustre_ingress
 from hyperpod_kit.constructs.provenance import trace, trace_values
 
 LOGICAL_ID = "LustreFileSystem"
@@ -143,18 +142,10 @@ class LustreFileSystem(Construct):
         make it import from the environment's network stack, which imports the app's VPC: a
         cycle)."""
         for i, group in enumerate(file_system.connections.security_groups):
-            for low, high in LUSTRE_PORTS:
-                ports = f"{low}" if low == high else f"{low}-{high}"
-                ec2.CfnSecurityGroupIngress(
-                    self,
-                    f"NodesLustre{low}Into{i}",
-                    group_id=group.security_group_id,
-                    ip_protocol="tcp",
-                    from_port=low,
-                    to_port=high,
-                    source_security_group_id=nodes,
-                    description=f"Lustre TCP {ports} from the HyperPod nodes",
-                )
+            lustre_ingress(
+                self, f"NodesLustre{i}Port", group_id=group.security_group_id,
+                source_id=nodes, source="the HyperPod nodes",
+            )  # fmt: skip
 
 
 def _s3_policies(

@@ -25,6 +25,25 @@ LUSTRE_PORTS = ((988, 988), (1018, 1023))
 # Which services get an interface endpoint: `config.derived.endpoint_services` (estimate reads it).
 
 
+def lustre_ingress(
+    scope: Construct, prefix: str, *, group_id: str, source_id: str, source: str
+) -> None:
+    """The Lustre ports (`LUSTRE_PORTS`) into `group_id` from `source_id`, one rule each (ids
+    `<prefix><first port>`), described as from `source`."""
+    for low, high in LUSTRE_PORTS:
+        ports = f"{low}" if low == high else f"{low}-{high}"
+        ec2.CfnSecurityGroupIngress(
+            scope,
+            f"{prefix}{low}",
+            group_id=group_id,
+            ip_protocol="tcp",
+            from_port=low,
+            to_port=high,
+            source_security_group_id=source_id,
+            description=f"Lustre TCP {ports} from {source}",
+        )
+
+
 def in_vpc(
     config: NetworkConfig,
     vpc: ec2.IVpc,
@@ -348,18 +367,10 @@ class ClusterNetwork(Construct):
         return sg
 
     def _lustre_rules(self, sg: ec2.CfnSecurityGroup, kind: str) -> None:
-        for low, high in LUSTRE_PORTS:
-            ports = f"{low}" if low == high else f"{low}-{high}"
-            ec2.CfnSecurityGroupIngress(
-                self,
-                f"{kind}LustreIngress{low}",
-                group_id=sg.attr_group_id,
-                ip_protocol="tcp",
-                from_port=low,
-                to_port=high,
-                source_security_group_id=sg.attr_group_id,
-                description=f"Lustre TCP {ports} from itself",
-            )
+        lustre_ingress(
+            self, f"{kind}LustreIngress", group_id=sg.attr_group_id,
+            source_id=sg.attr_group_id, source="itself",
+        )  # fmt: skip
 
     def _interface_endpoints(self, services: tuple[str, ...]) -> None:
         sg = ec2.CfnSecurityGroup(
