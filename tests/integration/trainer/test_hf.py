@@ -170,6 +170,9 @@ def test_qwen2_and_mistral_import_equal_transformers_and_export_as_themselves(
     tokens = _tokens()
     expected = _hf_logits(hf_model, tokens)
     ours_model = _ours(tmp_path / "ckpt")
+    # The counts MFU, the logs and checkpoint estimates use include the biases.
+    assert sum(p.numel() for p in ours_model.parameters()) == shape.num_params()
+    assert len(list(ours_model.parameters())) == shape.num_param_tensors()
     with torch.no_grad():
         ours = ours_model(tokens)
     assert (ours - expected).abs().max().item() < LOGIT_TOLERANCE
