@@ -18,7 +18,14 @@ import yaml
 
 from . import fileio
 from .paths import CONFIG_LIMIT
-from .presets import PRESETS, ROPE_SCALING_FIELDS, ModelShape, checkpoint_bytes, resolve_shape
+from .presets import (
+    ARCHITECTURES,
+    PRESETS,
+    ROPE_SCALING_FIELDS,
+    ModelShape,
+    checkpoint_bytes,
+    resolve_shape,
+)
 
 
 class ConfigError(Exception):
@@ -55,6 +62,13 @@ class ModelConfig:
     rope_low_freq_factor: float | None = None
     rope_high_freq_factor: float | None = None
     rope_original_max_position: int | None = None
+    # Biases on the q/k/v projections: Qwen2's attention (architecture qwen2 needs it).
+    qkv_bias: bool | None = None
+    # Mistral's sliding attention window, as import-hf read it: data.seq_len may not exceed it
+    # (the trainer's attention is full causal, the same as the window's up to its length).
+    sliding_window: int | None = None
+    # The Hugging Face architecture export-hf writes; import-hf prints the one it read.
+    architecture: Literal["llama", "qwen2", "mistral"] | None = None
     activation_checkpointing: bool = False
     # torch.compile each transformer block (FSDP's hooks stay outside the compiled region);
     # null = on for CUDA, off on CPU. Needs a C/C++ compiler on CPU.
@@ -368,8 +382,10 @@ def _validate_model(cfg: Config) -> None:
         raise ConfigError("model.rope_theta", f"must be > 0, got {m.rope_theta:g}")
     if m.norm_eps is not None and m.norm_eps <= 0:
         raise ConfigError("model.norm_eps", f"must be > 0, got {m.norm_eps:g}")
+    _at_least("model.sliding_window", m.sliding_window, 1)
     shape = cfg.shape()
     _validate_rope_scaling(shape)
+    _validate_architecture(shape)
     if shape.dim % shape.n_heads:
         raise ConfigError("model.dim", f"{shape.dim} is not divisible by n_heads {shape.n_heads}")
     if shape.head_dim % 2:
@@ -378,6 +394,23 @@ def _validate_model(cfg: Config) -> None:
         raise ConfigError(
             "model.n_kv_heads",
             f"n_heads {shape.n_heads} is not a multiple of n_kv_heads {shape.n_kv_heads}",
+        )
+
+
+def _validate_architecture(shape: ModelShape) -> None:
+    """The shape must be one export-hf can write as its architecture (hf.py): Qwen2's attention
+    always has q/k/v biases and Llama's and Mistral's never; only Mistral has a window."""
+    assert shape.architecture in ARCHITECTURES  # the Literal above
+    if shape.qkv_bias != (shape.architecture == "qwen2"):
+        raise ConfigError(
+            "model.qkv_bias",
+            f"{str(shape.qkv_bias).lower()} with model.architecture {shape.architecture}: "
+            "qwen2 has biases on the q/k/v projections, llama and mistral have none",
+        )
+    if shape.sliding_window is not None and shape.architecture != "mistral":
+        raise ConfigError(
+            "model.sliding_window",
+            f"set with model.architecture {shape.architecture}: only mistral has one",
         )
 
 
@@ -405,6 +438,14 @@ def _validate_data(cfg: Config) -> None:
     _at_least("data.num_workers", d.num_workers, 0)
     _at_least("data.prefetch_factor", d.prefetch_factor, 1)
     _at_least("data.seed", d.seed, 0)
+    window = cfg.shape().sliding_window
+    if window is not None and d.seq_len > window:
+        raise ConfigError(
+            "data.seq_len",
+            f"{d.seq_len} exceeds model.sliding_window {window}: the trainer's attention is "
+            "full causal, which differs from the model's sliding window beyond it; set "
+            f"data.seq_len <= {window}",
+        )
     # Existence of data.path is checked when the dataset opens (on the cluster), so that
     # `--check` works on a laptop for configs that name FSx paths.
     if d.source == "tokens" and not d.path:

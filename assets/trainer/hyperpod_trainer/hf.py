@@ -1,7 +1,9 @@
-"""Hugging Face Llama checkpoints in and out: `import-hf SRC OUT` and `export-hf CHECKPOINT OUT`.
+"""Hugging Face checkpoints in and out: `import-hf SRC OUT` and `export-hf CHECKPOINT OUT`.
 
-`import-hf` reads a Llama-family model folder (config.json and model.safetensors, or shards named
-by model.safetensors.index.json) and writes a checkpoint folder the trainer resumes from:
+`import-hf` reads a Llama, Qwen2 or Mistral model folder (config.json and model.safetensors, or
+shards named by model.safetensors.index.json; the architecture from config.json's
+`architectures` and `model_type`, any other refused) and writes a checkpoint folder the trainer
+resumes from:
 
     OUT/step_000000/   DCP shards + .metadata + COMPLETE.json ("model_only": true)
     OUT/latest
@@ -9,7 +11,15 @@ by model.safetensors.index.json) and writes a checkpoint folder the trainer resu
 with the model's fp32 weights only: the trainer loads them into a fresh optimizer at step 0 with
 its own data order (train.py, `model_only`). `export-hf` reads only the model's tensors from a
 checkpoint (never the optimizer state, which is twice the model) and writes safetensors shards,
-config.json and, when known, the tokenizer, for `transformers.AutoModelForCausalLM`.
+config.json and, when known, the tokenizer, for `transformers.AutoModelForCausalLM`, as the
+architecture the shape records (import-hf records the one it read).
+
+The three differ only where the shape says so: Qwen2 has biases on the q/k/v projections
+(`qkv_bias`); Mistral may have a sliding attention window (`sliding_window`, 4096 when its
+config.json does not say), which the trainer does not implement: its attention is full causal,
+the same as the window's while a sequence fits in it, so a job whose data.seq_len exceeds the
+window is refused by config validation. A Qwen2 whose layers actually slide (use_sliding_window
+with layers at or above max_window_layers) is refused at import.
 
 Uses `safetensors` and torch's DCP only; never `transformers`. Every refusal is a `ConfigError`
 naming the file (or the field) or a `fileio.PathError` naming the path, before anything is
@@ -54,7 +64,7 @@ from .checkpoint import (
 )
 from .checkpoint import write_atomic as _write_atomic
 from .config import ConfigError, load_config
-from .presets import PRESETS, ModelShape
+from .presets import OPTIONAL_DEFAULTS, PRESETS, ModelShape
 
 # Hugging Face Llama parameter names -> the trainer's (model.py), per layer and global.
 _LAYER_NAMES = {
@@ -80,7 +90,20 @@ _ROPE_KEYS = {
     "high_freq_factor": "rope_high_freq_factor",
     "original_max_position_embeddings": "rope_original_max_position",
 }
-_LLAMA_ARCHITECTURES = ("LlamaForCausalLM",)
+# Bias tensors of Qwen2's q/k/v projections (ModelShape.qkv_bias).
+_BIAS_NAMES = {
+    "self_attn.q_proj.bias": "attention.wq.bias",
+    "self_attn.k_proj.bias": "attention.wk.bias",
+    "self_attn.v_proj.bias": "attention.wv.bias",
+}
+# config.json's model_type -> its architectures class (ModelShape.architecture is the former).
+HF_ARCHITECTURES = {
+    "llama": "LlamaForCausalLM",
+    "qwen2": "Qwen2ForCausalLM",
+    "mistral": "MistralForCausalLM",
+}
+# MistralConfig's sliding_window when config.json has no such key.
+MISTRAL_DEFAULT_WINDOW = 4096
 # Shard size of export-hf's safetensors files (Hugging Face's own default is 5 GB).
 MAX_SHARD_BYTES = 5 * 1024**3
 IMPORT_STEP = 0
@@ -93,8 +116,9 @@ def name_map(shape: ModelShape) -> dict[str, str]:
         for hf, ours in _GLOBAL_NAMES.items()
         if not (shape.tie_embeddings and ours == "output.weight")
     }
+    per_layer = {**_LAYER_NAMES, **(_BIAS_NAMES if shape.qkv_bias else {})}
     for layer in range(shape.n_layers):
-        for hf, ours in _LAYER_NAMES.items():
+        for hf, ours in per_layer.items():
             out[f"model.layers.{layer}.{hf}"] = f"layers.{layer}.{ours}"
     return out
 
@@ -119,6 +143,10 @@ def param_shapes(shape: ModelShape) -> dict[str, tuple[int, ...]]:
         "attention_norm.weight": (shape.dim,),
         "ffn_norm.weight": (shape.dim,),
     }
+    if shape.qkv_bias:
+        per_layer["attention.wq.bias"] = (shape.n_heads * shape.head_dim,)
+        per_layer["attention.wk.bias"] = (kv,)
+        per_layer["attention.wv.bias"] = (kv,)
     for layer in range(shape.n_layers):
         for name, dims in per_layer.items():
             out[f"layers.{layer}.{name}"] = dims
@@ -157,18 +185,74 @@ def _rope_parameters(hf: dict[str, Any], where: str) -> tuple[float, dict[str, A
     return float(theta), scaling
 
 
-def _refuse_unsupported(hf: dict[str, Any], where: str) -> None:
+def _architecture(hf: dict[str, Any], where: str) -> str:
+    """config.json's model_type, when it and `architectures` name one family import-hf reads."""
+    supported = ", ".join(f"{t} ({cls})" for t, cls in HF_ARCHITECTURES.items())
     archs = hf.get("architectures") or []
-    if hf.get("model_type") != "llama" or not set(archs) <= set(_LLAMA_ARCHITECTURES):
-        found = ", ".join(archs) or f"model_type {hf.get('model_type')!r}"
+    model_type = hf.get("model_type")
+    if not isinstance(archs, list) or not set(map(str, archs)) <= set(HF_ARCHITECTURES.values()):
+        found = ", ".join(map(str, archs)) if isinstance(archs, list) else repr(archs)
         raise ConfigError(
             f"{where} architectures",
-            f"unsupported architecture {found}; import-hf reads Llama models "
-            "(model_type llama, LlamaForCausalLM)",
+            f"unsupported architecture {found} (model_type {model_type!r}); "
+            f"import-hf reads {supported}",
         )
-    for flag in ("attention_bias", "mlp_bias"):
-        if hf.get(flag):
-            raise ConfigError(f"{where} {flag}", "true: the trainer's model has no bias terms")
+    if model_type not in HF_ARCHITECTURES:
+        raise ConfigError(
+            f"{where} model_type",
+            f"unsupported model_type {model_type!r}; import-hf reads {supported}",
+        )
+    if archs and set(archs) != {HF_ARCHITECTURES[model_type]}:
+        raise ConfigError(
+            f"{where} model_type",
+            f"{model_type!r} does not match architectures {', '.join(archs)}",
+        )
+    return str(model_type)
+
+
+def _qwen2_sliding_layers(hf: dict[str, Any], where: str) -> None:
+    """Refuse a Qwen2 whose layers slide (Qwen2Config's rule: with use_sliding_window, the layers
+    from max_window_layers on; or config.json's own layer_types). Every released Qwen2/2.5 and
+    DeepSeek-R1-Distill-Qwen has use_sliding_window false, so nothing slides."""
+    n_layers = int(hf.get("num_hidden_layers") or 0)
+    types = hf.get("layer_types")
+    key = "layer_types"
+    if types is None:
+        key = "use_sliding_window"
+        slides = bool(hf.get("use_sliding_window")) and hf.get("sliding_window", 4096) is not None
+        first = int(hf.get("max_window_layers", 28))
+        types = ["sliding_attention" if slides and i >= first else "full_attention"
+                 for i in range(n_layers)]  # fmt: skip
+    if not isinstance(types, list) or any(t != "full_attention" for t in types):
+        raise ConfigError(
+            f"{where} {key}",
+            "layers with sliding-window attention: the trainer's attention is full causal "
+            "(import Qwen2 models whose layers are all full attention)",
+        )
+
+
+def _sliding_window(hf: dict[str, Any], architecture: str, where: str) -> int | None:
+    if architecture == "qwen2":
+        _qwen2_sliding_layers(hf, where)
+    if architecture != "mistral":
+        return None
+    window = hf.get("sliding_window", MISTRAL_DEFAULT_WINDOW)
+    if window is None:
+        return None
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ConfigError(f"{where} sliding_window", f"expected null or >= 1, got {window!r}")
+    return window
+
+
+def _refuse_unsupported(hf: dict[str, Any], architecture: str, where: str) -> None:
+    if architecture == "llama":  # Qwen2's and Mistral's configs have no such flags
+        for flag in ("attention_bias", "mlp_bias"):
+            if hf.get(flag):
+                raise ConfigError(
+                    f"{where} {flag}",
+                    "true: Llama's biases include the output and MLP projections, which the "
+                    "trainer's model does not have",
+                )
     if hf.get("hidden_act", "silu") != "silu":
         raise ConfigError(
             f"{where} hidden_act", f"{hf['hidden_act']!r}: the trainer's MLP is SwiGLU (silu)"
@@ -199,8 +283,11 @@ def _rope_fields(hf: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def shape_from_hf_config(hf: dict[str, Any], where: str) -> ModelShape:
-    """The ModelShape of a Llama config.json, or a ConfigError saying what cannot be represented."""
-    _refuse_unsupported(hf, where)
+    """The ModelShape of a Llama, Qwen2 or Mistral config.json, or a ConfigError saying what
+    cannot be represented."""
+    architecture = _architecture(hf, where)
+    _refuse_unsupported(hf, architecture, where)
+    window = _sliding_window(hf, architecture, where)
     try:
         dim = int(hf["hidden_size"])
         n_heads = int(hf["num_attention_heads"])
@@ -214,6 +301,9 @@ def shape_from_hf_config(hf: dict[str, Any], where: str) -> ModelShape:
             # LlamaConfig's own default is 1e-6 (the trainer's is 1e-5): absent means 1e-6.
             "norm_eps": float(hf.get("rms_norm_eps", 1e-6)),
             "tie_embeddings": bool(hf.get("tie_word_embeddings", False)),
+            "qkv_bias": architecture == "qwen2",
+            "sliding_window": window,
+            "architecture": architecture,
         }
     except KeyError as exc:
         raise ConfigError(f"{where} {exc.args[0]}", "missing") from None
@@ -227,9 +317,11 @@ def shape_from_hf_config(hf: dict[str, Any], where: str) -> ModelShape:
         )
     values.update(_rope_fields(hf, where))
     shape = ModelShape(**values)
-    # The same validation a training config gets (even head dim, GQA divisibility, llama3 rules).
+    # The same validation a training config gets (even head dim, GQA divisibility, llama3 rules),
+    # of the shape alone: the window is checked against a job's data.seq_len when the job's
+    # config is loaded, so here the shortest one.
     try:
-        load_config(None, model_sets(shape))
+        load_config(None, [*model_sets(shape), "data.seq_len=2"])
     except ConfigError as exc:
         raise ConfigError(where, f"the model cannot represent it: {exc}") from None
     return shape
@@ -244,6 +336,8 @@ def model_section(shape: ModelShape) -> dict[str, Any]:
     out: dict[str, Any] = {"preset": "tiny"}
     for f in fields(ModelShape):
         value = getattr(shape, f.name)
+        if f.name in OPTIONAL_DEFAULTS and value == OPTIONAL_DEFAULTS[f.name]:
+            continue  # as before these fields existed (a Llama's section is unchanged)
         if value is not None:
             out[f.name] = value
     return out
@@ -254,8 +348,8 @@ def model_sets(shape: ModelShape) -> list[str]:
 
 
 def hf_config(shape: ModelShape, *, seq_len: int, dtype: torch.dtype) -> dict[str, Any]:
-    """config.json for `shape`, in the classic keys every Llama reader knows (transformers 5
-    converts rope_theta/rope_scaling to its rope_parameters itself)."""
+    """config.json for `shape` as its architecture, in the classic keys every reader knows
+    (transformers 5 converts rope_theta/rope_scaling to its rope_parameters itself)."""
     scaling: dict[str, Any] | None = None
     max_positions = seq_len
     if shape.rope_type == "llama3":
@@ -263,9 +357,20 @@ def hf_config(shape: ModelShape, *, seq_len: int, dtype: torch.dtype) -> dict[st
         for key, name in _ROPE_KEYS.items():
             scaling[key] = getattr(shape, name)
         max_positions = max(seq_len, int(scaling["original_max_position_embeddings"]))
+    per_architecture: dict[str, dict[str, Any]] = {
+        "llama": {"attention_bias": False, "mlp_bias": False},
+        # Biases on q/k/v are part of Qwen2's attention; no layer slides.
+        "qwen2": {
+            "use_sliding_window": False,
+            "sliding_window": None,
+            "max_window_layers": shape.n_layers,
+        },
+        # Written even when null: MistralConfig's default is a 4096-token window.
+        "mistral": {"sliding_window": shape.sliding_window},
+    }
     return {
-        "architectures": list(_LLAMA_ARCHITECTURES),
-        "model_type": "llama",
+        "architectures": [HF_ARCHITECTURES[shape.architecture]],
+        "model_type": shape.architecture,
         "vocab_size": shape.vocab_size,
         "hidden_size": shape.dim,
         "intermediate_size": shape.ffn_dim,
@@ -278,8 +383,7 @@ def hf_config(shape: ModelShape, *, seq_len: int, dtype: torch.dtype) -> dict[st
         "rms_norm_eps": shape.norm_eps,
         "rope_theta": shape.rope_theta,
         "rope_scaling": scaling,
-        "attention_bias": False,
-        "mlp_bias": False,
+        **per_architecture[shape.architecture],
         "tie_word_embeddings": shape.tie_embeddings,
         "torch_dtype": str(dtype).removeprefix("torch."),
     }
@@ -526,4 +630,10 @@ def print_import_summary(shape: ModelShape, src: Path, out: Path) -> None:
         "(the trainer loads the weights at step 0 with a fresh optimizer):",
         file=sys.stderr,
     )
+    if shape.sliding_window is not None:
+        print(
+            f"its sliding attention window is {shape.sliding_window} tokens: the trainer's "
+            f"attention is full causal, so data.seq_len may not exceed {shape.sliding_window}",
+            file=sys.stderr,
+        )
     print("\n".join(_yaml_lines(model_section(shape), out)))

@@ -1,4 +1,5 @@
-"""Decoder-only transformer (Llama style: RMSNorm, RoPE, SwiGLU, GQA) and its FSDP2 wrapping."""
+"""Decoder-only transformer (Llama style: RMSNorm, RoPE, SwiGLU, GQA; optional q/k/v biases for
+Qwen2) and its FSDP2 wrapping."""
 
 from __future__ import annotations
 
@@ -86,9 +87,10 @@ class Attention(nn.Module):
         self.n_heads = shape.n_heads
         self.n_kv_heads = shape.n_kv_heads
         self.head_dim = shape.head_dim
-        self.wq = nn.Linear(shape.dim, shape.n_heads * self.head_dim, bias=False)
-        self.wk = nn.Linear(shape.dim, shape.n_kv_heads * self.head_dim, bias=False)
-        self.wv = nn.Linear(shape.dim, shape.n_kv_heads * self.head_dim, bias=False)
+        bias = shape.qkv_bias  # Qwen2: q/k/v biases, none on the output projection
+        self.wq = nn.Linear(shape.dim, shape.n_heads * self.head_dim, bias=bias)
+        self.wk = nn.Linear(shape.dim, shape.n_kv_heads * self.head_dim, bias=bias)
+        self.wv = nn.Linear(shape.dim, shape.n_kv_heads * self.head_dim, bias=bias)
         self.wo = nn.Linear(shape.n_heads * self.head_dim, shape.dim, bias=False)
 
     def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
@@ -197,6 +199,8 @@ class Transformer(nn.Module):
             if isinstance(module, nn.Linear):
                 std = depth_std if name.endswith(("wo", "w2")) else INIT_STD
                 nn.init.trunc_normal_(module.weight, mean=0.0, std=std, a=-3 * std, b=3 * std)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
             elif isinstance(module, nn.Embedding):
                 nn.init.normal_(module.weight, mean=0.0, std=INIT_STD)
             elif isinstance(module, RMSNorm):

@@ -30,6 +30,16 @@ class ModelShape:
     rope_low_freq_factor: float | None = None
     rope_high_freq_factor: float | None = None
     rope_original_max_position: int | None = None
+    # Biases on the query, key and value projections (Qwen2's attention; never on the output
+    # projection).
+    qkv_bias: bool = False
+    # The source model's sliding attention window (Mistral's `sliding_window`). The trainer's
+    # attention is full causal, which equals the window's only while a sequence fits in it:
+    # config validation refuses a data.seq_len above it. Kept so that export-hf writes it back.
+    sliding_window: int | None = None
+    # The Hugging Face architecture export-hf writes (import-hf records the one it read):
+    # one of ARCHITECTURES.
+    architecture: str = "llama"
 
     @property
     def head_dim(self) -> int:
@@ -39,6 +49,8 @@ class ModelShape:
         """Exact parameter count, used for MFU (6·N·tokens) and for the logs."""
         kv = self.n_kv_heads * self.head_dim
         attn = self.dim * self.dim * 2 + self.dim * kv * 2  # wq, wo, wk, wv
+        if self.qkv_bias:
+            attn += self.dim + 2 * kv
         ffn = 3 * self.dim * self.ffn_dim
         norms = 2 * self.dim
         per_layer = attn + ffn + norms
@@ -47,17 +59,23 @@ class ModelShape:
         return embed + self.n_layers * per_layer + self.dim + output
 
     def num_param_tensors(self) -> int:
-        """Parameter tensors: the embedding, 9 per layer (wq wk wv wo, w1 w2 w3, two norms), the
-        final norm, and the output projection unless it is tied to the embedding."""
-        return 1 + 9 * self.n_layers + 1 + (0 if self.tie_embeddings else 1)
+        """Parameter tensors: the embedding, 9 per layer (wq wk wv wo, w1 w2 w3, two norms) and 3
+        more with q/k/v biases, the final norm, and the output projection unless it is tied to
+        the embedding."""
+        per_layer = 9 + (3 if self.qkv_bias else 0)
+        return 1 + per_layer * self.n_layers + 1 + (0 if self.tie_embeddings else 1)
 
     def as_dict(self) -> dict[str, Any]:
         """The shape as a checkpoint records it (COMPLETE.json's `model_shape`). The RoPE scaling
-        fields appear only when scaling is on, so a checkpoint written before they existed
-        still matches the same unscaled model."""
+        fields appear only when scaling is on, and qkv_bias, sliding_window and architecture only
+        when not their defaults, so a checkpoint written before they existed still matches the
+        same model."""
         out = asdict(self)
         if self.rope_type == "default":
             for name in ROPE_SCALING_FIELDS:
+                del out[name]
+        for name, default in OPTIONAL_DEFAULTS.items():
+            if out[name] == default:
                 del out[name]
         return out
 
@@ -71,6 +89,14 @@ ROPE_SCALING_FIELDS = (
     "rope_original_max_position",
 )
 ROPE_TYPES = ("default", "llama3")
+# The Hugging Face model families import-hf reads and export-hf writes (hf.py).
+ARCHITECTURES = ("llama", "qwen2", "mistral")
+# ModelShape fields a checkpoint records only when they differ from these (as_dict).
+OPTIONAL_DEFAULTS: dict[str, Any] = {
+    "qkv_bias": False,
+    "sliding_window": None,
+    "architecture": "llama",
+}
 
 # Llama 3.1 and 3.2 ship their RoPE with this scaling (their config.json's rope_scaling); the
 # 3.2 1B/3B models with factor 32, the 3.1 models with factor 8.

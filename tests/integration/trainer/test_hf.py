@@ -1,9 +1,12 @@
-"""Hugging Face Llama in and out: `import-hf` and `export-hf` against `transformers` itself.
+"""Hugging Face Llama, Qwen2 and Mistral in and out: `import-hf` and `export-hf` against
+`transformers` itself.
 
 A tiny random Llama is made locally (`LlamaConfig` + `save_pretrained`, offline), with and without
 Llama 3.1's `llama3` RoPE scaling, imported, and its logits compared with transformers' on the
 same tokens; exported back and loaded with `AutoModelForCausalLM.from_pretrained`; imported,
-trained for a few steps by the real trainer (2 ranks under FSDP) and exported again.
+trained for a few steps by the real trainer (2 ranks under FSDP) and exported again. A tiny
+Qwen2 (random q/k/v biases, GQA, tied embeddings) and a tiny Mistral (a sliding window exactly
+the sequence length) go through the same import, compare and export.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ transformers = pytest.importorskip("transformers")
 from torch.distributed.checkpoint import state_dict_loader  # noqa: E402
 
 from hyperpod_trainer import fileio, hf  # noqa: E402
+from hyperpod_trainer.config import ConfigError  # noqa: E402
 from hyperpod_trainer.model import Transformer  # noqa: E402
 from hyperpod_trainer.presets import ROPE_SCALING_FIELDS, ModelShape  # noqa: E402
 
@@ -113,6 +117,82 @@ def test_import_forward_equals_transformers_and_export_loads_back(
     hf.export_hf(tmp_path / "ckpt", tmp_path / "back")
     loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "back").eval()
     assert loaded.dtype == torch.float32
+    assert type(loaded).__name__ == "LlamaForCausalLM"
+    assert (_hf_logits(loaded, tokens) - expected).abs().max().item() < LOGIT_TOLERANCE
+    # A Llama's checkpoint records what it did before Qwen2 and Mistral existed, so checkpoints
+    # written before still resume (train.py compares model_shape for equality) and export.
+    marker = json.loads((tmp_path / "ckpt" / "step_000000" / "COMPLETE.json").read_text())
+    assert not {"qkv_bias", "sliding_window", "architecture"} & set(marker["model_shape"])
+    assert ModelShape(**marker["model_shape"]).as_dict() == marker["model_shape"]
+
+
+def _save_family(folder: Path, family: str) -> Any:
+    """A tiny random Qwen2 (q/k/v biases made non-zero, GQA, tied embeddings like Qwen2.5-0.5B)
+    or Mistral (GQA, a sliding window exactly SEQ: no effect at SEQ tokens)."""
+    torch.manual_seed(0)
+    common: dict[str, Any] = {
+        "vocab_size": 96,
+        "hidden_size": 64,
+        "intermediate_size": 112,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 128,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0},
+        "initializer_range": 0.2,
+    }
+    if family == "qwen2":
+        config = transformers.Qwen2Config(**common, tie_word_embeddings=True)
+        model = transformers.Qwen2ForCausalLM(config).eval()
+    else:
+        config = transformers.MistralConfig(**common, sliding_window=SEQ)
+        model = transformers.MistralForCausalLM(config).eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if name.endswith("norm.weight"):
+                param.uniform_(0.5, 1.5)
+            elif name.endswith("bias"):  # zero at init: make them matter
+                param.uniform_(-1.0, 1.0)
+    model.save_pretrained(folder, safe_serialization=True)
+    return model
+
+
+@pytest.mark.parametrize("family", ["qwen2", "mistral"])
+def test_qwen2_and_mistral_import_equal_transformers_and_export_as_themselves(
+    tmp_path: Path, family: str
+) -> None:
+    hf_model = _save_family(tmp_path / "hf", family)
+    shape = hf.import_hf(tmp_path / "hf", tmp_path / "ckpt")
+    assert shape.architecture == family
+    assert shape.qkv_bias is (family == "qwen2")
+    assert shape.sliding_window == (SEQ if family == "mistral" else None)
+    assert shape.tie_embeddings is (family == "qwen2")
+    tokens = _tokens()
+    expected = _hf_logits(hf_model, tokens)
+    ours_model = _ours(tmp_path / "ckpt")
+    # The counts MFU, the logs and checkpoint estimates use include the biases.
+    assert sum(p.numel() for p in ours_model.parameters()) == shape.num_params()
+    assert len(list(ours_model.parameters())) == shape.num_param_tensors()
+    with torch.no_grad():
+        ours = ours_model(tokens)
+    assert (ours - expected).abs().max().item() < LOGIT_TOLERANCE
+    if family == "qwen2":  # the biases are loaded and used: without them the logits differ
+        with torch.no_grad():
+            for name, param in ours_model.named_parameters():
+                if name.endswith(".bias"):
+                    param.zero_()
+            assert (ours_model(tokens) - expected).abs().max().item() > 0.1
+    else:  # the window is SEQ exactly: one token shorter and transformers' attention changes
+        hf_model.config.sliding_window = SEQ - 1
+        narrower = _hf_logits(hf_model, tokens)
+        assert (ours - narrower).abs().max().item() > 0.1
+
+    hf.export_hf(tmp_path / "ckpt", tmp_path / "back")
+    written = json.loads((tmp_path / "back" / "config.json").read_text())
+    assert written["model_type"] == family
+    loaded = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "back").eval()
+    assert type(loaded).__name__ == type(hf_model).__name__
+    assert loaded.config.sliding_window == (SEQ if family == "mistral" else None)
     assert (_hf_logits(loaded, tokens) - expected).abs().max().item() < LOGIT_TOLERANCE
 
 
@@ -200,7 +280,8 @@ def _edit_config(folder: Path, **changes: Any) -> None:
 @pytest.mark.parametrize(
     ("change", "named"),
     [
-        ({"architectures": ["MistralForCausalLM"], "model_type": "mistral"}, "architectures"),
+        ({"architectures": ["PhiForCausalLM"], "model_type": "phi"}, "architectures"),
+        ({"model_type": "qwen2"}, "model_type"),  # LlamaForCausalLM with another model_type
         ({"rope_parameters": {"rope_type": "yarn", "factor": 4.0, "rope_theta": 1e4}}, "yarn"),
         ({"attention_bias": True}, "attention_bias"),
         ({"head_dim": 32}, "head_dim"),
@@ -216,6 +297,62 @@ def test_unrepresentable_models_are_refused_with_the_reason(
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "config.json" in lines[0] and named in lines[0], result.stderr
     assert not (tmp_path / "ckpt").exists()
+
+
+_QWEN2 = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2"}
+_MISTRAL = {"architectures": ["MistralForCausalLM"], "model_type": "mistral"}
+_DIMS = {
+    "hidden_size": 64,
+    "intermediate_size": 112,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 96,
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "named"),
+    [
+        ({"architectures": [], "model_type": "gemma2"}, "model_type"),
+        ({"model_type": None}, "model_type"),
+        (
+            {"architectures": ["LlamaForCausalLM", "Qwen2ForCausalLM"], "model_type": "llama"},
+            "model_type",
+        ),
+        # Layer 1 of 2 slides (Qwen2Config's rule), or config.json's own layer_types say so.
+        ({**_QWEN2, "use_sliding_window": True, "max_window_layers": 1}, "use_sliding_window"),
+        ({**_QWEN2, "layer_types": ["full_attention", "sliding_attention"]}, "layer_types"),
+        ({**_MISTRAL, "sliding_window": 0}, "sliding_window"),
+        ({**_MISTRAL, "sliding_window": "4k"}, "sliding_window"),
+        ({**_MISTRAL, "sliding_window": 1}, "data.seq_len"),  # no job could train it
+        ({**_QWEN2, "hidden_act": "gelu"}, "hidden_act"),
+    ],
+)
+def test_family_configs_refused_naming_the_field(config: dict[str, Any], named: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        hf.shape_from_hf_config({**_DIMS, **config}, "m/config.json")
+    assert err.value.path.startswith("m/config.json") and named in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("config", "window"),
+    [
+        # use_sliding_window without a layer at or above max_window_layers: nothing slides.
+        ({**_QWEN2, "use_sliding_window": True, "max_window_layers": 2}, None),
+        ({**_QWEN2, "use_sliding_window": False, "max_window_layers": 0}, None),
+        ({**_QWEN2, "layer_types": ["full_attention", "full_attention"]}, None),
+        ({**_MISTRAL}, hf.MISTRAL_DEFAULT_WINDOW),  # MistralConfig's default when absent
+        ({**_MISTRAL, "sliding_window": None}, None),
+        ({**_MISTRAL, "sliding_window": 2}, 2),
+    ],
+)
+def test_family_configs_read(config: dict[str, Any], window: int | None) -> None:
+    shape = hf.shape_from_hf_config({**_DIMS, **config}, "m/config.json")
+    assert shape.architecture == config["model_type"]
+    assert shape.qkv_bias is (config["model_type"] == "qwen2")
+    assert shape.sliding_window == window
 
 
 def test_missing_config_json_is_one_line(tmp_path: Path, harness: Any) -> None:
@@ -285,6 +422,40 @@ def test_bad_rope_scaling_is_one_line(harness: Any, sets: list[str], field: str)
     result = harness.direct([*(a for s in sets for a in ("--set", s)), "--check"])
     assert result.returncode == 2
     assert result.stderr.startswith(f"hyperpod_trainer: config error: {field}: ")
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+_WINDOW_16 = hf.model_sets(
+    ModelShape(
+        dim=64, n_layers=2, n_heads=4, n_kv_heads=2, ffn_dim=112, vocab_size=96,
+        architecture="mistral", sliding_window=16,
+    )
+)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("sets", "field"),
+    [
+        # The window is no wider than the job's sequences, or the job is refused.
+        ([*_WINDOW_16, "data.seq_len=17"], "data.seq_len"),
+        ([*_WINDOW_16, "data.seq_len=16"], None),
+        (["model.architecture=qwen2"], "model.qkv_bias"),
+        (["model.architecture=qwen2", "model.qkv_bias=true"], None),
+        (["model.qkv_bias=true"], "model.qkv_bias"),  # a Llama's biases are not only q/k/v
+        (["model.sliding_window=64"], "model.sliding_window"),  # only Mistral has one
+        (["model.architecture=mistral", "model.sliding_window=0"], "model.sliding_window"),
+        (["model.architecture=gpt2"], "model.architecture"),
+    ],
+)
+def test_architecture_settings_checked_in_one_line(
+    harness: Any, sets: list[str], field: str | None
+) -> None:
+    result = harness.direct([*(a for s in sets for a in ("--set", s)), "--check"])
+    if field is None:
+        assert result.returncode == 0, result.explain()
+        return
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"hyperpod_trainer: config error: {field}: "), result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
 
 
