@@ -67,7 +67,7 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     ("status", "interval"): NOT,
     **{("logs", dest): NOT for dest in ("node", "group", "since", "grep")},
     ("logs", "save"): FOLDER_OUT,
-    **{("nodes", dest): NOT for dest in ("action", "ids", "group")},
+    **{("nodes", dest): NOT for dest in ("action", "ids", "group", "to")},
 }  # fmt: skip
 
 
