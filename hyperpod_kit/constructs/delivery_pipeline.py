@@ -23,7 +23,6 @@ from dataclasses import dataclass
 from typing import cast
 
 from aws_cdk import (
-    CfnResource,
     Duration,
     PhysicalName,
     RemovalPolicy,
@@ -40,7 +39,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagPackSuppression, NagSuppressions
 from constructs import Construct
 
-from hyperpod_kit.constructs.security import access_log_bucket
+from hyperpod_kit.constructs.security import access_log_bucket, lint_exception
 
 # CodeBuild's image for every step (CDK Pipelines' default, named so that it does not move under
 # us): Ubuntu with Python 3 (the venv hyperpod-kit is installed into) and Node.js (jsii runs
@@ -297,12 +296,6 @@ def use_connection_under_both_prefixes(scope: Construct, connection_arn: str) ->
             role.attach_inline_policy(policy)
             added.append(policy)
     return added
-
-
-def lint_exception(resource: CfnResource, rule: str, reason: str) -> None:
-    """Turn off one cfn-lint rule on one resource, with the reason kept next to it."""
-    resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [rule]}})
-    resource.add_metadata("hyperpod-kit:cfn-lint", {rule: reason})
 
 
 # The wildcards CDK Pipelines writes into its own roles' policies, by what they are for. cdk-nag

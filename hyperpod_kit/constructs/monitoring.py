@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Protocol
 
-from aws_cdk import Annotations, Aws, CfnResource, Duration, RemovalPolicy, Stack
+from aws_cdk import Annotations, Aws, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_dynamodb as dynamodb
@@ -51,6 +51,7 @@ from hyperpod_kit.constructs.functions import (
     skip_function_checks,
 )
 from hyperpod_kit.constructs.provenance import trace
+from hyperpod_kit.constructs.security import lint_exception
 from hyperpod_kit.naming import alarm_name, cluster_log_group_name
 from hyperpod_kit.paths import FUNCTIONS_DIR
 
@@ -168,15 +169,6 @@ class AlertTopic(Construct):
             alarm.add_alarm_action(cw_actions.SnsAction(topic))
             alarm.add_ok_action(cw_actions.SnsAction(topic))
         return alarm
-
-
-def lint_exception(construct: Construct, rule: str, reason: str) -> None:
-    """Turn off one cfn-lint rule on one resource, with the reason kept next to it."""
-    resource = construct.node.default_child
-    if not isinstance(resource, CfnResource):
-        raise TypeError(f"{construct.node.path} has no CloudFormation resource")
-    resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [rule]}})
-    resource.add_metadata("hyperpod-kit:cfn-lint", {rule: reason})
 
 
 def _field(path: str) -> str:

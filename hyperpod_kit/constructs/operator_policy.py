@@ -14,7 +14,7 @@ from cdk_nag import NagPackSuppression, NagSuppressions, RegexAppliesTo
 from constructs import Construct
 
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.constructs.monitoring import lint_exception
+from hyperpod_kit.constructs.security import lint_exception
 from hyperpod_kit.operator_policy import OUTPUT, moves_nodes, operator_policy
 
 

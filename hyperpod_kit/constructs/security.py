@@ -101,3 +101,14 @@ class EncryptLogGroups:
             node.kms_key_id = self.key_arn
             if self.written is not None:
                 trace(node, self.written, {"KmsKeyId": "kms_key_arn"})
+
+
+def lint_exception(construct: Construct, rule: str, reason: str) -> None:
+    """Turn off one cfn-lint rule on one resource (`construct` itself when it is a
+    `CfnResource`, else its default child), with the reason kept next to it (the gate's report
+    and a test read it)."""
+    resource = construct if isinstance(construct, CfnResource) else construct.node.default_child
+    if not isinstance(resource, CfnResource):
+        raise TypeError(f"{construct.node.path} has no CloudFormation resource")
+    resource.add_metadata("cfn-lint", {"config": {"ignore_checks": [rule]}})
+    resource.add_metadata("hyperpod-kit:cfn-lint", {rule: reason})
