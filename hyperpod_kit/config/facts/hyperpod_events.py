@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from functools import cache
 from typing import Any
 
@@ -71,30 +71,17 @@ def table() -> dict[str, Any]:
 
 @cache
 def rows() -> tuple[EventRow, ...]:
-    return tuple(
-        EventRow(
-            id=r["id"],
-            rule_id=r["rule_id"],
-            title=r["title"],
-            detail_type=r["detail_type"],
-            filter=r["filter"],
-            continuous_provisioning=r["continuous_provisioning"],
-            orchestrator=r["orchestrator"],
-            message=tuple(r["message"]),
-            what_to_do=r["what_to_do"],
-            names=tuple(r["names"]),
-            diagnosis=r["diagnosis"],
-            diagnosis_input=r.get("diagnosis_input"),
-            sample=r["sample"],
-            near_miss=r["near_miss"],
-            near_miss_is=r["near_miss_is"],
-            sample_from=r["sample_from"],
-            shape_confirmed=r["shape_confirmed"],
-            source=tuple(r["source"]),
-            checked=r["checked"],
-        )
-        for r in table()["events"]
-    )
+    """The table's rows, lists as tuples (`diagnosis_input` may be left out)."""
+    names = [f.name for f in fields(EventRow)]
+
+    def value(row: dict[str, Any], name: str) -> Any:
+        item: Any = row[name] if name != "diagnosis_input" else row.get(name)
+        return tuple(item) if name in _TUPLES else item
+
+    return tuple(EventRow(**{n: value(r, n) for n in names}) for r in table()["events"])
+
+
+_TUPLES = ("message", "names", "source")
 
 
 def lookup(event: dict[str, Any], dotted: str) -> Any:
