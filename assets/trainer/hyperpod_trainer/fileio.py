@@ -17,7 +17,9 @@ replaced whole only when it is missing, empty, or one this tool wrote (a marker 
 list of everything it wrote): a file in it that the tool did not write makes it refuse, naming the
 file, `--force` or not; `--force` never removes what the tool did not write. A file is
 overwritten only with `--force` (a regular file the user named), when it holds those bytes
-already, or when it is still what the tool wrote there last.
+already, or when it is still what the tool wrote there last. A file a command appends to
+(`appendable`, `append_text`: records as JSON Lines) is missing or one whose content the command
+recognises as its kind; anything else is refused.
 
 Every refusal is a `PathError`: one line ``PATH: message. Hint: ...``; the commands exit 2.
 """
@@ -35,7 +37,7 @@ import re
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -625,6 +627,76 @@ def existing_bytes(path: Path | str, *, limit: int) -> bytes:
     """The bytes of an existing output file, to compare with what would be written: read like
     an input (regular files only, bounded) but not remembered as one."""
     return _read(path, limit=limit, what="file", hint="move it away")
+
+
+# --- output files a command appends to ----------------------------------------------------------
+
+
+def appendable(
+    target: Path | str,
+    *,
+    accepts: Callable[[bytes], str | None],
+    limit: int,
+    hint: str,
+    shown: str | None = None,
+) -> Path:
+    """Raise `OutputError` unless lines may be appended to the file `target`: missing (it will be
+    created), or a regular file of at most `limit` bytes that `accepts` (its bytes -> None when it
+    is a file of the kind the command appends to, else what it is instead: a user's file is never
+    appended to). Never a link, device, FIFO, socket or folder, nor an input of this command, nor
+    in a missing or read-only folder. Returns the absolute path."""
+    path = absolute(target)
+    name = shown if shown is not None else str(target)
+    st = _lstat(path)
+    _check_common(path, name, hint, st)
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise OutputError(name, "is a folder, not a file", hint)
+    _check_against_inputs(path, name, hint, [])
+    if st is not None:
+        try:
+            current = _read(path, limit=limit, what="file", hint=hint)
+        except InputError as e:
+            raise OutputError(name, f"{e.message}; nothing was written", e.hint) from None
+        if (why := accepts(current)) is not None:
+            raise OutputError(name, f"{why}; nothing was written", hint)
+    return path
+
+
+def append_text(
+    target: Path | str,
+    text: str,
+    *,
+    accepts: Callable[[bytes], str | None],
+    limit: int,
+    hint: str,
+    shown: str | None = None,
+) -> None:
+    """Append `text` to `target`, checked again first (`appendable`: the command may have run
+    for minutes since its first check). Opened without following a link and without waiting
+    (O_NOFOLLOW, O_NONBLOCK), written only if what was opened is a regular file, in one write
+    (O_APPEND: lines other processes append stay whole); a last line without its newline gets
+    one first, so that `text` starts a line."""
+    path = appendable(target, accepts=accepts, limit=limit, hint=hint, shown=shown)
+    name = shown if shown is not None else str(target)
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+    try:
+        fd = os.open(path, flags, default_mode())
+    except OSError as e:
+        if e.errno in (40, 6):  # ELOOP: a link put there since the check; ENXIO: a FIFO
+            raise OutputError(name, "is not a regular file; nothing was written", hint) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if (kind := not_regular(st.st_mode)) is not None:
+            raise OutputError(name, f"{kind}; nothing was written", hint)
+        data = text.encode("utf-8")
+        if st.st_size and os.pread(fd, 1, st.st_size - 1) != b"\n":
+            data = b"\n" + data
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    finally:
+        os.close(fd)
 
 
 _SIBLING = r"^\.{name}\.(new|old)\.(\d+)\.[A-Za-z0-9_]+$"

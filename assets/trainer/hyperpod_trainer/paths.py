@@ -226,3 +226,42 @@ def is_regular(path: Path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return False
+
+
+# --- records: JSON Lines that commands append to (the `verify` suite's results) ---------------
+
+# A run's records are a few KiB per node; a file of 64 MiB is not one of them.
+RECORDS_LIMIT = 64 * MiB
+RECORDS_HINT = (
+    'give a new file, or a records file of the run (JSON Lines, each line an object with "run" '
+    'and "type")'
+)
+
+
+def records_problem(raw: bytes) -> str | None:
+    """None when `raw` is a records file (empty, or JSON Lines whose every line is an object
+    with "run" and "type"), else what it is instead: the only files records are appended to."""
+    if (problem := fileio.decode_problem(raw)) is not None:
+        return f"is not a records file: {problem.message}"
+    text = raw.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except (ValueError, RecursionError):
+            return f"is not a records file: line {number} is not JSON"
+        if not (isinstance(item, dict) and "run" in item and "type" in item):
+            return f'is not a records file: line {number} is not an object with "run" and "type"'
+    return None
+
+
+def records_paths(out: Path | str) -> Path:
+    """An output file records are appended to: missing, or a records file (`records_problem`)."""
+    return fileio.appendable(out, accepts=records_problem, limit=RECORDS_LIMIT, hint=RECORDS_HINT)
+
+
+def append_records(out: Path | str, records: list[dict[str, Any]]) -> None:
+    """Append `records` as JSON Lines to `out`, checked again as `records_paths` checks it."""
+    text = "".join(json.dumps(r, separators=(", ", ": ")) + "\n" for r in records)
+    fileio.append_text(out, text, accepts=records_problem, limit=RECORDS_LIMIT, hint=RECORDS_HINT)
