@@ -1,7 +1,8 @@
 """Command line: `torchrun --nproc_per_node=N -m hyperpod_trainer --config cfg.yaml [--set k=v]`.
 
 Subcommands (the first argument; without one the command trains, as the rendered jobs call it):
-`import-hf SRC OUT`, `export-hf CHECKPOINT OUT`, `prepare-data --tokenizer ... --input ...`.
+`import-hf SRC OUT`, `export-hf CHECKPOINT OUT`, `prepare-data --tokenizer ... --input ...`,
+`bench-allreduce [--pairs] [--out FILE]` (under torchrun: the `verify` suite's all-reduce).
 
 Exit codes: 0 success (including a graceful stop on SIGTERM/SIGUSR1), 2 bad configuration or
 command line (one line on stderr naming the field, no traceback), 3, 4, 5 final failures
@@ -19,8 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import NoReturn
 
@@ -41,14 +44,16 @@ class _Parser(argparse.ArgumentParser):
 # folder with its size limit, an output folder, or not a path (flags and `choices` are not paths
 # by nature). The matrix test walks `parsers()` and runs each path argument with hostile paths.
 IN_FILE, IN_FOLDER, IN_PATH = PathKind.INPUT_FILE, PathKind.INPUT_FOLDER, PathKind.INPUT_PATH
-OUT_FOLDER, NOT_A_PATH = PathKind.OUTPUT_FOLDER, PathKind.NOT_A_PATH
+OUT_FOLDER, OUT_FILE = PathKind.OUTPUT_FOLDER, PathKind.OUTPUT_FILE
+NOT_A_PATH = PathKind.NOT_A_PATH
 
 
 def _train_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=f"python -m {PROG}",
         description=__doc__.splitlines()[0],
-        epilog="other commands: import-hf, export-hf, prepare-data (each with --help)",
+        epilog="other commands: import-hf, export-hf, prepare-data, bench-allreduce (each with "
+        "--help)",
     )
     add = parser.add_argument
     declare(
@@ -209,11 +214,93 @@ def _prepare_data_parser() -> argparse.ArgumentParser:
     return parser
 
 
+_SIZE = re.compile(r"(\d+)([KMG]?)", re.IGNORECASE)
+
+
+def _byte_size(value: str) -> int:
+    """1048576, 1M, 64K, 1G (K, M, G: powers of 1024, as nccl-tests' -b/-e)."""
+    found = _SIZE.fullmatch(value.strip())
+    if found is None:
+        raise argparse.ArgumentTypeError(f"not a size: {value!r} (e.g. 1048576, 64K, 1M, 1G)")
+    return int(found[1]) << {"": 0, "K": 10, "M": 20, "G": 30}[found[2].upper()]
+
+
+def _bench_allreduce_parser() -> argparse.ArgumentParser:
+    from . import collective as c
+
+    parser = _Parser(
+        prog=f"torchrun ... -m {PROG} bench-allreduce",
+        description="All-reduce bus bandwidth over the job's ranks (NCCL on GPUs, gloo on CPU), "
+        "then, with --pairs, over every pair of nodes; prints an nccl-tests-like table and "
+        "appends `allreduce` records (JSON Lines) to --out.",
+    )
+    add = parser.add_argument
+    for flag, default, what in (
+        ("--min-bytes", c.DEFAULT_MIN_BYTES, "smallest"),
+        ("--max-bytes", c.DEFAULT_MAX_BYTES, "largest"),
+    ):
+        declare(
+            add(
+                flag,
+                type=_byte_size,
+                default=default,
+                metavar="BYTES",
+                help=f"{what} message size, a power of two (default {default}; 64K, 1M, 1G)",
+            ),
+            NOT_A_PATH,
+        )
+    declare(
+        add(
+            "--iters",
+            type=int,
+            default=c.DEFAULT_ITERS,
+            help=f"timed all-reduces per size (default {c.DEFAULT_ITERS}; fewer above "
+            f"{c.SCALE_BYTES >> 20} MiB, halved per doubling, at least {c.MIN_SCALED_ITERS})",
+        ),
+        NOT_A_PATH,
+    )
+    declare(
+        add(
+            "--warmup",
+            type=int,
+            default=c.DEFAULT_WARMUP,
+            help=f"untimed all-reduces before them (default {c.DEFAULT_WARMUP}, scaled alike)",
+        ),
+        NOT_A_PATH,
+    )
+    add("--pairs", action="store_true", help="also every pair of nodes, disjoint pairs at once")
+    declare(
+        add(
+            "--out",
+            type=Path,
+            metavar="FILE",
+            help="records file to append to (rank 0): new, or JSON Lines of records",
+        ),
+        OUT_FILE,
+    )
+    # --run-id, not --run: torchrun's own parser reads abbreviations of its options anywhere
+    # on the command line, and "--run" is one of --run-path's (torchrun refuses to start).
+    declare(
+        add("--run-id", help="the run id, verify-YYYYMMDDTHHMMSSZ (default: now, UTC)"),
+        NOT_A_PATH,
+    )
+    declare(add("--group", help="the instance group, for the records"), NOT_A_PATH)
+    declare(
+        add(
+            "--node-name",
+            help="this node's name in the records (default: $SLURMD_NODENAME, else the host name)",
+        ),
+        NOT_A_PATH,
+    )
+    return parser
+
+
 _PARSERS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "": _train_parser,  # no subcommand: train (as the rendered jobs call it)
     "import-hf": _import_hf_parser,
     "export-hf": _export_hf_parser,
     "prepare-data": _prepare_data_parser,
+    "bench-allreduce": _bench_allreduce_parser,
 }
 
 
@@ -251,12 +338,58 @@ def _prepare_data(args: argparse.Namespace) -> int:
     return prepare_run(args)
 
 
+def _bench_allreduce(args: argparse.Namespace) -> int:
+    from . import collective as c
+
+    for flag, value in (("--min-bytes", args.min_bytes), ("--max-bytes", args.max_bytes)):
+        if not c.is_power_of_two(value):
+            raise ConfigError(flag, f"{value} is not a power of two (e.g. 1048576, 1M, 1G)")
+        if not c.ELEMENT_BYTES <= value <= c.MAX_BYTES:
+            raise ConfigError(
+                flag,
+                f"{value} is outside {c.ELEMENT_BYTES} bytes (one float32) .. "
+                f"{fileio.size_text(c.MAX_BYTES)}",
+            )
+    if args.min_bytes > args.max_bytes:
+        raise ConfigError(
+            "--min-bytes", f"{args.min_bytes} is more than --max-bytes {args.max_bytes}"
+        )
+    if args.iters < 1 or args.warmup < 0:
+        raise ConfigError("--iters/--warmup", "at least 1 timed and 0 warmup iterations")
+    run_id = args.run_id or datetime.now(UTC).strftime("verify-%Y%m%dT%H%M%SZ")
+    if not c.RUN_ID.fullmatch(run_id):
+        raise ConfigError("--run-id", f"{run_id!r} is not a run id verify-YYYYMMDDTHHMMSSZ (UTC)")
+    for flag, value in (("--group", args.group), ("--node-name", args.node_name)):
+        if value is not None and not (value.strip() and value.isprintable()):
+            raise ConfigError(flag, f"{value!r} is not a name")
+    if args.out is not None:
+        paths.records_paths(args.out)  # before torch: a refusal costs no job time
+    options = c.Options(
+        sizes=c.sizes(args.min_bytes, args.max_bytes),
+        iters=args.iters,
+        warmup=args.warmup,
+        pairs=args.pairs,
+        out=args.out,
+        run=run_id,
+        group=args.group,
+        node_name=args.node_name,
+        append=paths.append_records,
+    )
+    return c.run(options)
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "import-hf": _import_hf,
     "export-hf": _export_hf,
     "prepare-data": _prepare_data,
+    "bench-allreduce": _bench_allreduce,
 }
-_OUTPUT_OF = {"import-hf": "out", "export-hf": "out", "prepare-data": "output"}
+_OUTPUT_OF = {
+    "import-hf": "out",
+    "export-hf": "out",
+    "prepare-data": "output",
+    "bench-allreduce": "out",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

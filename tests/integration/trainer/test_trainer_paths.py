@@ -404,7 +404,7 @@ def test_prepare_data_refuses_an_output_inside_its_input_and_a_fifo_tokenizer(
 
 def test_every_argument_of_every_parser_declares_its_kind() -> None:
     found = cli.parsers()
-    assert set(found) == {"", "import-hf", "export-hf", "prepare-data"}
+    assert set(found) == {"", "import-hf", "export-hf", "prepare-data", "bench-allreduce"}
     kinds: dict[tuple[str, str], fileio.PathKind] = {}
     for name, parser in found.items():
         for action in parser._actions:
@@ -417,6 +417,7 @@ def test_every_argument_of_every_parser_declares_its_kind() -> None:
     assert kinds[("export-hf", "out")] is fileio.PathKind.OUTPUT_FOLDER
     assert kinds[("prepare-data", "input")] is fileio.PathKind.INPUT_PATH
     assert kinds[("", "config")] is fileio.PathKind.INPUT_FILE
+    assert kinds[("bench-allreduce", "out")] is fileio.PathKind.OUTPUT_FILE
 
 
 def test_no_subcommand_still_means_train(harness: Any) -> None:
