@@ -4,7 +4,10 @@ the message sizes, the iterations per size, and the pairwise round-robin schedul
 from __future__ import annotations
 
 import itertools
+import os
+import socket
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +133,34 @@ def test_the_pure_functions_need_no_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_nccl_log_is_set_up_only_where_the_job_did_not(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for var in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):
+        monkeypatch.delenv(var, raising=False)
+    log = c._NcclLog()
+    assert os.environ["NCCL_DEBUG"] == "INFO" and os.environ["NCCL_DEBUG_SUBSYS"] == "INIT,NET"
+    assert log.ours and log.path.exists() and str(log.path) == os.environ["NCCL_DEBUG_FILE"]
+    log.path.write_text("x NCCL INFO NET/OFI Selected Provider is efa (found 4 nics)\n")
+    assert log.provider() == "efa"
+    log.close()
+    assert not log.path.exists()  # ours: removed
+    # the job's own settings are kept; its file (NCCL's %h and %p filled in) is read, never removed
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "nccl.%h.%p.log"))
+    theirs = tmp_path / f"nccl.{socket.gethostname()}.{os.getpid()}.log"
+    theirs.write_text("NCCL INFO NET/Socket : Using [0]eth0\n")
+    log = c._NcclLog()
+    assert os.environ["NCCL_DEBUG"] == "WARN" and not log.ours and log.path == theirs
+    assert log.provider() is None
+    log.close()
+    assert theirs.exists()
+
+
+def test_a_record_names_one_provider_or_every_one_its_ranks_saw() -> None:
+    providers = ["efa", "efa", "efa", None]
+    assert c._provider_of(providers, [0, 1, 2]) == "efa"
+    assert c._provider_of(providers, [2, 3]) == "efa/none"  # a node without EFA shows
+    assert c._provider_of([None, None], [0, 1]) is None
