@@ -406,7 +406,7 @@ def _run(opts: Options, device: torch.device, backend: str, nccl_log: _NcclLog |
             say(table_header())
             for r in pair_rows[(i, j)]:
                 say(table_row(r))
-    say(f"# net_provider: {records[0]['net_provider']}")
+    say(f"# net_provider: {records[0]['net_provider'] or 'none'}")
     if opts.out is not None and opts.append is not None:
         opts.append(opts.out, records)
         print(f"# {len(records)} record(s) appended to {opts.out}", file=sys.stderr, flush=True)
