@@ -38,9 +38,11 @@ from hyperpod_kit.config.derived import (
 from hyperpod_kit.config.facts import instance_type
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
 from hyperpod_kit.health_settings import node_health_settings
+from hyperpod_kit.jobs import render_verify_jobs
 from hyperpod_kit.naming import OBSERVABILITY_AREA, parameter_name
 from hyperpod_kit.paths import LIFECYCLE_DIR
 from hyperpod_kit.templating import RenderError, environment, render
+from hyperpod_kit.verify_settings import verify_settings_document
 
 ON_CREATE = "on_create.sh"
 USERS_FILE = "users.json"
@@ -82,6 +84,10 @@ STUDIO_SLURM_ONLY = ("studio/", "hooks.d/60-studio-jwt.sh")
 STUDIO_EKS_ONLY = ("bin/hyperpod-kit-mount-fsx", "hooks.d/40-studio-partitions.sh")
 # The node health runner's settings, rendered from the environment file beside the runner.
 HEALTH_SETTINGS = "health/settings.json"
+# `hyperpod-kit-verify` (docs/verify.md): the command, its settings and its all-reduce jobs,
+# installed by steps/verify.sh on Slurm nodes.
+VERIFY_SETTINGS = "verify/settings.json"
+VERIFY_ONLY = ("verify/", "bin/hyperpod-kit-verify", "steps/verify.sh")
 # cluster.node_setup: each step (and what it installs) is in the upload only where it runs.
 SSH_ONLY = ("steps/ssh.sh", "bin/hyperpod-kit-ssh-key")
 PAM_ONLY = ("steps/pam_slurm_adopt.sh", "bin/hyperpod-kit-pam-adopt")
@@ -477,6 +483,7 @@ def _wanted(relative: str, context: LifecycleContext) -> bool:
     slurm = context.orchestrator == "slurm"
     only_when: tuple[tuple[tuple[str, ...], bool], ...] = (
         (SLURM_ONLY, slurm),
+        (VERIFY_ONLY, slurm),
         (USER_SYNC, context.user_sync),
         (STUDIO_EKS_ONLY, context.partitions_only),
         (STUDIO_SLURM_ONLY, context.studio_jwt),
@@ -526,6 +533,10 @@ def render_lifecycle(config: EnvironmentConfig, *, source: Path = LIFECYCLE_DIR)
     context = lifecycle_context(config)
     files = render_templates(context, source=source)
     files[HEALTH_SETTINGS] = health_settings_document(config)
+    if config.orchestrator == "slurm":
+        files[VERIFY_SETTINGS] = verify_settings_document(config)
+        for job in render_verify_jobs(config):
+            files[f"verify/{job.filename}"] = job.text
     for group, g in zip(context.groups, config.cluster.instance_groups, strict=True):
         for target, script in zip(group.scripts, g.lifecycle.scripts, strict=True):
             path = config.resolve_path(script)

@@ -37,17 +37,19 @@ DEMO = "demo"  # `make demo` (hyperpod_kit.local.demo): its timeline, plot and l
 LOGS = "logs"  # `logs --save DIR`: a cluster's log streams
 CDK_CLI = "cdk-cli"  # the per-user cache of the pinned CDK CLI (hyperpod_kit/cdk_cli.py)
 PROJECT = "project"  # `init --project DIR`: a repository for a team's environments
+VERIFY = "verify"  # `verify --report --out DIR`, `make verify-demo`: a report and its pictures
 OWNER = fileio.Owner(
     tool=TOOL,
     version=__version__,
     kinds={
         ASSEMBLY: "a cloud assembly", JOBS: "job files", DEMO: "a demo's output",
         LOGS: "exported logs", CDK_CLI: "the pinned CDK CLI", PROJECT: "a project",
+        VERIFY: "a verify report",
     },
     defaults={
         ASSEMBLY: "-o cdk.out", JOBS: "-o jobs", DEMO: "--out demo-out",
         LOGS: "--save cluster-logs", CDK_CLI: "~/.cache/hyperpod-kit/aws-cdk-VERSION",
-        PROJECT: "--project my-environments",
+        PROJECT: "--project my-environments", VERIFY: "--out verify-report",
     },
     recognised={
         ASSEMBLY: (

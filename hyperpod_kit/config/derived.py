@@ -34,6 +34,9 @@ JOB_EVENTS_DIR = f"{NODE_LOG_DIR}/jobs"
 # (<IMAGES_DIR>/<uid>/<digest>.sqsh): the controller's lifecycle makes the folder (root, 1777),
 # the rendered job imports into its own uid's folder (hyperpod_kit/jobs/templates).
 IMAGES_DIR = f"{FSX_MOUNT}/.hyperpod-kit/images"
+# `hyperpod-kit-verify`'s runs on FSx, one folder per run (docs/verify.md); the spool file of a
+# run is <JOB_EVENTS_DIR>/<run>.jsonl, which the log shipper sends to the cluster's log group.
+VERIFY_DIR = f"{FSX_MOUNT}/hyperpod-kit-verify"
 
 
 def lustre_tib(lustre: LustreConfig) -> float:

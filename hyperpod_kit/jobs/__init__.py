@@ -8,6 +8,7 @@ the manifest against the HyperPodPyTorchJob schema.
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import subprocess
 import tempfile
@@ -16,11 +17,15 @@ from pathlib import Path
 
 import yaml
 
+from hyperpod_kit.config.derived import VERIFY_DIR, group_facts, worker_groups
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.jobs.context import LocalRun, job_context
+from hyperpod_kit.jobs.context import LocalRun, job_context, network_values
 from hyperpod_kit.jobs.image import ImageError, JobImage, given_image
 
-__all__ = ["ImageError", "JobImage", "LocalRun", "RenderedJob", "lint", "render_jobs"]
+__all__ = [
+    "ImageError", "JobImage", "LocalRun", "RenderedJob", "lint", "render_jobs",
+    "render_verify_jobs",
+]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,63 @@ def render_jobs(
     manifest = pytorch_job(config, context)
     text = render_pytorch_job(manifest, environment=config.name, has_image=image is not None)
     return [RenderedJob(f"{name}.hyperpodpytorchjob.yaml", text, "manifest")]
+
+
+# `hyperpod-kit-verify`'s all-reduce benchmark (docs/verify.md): one job per group, from the
+# bundled template, with constants of its own, so that nothing of `trainer.job` reaches the
+# cluster's lifecycle upload that carries these files.
+VERIFY_JOB = "hyperpod-kit-verify"
+VERIFY_STOP_GRACE_SECONDS = 60
+# The trainer's words: the run id and the records file come from the submitting environment
+# (HPK_VERIFY_RUN, HPK_VERIFY_OUT), which sbatch, srun and pyxis pass on to the ranks.
+VERIFY_COMMAND = ("bench-allreduce", "--pairs")
+
+
+def verify_job_name(group: str) -> str:
+    return f"{VERIFY_JOB}-allreduce-{group}.sbatch"
+
+
+def render_verify_jobs(
+    config: EnvironmentConfig, *, local: LocalRun | None = None
+) -> list[RenderedJob]:
+    """The all-reduce benchmark of each Slurm compute group as an sbatch of the bundled template:
+    every node of the group (`#SBATCH --nodes`, the group's count), one rank per accelerator, the
+    group's EFA settings, no auto-resume, the trainer's `bench-allreduce` instead of training, and
+    the image given when it is submitted (`TRAINER_IMAGE`: `hyperpod-kit verify FILE` prints the
+    command with it), so a new trainer image never changes the cluster's lifecycle upload."""
+    from hyperpod_kit.jobs.slurm import BUNDLED, render_sbatch
+
+    base = job_context(config, image=None, local=local)
+    verify_dir = VERIFY_DIR if local is None else str(local.fsx_root) + VERIFY_DIR[len("/fsx") :]
+    rendered: list[RenderedJob] = []
+    for group in worker_groups(config):
+        facts = group_facts(group)
+        context = dataclasses.replace(
+            base,
+            job=dataclasses.replace(
+                base.job,
+                name=VERIFY_JOB,
+                nodes=group.instance_count,
+                processes_per_node=facts.processes_per_node
+                if facts and facts.processes_per_node
+                else 1,
+                partition=group.slurm_partition,
+                stop_grace_seconds=VERIFY_STOP_GRACE_SECONDS,
+                shutdown_timeout_seconds=VERIFY_STOP_GRACE_SECONDS - 10,
+                auto_resume=False,
+                checkpoint_dir=verify_dir,
+            ),
+            network=network_values(facts, local=local),
+            settings=[],
+            node_log_dir=None,
+            command=(*VERIFY_COMMAND, f"--group={group.name}"),
+        )
+        rendered.append(
+            RenderedJob(
+                verify_job_name(group.name), render_sbatch(context, template=BUNDLED), "sbatch"
+            )
+        )
+    return rendered
 
 
 def lint(job: RenderedJob) -> list[str]:

@@ -23,6 +23,7 @@ from hyperpod_kit.config.derived import (
     ships_job_events,
     trainer_settings,
 )
+from hyperpod_kit.config.facts import InstanceType
 from hyperpod_kit.config.schema import EnvironmentConfig
 from hyperpod_kit.jobs.image import JobImage
 from hyperpod_kit.naming import (
@@ -129,6 +130,9 @@ class JobContext:
     rdzv_port: int
     local: LocalRun | None
     launcher: ShellCode  # hyperpod-kit's own code: output without a filter
+    # The trainer's subcommand and its words, before the settings (`verify`'s benchmark:
+    # `bench-allreduce ...`); empty: the trainer trains.
+    command: tuple[str, ...] = ()
 
     def as_template_vars(self) -> dict[str, object]:
         return {
@@ -149,7 +153,19 @@ class JobContext:
             "rdzv_port": self.rdzv_port,
             "local": self.local,
             "launcher": self.launcher,
+            "command": self.command,
         }
+
+
+def network_values(facts: InstanceType | None, *, local: LocalRun | None) -> NetworkValues:
+    """The interconnect of a job on `facts`' type (none on this machine: `local`)."""
+    efa = facts is not None and facts.efa and local is None
+    return NetworkValues(
+        instance_type=facts.name if facts is not None else None,
+        efa=efa,
+        efa_interfaces=facts.efa_interfaces if efa and facts is not None else 0,
+        device_rdma=efa and facts is not None and facts.device_rdma,
+    )
 
 
 def shutdown_timeout(stop_grace_seconds: int) -> int:
@@ -182,7 +198,6 @@ def job_context(
     ship_events = ships_job_events(config) and local is None
     if ship_events:
         settings.append(("metrics.events_file", f"{JOB_EVENTS_DIR}/{{job_id}}.jsonl"))
-    efa = facts is not None and facts.efa and local is None
     return JobContext(
         environment=config.name,
         job=JobValues(
@@ -206,12 +221,7 @@ def job_context(
             taints=tuple((t.key, t.value, t.effect) for t in k8s.taints) if k8s else (),
             instance_types=tuple(group.types) if group is not None else (),
         ),
-        network=NetworkValues(
-            instance_type=facts.name if facts is not None else None,
-            efa=efa,
-            efa_interfaces=facts.efa_interfaces if efa and facts is not None else 0,
-            device_rdma=efa and facts is not None and facts.device_rdma,
-        ),
+        network=network_values(facts, local=local),
         settings=settings,
         image=image,
         image_parameter=parameter_name(config.name, "trainer-image"),

@@ -135,7 +135,7 @@ def test_the_pure_functions_need_no_torch() -> None:
     assert out.stdout.strip() == "False"
 
 
-def test_nccl_log_is_set_up_only_where_the_job_did_not(
+def test_nccl_log_is_ours_unless_the_job_names_a_file(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     for var in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE"):
@@ -147,6 +147,12 @@ def test_nccl_log_is_set_up_only_where_the_job_did_not(
     assert log.provider() == "efa"
     log.close()
     assert not log.path.exists()  # ours: removed
+    # the rendered jobs export NCCL_DEBUG=WARN with no file: INFO goes to a file of ours anyway
+    monkeypatch.setenv("NCCL_DEBUG", "WARN")
+    monkeypatch.delenv("NCCL_DEBUG_FILE")
+    log = c._NcclLog()
+    assert os.environ["NCCL_DEBUG"] == "INFO" and log.ours
+    log.close()
     # the job's own settings are kept; its file (NCCL's %h and %p filled in) is read, never removed
     monkeypatch.setenv("NCCL_DEBUG", "WARN")
     monkeypatch.setenv("NCCL_DEBUG_FILE", str(tmp_path / "nccl.%h.%p.log"))

@@ -235,9 +235,12 @@ def _bench_allreduce_parser() -> argparse.ArgumentParser:
         "appends `allreduce` records (JSON Lines) to --out.",
     )
     add = parser.add_argument
+    # `hyperpod-kit-verify` gives the run, the records file and the sizes through the job's
+    # environment (HPK_VERIFY_*): its job file is rendered once, at synth (docs/verify.md).
+    env = os.environ.get
     for flag, default, what in (
-        ("--min-bytes", c.DEFAULT_MIN_BYTES, "smallest"),
-        ("--max-bytes", c.DEFAULT_MAX_BYTES, "largest"),
+        ("--min-bytes", env("HPK_VERIFY_MIN_BYTES", c.DEFAULT_MIN_BYTES), "smallest"),
+        ("--max-bytes", env("HPK_VERIFY_MAX_BYTES", c.DEFAULT_MAX_BYTES), "largest"),
     ):
         declare(
             add(
@@ -245,7 +248,8 @@ def _bench_allreduce_parser() -> argparse.ArgumentParser:
                 type=_byte_size,
                 default=default,
                 metavar="BYTES",
-                help=f"{what} message size, a power of two (default {default}; 64K, 1M, 1G)",
+                help=f"{what} message size, a power of two (default {default}; 64K, 1M, 1G; "
+                f"$HPK_VERIFY_{flag[2:5].upper()}_BYTES)",
             ),
             NOT_A_PATH,
         )
@@ -274,14 +278,20 @@ def _bench_allreduce_parser() -> argparse.ArgumentParser:
             "--out",
             type=Path,
             metavar="FILE",
-            help="records file to append to (rank 0): new, or JSON Lines of records",
+            default=env("HPK_VERIFY_OUT"),
+            help="records file to append to (rank 0): new, or JSON Lines of records "
+            "(default $HPK_VERIFY_OUT)",
         ),
         OUT_FILE,
     )
     # --run-id, not --run: torchrun's own parser reads abbreviations of its options anywhere
     # on the command line, and "--run" is one of --run-path's (torchrun refuses to start).
     declare(
-        add("--run-id", help="the run id, verify-YYYYMMDDTHHMMSSZ (default: now, UTC)"),
+        add(
+            "--run-id",
+            default=env("HPK_VERIFY_RUN"),
+            help="the run id, verify-YYYYMMDDTHHMMSSZ (default: $HPK_VERIFY_RUN, else now, UTC)",
+        ),
         NOT_A_PATH,
     )
     declare(add("--group", help="the instance group, for the records"), NOT_A_PATH)

@@ -211,10 +211,12 @@ class _NcclLog:
     into a temporary file unless the job names one), read for the provider, removed if ours."""
 
     def __init__(self) -> None:
-        os.environ.setdefault("NCCL_DEBUG", "INFO")
-        os.environ.setdefault("NCCL_DEBUG_SUBSYS", "INIT,NET")
         self.ours = "NCCL_DEBUG_FILE" not in os.environ
         if self.ours:
+            # INFO into a file of ours even where the job asks for less on stderr (the rendered
+            # jobs export NCCL_DEBUG=WARN): the provider line is an INFO line.
+            os.environ["NCCL_DEBUG"] = "INFO"
+            os.environ["NCCL_DEBUG_SUBSYS"] = "INIT,NET"
             fd, path = tempfile.mkstemp(prefix="hyperpod-trainer-nccl-", suffix=".log")
             os.close(fd)
             os.environ["NCCL_DEBUG_FILE"] = path
