@@ -21,6 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 export RUFF_CACHE_DIR := $(CURDIR)/.ruff_cache
 
 .PHONY: help setup setup-dev synth validate test lint typecheck format plan diff deploy destroy bench demo \
+	verify-demo \
 	checkov checkov-golden dist clean api-snapshot reference
 
 help:
@@ -40,6 +41,8 @@ help:
 	@echo "make checkov-golden     the same scan over the reviewed templates in tests/golden (seconds)"
 	@echo "make demo [DEMO_OUT=dir] [DEMO_STEPS=n]   offline, local Slurm (as root): a node fault, the"
 	@echo "                        health runner's Action:Replace, requeue, exact resume (docs/demo.md)"
+	@echo "make verify-demo [VERIFY_OUT=dir]   offline, local Slurm with two nodes (as root): the"
+	@echo "                        verify suite, its report and pictures (docs/verify.md)"
 
 # The editable install brings hyperpod_trainer too (the root's link to the trainer's package, in
 # the wheel beside hyperpod_kit): the shared input/output layer and the presets, without torch.
@@ -116,6 +119,12 @@ DEMO_OUT ?= demo-out
 DEMO_STEPS ?= 40
 demo: setup-dev
 	$(BIN)/python -m hyperpod_kit.local.demo --out $(DEMO_OUT) --steps $(DEMO_STEPS)
+
+# docs/verify.md, "Locally": hyperpod-kit-verify on a local Slurm of two nodes (as root), the
+# all-reduce over gloo between them, the FSx test on a local folder; the report and its pictures.
+VERIFY_OUT ?= verify-out
+verify-demo: setup-dev
+	$(BIN)/python -m hyperpod_kit.local.verify --out $(VERIFY_OUT)
 
 # checkov (docs/security.md) pins its own boto3, so it cannot join .venv: it gets a venv of its own,
 # pinned. Offline: no download from Prisma Cloud, no mapping, no update check. The share printed is

@@ -1,6 +1,7 @@
 """What `hyperpod-kit-verify` (lifecycle/bin, docs/verify.md) needs to know of the environment, as
 the JSON the lifecycle upload carries beside it (`verify/settings.json`), plus one all-reduce job
-per compute group (`verify/hyperpod-kit-verify-allreduce-<group>.sbatch`, `jobs.render_verify_jobs`).
+per compute group (`verify/hyperpod-kit-verify-allreduce-<group>.sbatch`, from
+`jobs.render_verify_jobs`).
 
 Only what the cluster is made of goes in: its groups, the file system and how Studio partitions
 it. Nothing of `trainer.job` (a job change must not change the cluster's upload) and no person (the
