@@ -1,4 +1,5 @@
-"""A throwaway one-node Slurm cluster on this machine: munged, slurmctld and slurmd on loopback.
+"""A throwaway Slurm cluster on this machine: munged, slurmctld and one slurmd per node (one node
+by default, `nodes=N` for more), on loopback.
 
 Why real daemons and not a mock: what has to be shown (a node lost mid-run, the job cancelled
 "DUE TO NODE FAILURE" and requeued, the trainer resuming from its newest complete checkpoint) is
@@ -7,12 +8,23 @@ Slurm's behaviour, not ours. Debian's Slurm 22.05 runs as root on 127.0.0.1 with
 
 Everything belongs to one `LocalSlurm`: a temporary root with the config, the munge key and
 socket, state, spool, logs and pid files, and free TCP ports for slurmctld and slurmd, so several
-sessions can run side by side. Every process it starts, and every process of a job on its node,
+sessions can run side by side. Every process it starts, and every process of a job on its nodes,
 carries `HYPERPOD_LOCAL_SLURM=<root>:<role>` in its environment; that is how they are found again
 and killed by pid, never by name, which leaves other sessions' daemons alone.
 
 The node is named after this host, because the job script works out its rendezvous host from the
 Slurm node list and torchrun must be able to resolve it.
+
+With `nodes=N` (N > 1) there are N slurmd on this one host, Slurm's multiple-slurmd layout, which
+Debian's 22.05 runs: nodes `<host>`, `<host>-2`, `<host>-3` ... (`LocalSlurm.nodes`), each
+NodeName line with NodeHostname this host, NodeAddr 127.0.0.1 and a `Port=` of its own, the
+slurmd's spool folder, pid and log file named with `%n` (`log/slurmd.<node>.log`), each slurmd
+started as `slurmd -D -N <node>`, all nodes in the one partition. Only the first name resolves,
+so a job across nodes must meet on 127.0.0.1 (`LocalSlurm.rendezvous_host`), not on its first
+node's name as on a real cluster. A node's slurmd, and the slurmstepd it forks, carry the role
+`node:<name>`; a job's processes carry the marker sbatch gave the job (`job_env`) on whatever
+node they run, and Slurm's SLURMD_NODENAME tells which: together they are that node's processes,
+so one node can be lost (`lose_node(node=...)`) while the others keep running.
 
 With ``accounting=True`` the cluster also keeps Slurm accounting the way a HyperPod cluster with
 an accounting database does: a MariaDB of its own (data folder, socket and a free TCP port under
@@ -226,6 +238,16 @@ def _processes() -> Iterator[_Proc]:
         yield _Proc(int(entry.name), argv, environ)
 
 
+def node_names(count: int, host: str | None = None) -> list[str]:
+    """The names of `count` local nodes: this host's short name first (it resolves: a one-node
+    job's rendezvous), then `<host>-2`, `<host>-3` ... (they need not resolve: every node's
+    address is 127.0.0.1, and a several-node job meets on 127.0.0.1)."""
+    if count < 1:
+        raise ValueError(f"a local Slurm needs at least one node, not {count}")
+    host = host or node_name()
+    return [host, *(f"{host}-{i}" for i in range(2, count + 1))]
+
+
 def slurm_conf(
     *,
     root: Path,
@@ -236,9 +258,38 @@ def slurm_conf(
     slurmd_port: int,
     munge_socket: Path,
     slurmdbd_port: int | None = None,
+    nodes: Mapping[str, int] | None = None,
 ) -> str:
     """slurm.conf for one node on 127.0.0.1, every path under `root`; with `slurmdbd_port`,
-    accounting through that slurmdbd, associations and limits enforced, fair share."""
+    accounting through that slurmdbd, associations and limits enforced, fair share.
+
+    With `nodes` (each node's name to its slurmd's port, `node` among them, more than one), one
+    slurmd per node on this host (Slurm's multiple-slurmd layout): each NodeName line with its
+    own `Port=`, NodeHostname this host (`node`), NodeAddr 127.0.0.1; the slurmd's spool, pid
+    and log file named after its node (`%n`); all of them in the one partition."""
+    several = nodes is not None and len(nodes) > 1
+    if nodes is not None and node not in nodes:
+        raise ValueError(f"the first node {node!r} is not among the nodes {sorted(nodes)}")
+    if several:
+        assert nodes is not None
+        slurmd_files = f"""\
+# Several slurmd on this host, one per node: their files are told apart by node name (%n).
+SlurmdSpoolDir={root}/spool/%n
+SlurmdPidFile={root}/run/slurmd.%n.pid
+SlurmdLogFile={root}/log/slurmd.%n.log"""
+        node_lines = "\n".join(
+            f"NodeName={name} NodeHostname={node} NodeAddr=127.0.0.1 Port={port} {hardware} "
+            "State=UNKNOWN"
+            for name, port in nodes.items()
+        )
+        members = ",".join(nodes)
+    else:
+        slurmd_files = f"""\
+SlurmdSpoolDir={root}/spool
+SlurmdPidFile={root}/run/slurmd.pid
+SlurmdLogFile={root}/log/slurmd.log"""
+        node_lines = f"NodeName={node} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN"
+        members = node
     if slurmdbd_port is None:
         accounting = """\
 JobAcctGatherType=jobacct_gather/none
@@ -260,7 +311,7 @@ GresTypes=gpu
 PriorityType=priority/multifactor
 PriorityWeightFairshare=10000"""
     return f"""\
-# Written by hyperpod_kit.local.slurm: a one-node cluster on loopback, private to one session.
+# Written by hyperpod_kit.local.slurm: a cluster on loopback, private to one session.
 ClusterName=hyperpod-local
 SlurmctldHost={node}(127.0.0.1)
 SlurmctldPort={controller_port}
@@ -272,11 +323,9 @@ CredType=cred/munge
 # Slurm finds this session's munged through its socket, not the system one.
 AuthInfo=socket={munge_socket}
 StateSaveLocation={root}/state
-SlurmdSpoolDir={root}/spool
 SlurmctldPidFile={root}/run/slurmctld.pid
-SlurmdPidFile={root}/run/slurmd.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+{slurmd_files}
 SlurmctldDebug=info
 SlurmdDebug=info
 # No site SPANK plugins (pyxis): the local job variant runs without containers.
@@ -298,8 +347,8 @@ SlurmctldTimeout=10
 MessageTimeout=10
 # Finished jobs stay visible to `scontrol show job` (there is no accounting database).
 MinJobAge=600
-NodeName={node} NodeAddr=127.0.0.1 {hardware} State=UNKNOWN
-PartitionName={partition} Nodes={node} Default=YES MaxTime=INFINITE State=UP
+{node_lines}
+PartitionName={partition} Nodes={members} Default=YES MaxTime=INFINITE State=UP
 """
 
 
@@ -328,7 +377,8 @@ StorageLoc={DB_NAME}
 
 
 class LocalSlurm:
-    """munged + slurmctld + one slurmd, on loopback, as root, stopped by pid.
+    """munged + slurmctld + one slurmd per node (`nodes`, default 1), on loopback, as root,
+    stopped by pid.
 
         with LocalSlurm(partition="compute") as slurm:
             job_id = slurm.sbatch(script, workdir=folder)
@@ -336,8 +386,13 @@ class LocalSlurm:
 
     `start` raises `SlurmUnavailableError` (with the reason and the daemons' logs) when Slurm is not
     installed or its daemons do not come up; `stop` kills everything this instance started, and
-    every job process on its node, even after a failure. With `accounting`, a MariaDB and a
+    every job process on its nodes, even after a failure. With `accounting`, a MariaDB and a
     slurmdbd of its own as well (module docstring).
+
+    `nodes`: the node names, first `node` (this host's short name); `rendezvous_host`: where a
+    job's ranks meet (the node name with one node, 127.0.0.1 with several). The node methods
+    (`node_info`, `wait_node`, `lose_node`, `return_node`, `job_processes`) take a node name and
+    default to the first node.
     """
 
     def __init__(
@@ -347,15 +402,20 @@ class LocalSlurm:
         base_dir: Path | None = None,
         keep: bool = False,
         accounting: bool = False,
+        nodes: int = 1,
     ) -> None:
         if not _PARTITION.match(partition):
             raise ValueError(f"partition {partition!r} is not a plain Slurm name")
+        self.nodes: list[str] = node_names(nodes)
+        self.node = self.nodes[0]
+        # One node: its name, which resolves. Several: they all are 127.0.0.1 and only the first
+        # name resolves, so a job script must meet on 127.0.0.1, not on its first node's name.
+        self.rendezvous_host = "127.0.0.1" if nodes > 1 else self.node
         self.partition = partition
         self.accounting = accounting
         self.cluster_name = "hyperpod-local"  # slurm.conf's ClusterName
         self._db_port = 0
         self._db_password = ""
-        self.node = node_name()
         self.keep = keep
         self._base_dir = base_dir
         self.root = Path()
@@ -396,7 +456,7 @@ class LocalSlurm:
         self.stop()
 
     def start(self, timeout: float = START_TIMEOUT_S) -> LocalSlurm:
-        """Write the configuration, start the daemons, and wait until the node is idle."""
+        """Write the configuration, start the daemons, and wait until every node is idle."""
         if self._state != "new":
             raise RuntimeError(f"this LocalSlurm is {self._state}; make a new one")
         reason = unavailable_reason(accounting=self.accounting)
@@ -417,8 +477,12 @@ class LocalSlurm:
                 self._start_database(deadline)
                 self._start_slurmdbd(deadline)
             self._start_slurmctld(deadline)
-            self._start_slurmd()
-            self.wait_node(lambda n: n.get("State") == "IDLE", "idle", deadline - time.monotonic())
+            for name in self.nodes:
+                self._start_slurmd(name)
+            for name in self.nodes:
+                self.wait_node(
+                    lambda n: n.get("State") == "IDLE", "idle", deadline - time.monotonic(), name
+                )
         except (SlurmError, OSError, subprocess.SubprocessError) as e:
             report = self.diagnostics()
             self.stop()
@@ -429,7 +493,7 @@ class LocalSlurm:
         return self
 
     def stop(self) -> None:
-        """Kill every job process on the node, then the daemons; remove the root unless `keep`.
+        """Kill every job process on the nodes, then the daemons; remove the root unless `keep`.
         Safe to call twice, and after a failed start."""
         if self._state != "started":
             return
@@ -437,7 +501,10 @@ class LocalSlurm:
         atexit.unregister(self.stop)
         try:
             self._kill_marked(NODE)  # job processes, their steps and slurmd, at once
-            for name in ("slurmd", "slurmctld", "slurmdbd", "mariadbd", "munged"):
+            for node in self.nodes:  # with several nodes: each node's slurmd and steps
+                self._kill_marked(self._node_role(node))
+            slurmds = [self._slurmd(node) for node in self.nodes]
+            for name in (*slurmds, "slurmctld", "slurmdbd", "mariadbd", "munged"):
                 self._terminate(name)
             self._kill_marked(None)  # whatever of ours is left (slurmctld's slurmscriptd)
         finally:
@@ -450,19 +517,25 @@ class LocalSlurm:
         self.root.chmod(0o755)  # munged requires its socket's folders to be searchable by all
         for sub in ("run", "state", "spool", "log"):
             (self.root / sub).mkdir(mode=0o755)
+        if len(self.nodes) > 1:
+            for node in self.nodes:  # SlurmdSpoolDir=spool/%n
+                (self.root / "spool" / node).mkdir(mode=0o755)
         secret = self.root / "munge"
         secret.mkdir(mode=0o700)
         key = secret / "munge.key"
         key.write_bytes(secrets.token_bytes(1024))
         key.chmod(0o400)
         (self.root / "plugstack.conf").write_text("")
+        # slurmctld, one slurmd per node, and with accounting slurmdbd and MariaDB.
         ports: list[int] = []
-        while len(ports) < (4 if self.accounting else 2):
+        while len(ports) < 1 + len(self.nodes) + (2 if self.accounting else 0):
             port = free_port()
             if port not in ports:
                 ports.append(port)
-        controller_port, slurmd_port = ports[:2]
-        slurmdbd_port = ports[2] if self.accounting else None
+        controller_port = ports.pop(0)
+        slurmd_ports = dict(zip(self.nodes, ports, strict=False))
+        del ports[: len(self.nodes)]
+        slurmdbd_port = ports[0] if self.accounting else None
         self.conf.write_text(
             slurm_conf(
                 root=self.root,
@@ -470,14 +543,15 @@ class LocalSlurm:
                 hardware=node_hardware(self._bins["slurmd"]),
                 partition=self.partition,
                 controller_port=controller_port,
-                slurmd_port=slurmd_port,
+                slurmd_port=slurmd_ports[self.node],
                 munge_socket=self.munge_socket,
                 slurmdbd_port=slurmdbd_port,
+                nodes=slurmd_ports if len(self.nodes) > 1 else None,
             )
         )
         if self.accounting:
             assert slurmdbd_port is not None
-            self._db_port = ports[3]
+            self._db_port = ports[1]
             self._db_password = secrets.token_hex(16)
             dbd_conf = self.root / "slurmdbd.conf"  # beside slurm.conf: where slurmdbd looks
             dbd_conf.write_text(
@@ -583,9 +657,29 @@ class LocalSlurm:
         self._until(up, "slurmdbd to answer", deadline, "slurmdbd")
         self._run(["sacctmgr", "-i", "add", "cluster", self.cluster_name])
 
-    def _start_slurmd(self) -> None:
+    def _slurmd(self, node: str) -> str:
+        """The daemon name (`daemons`, `log`) of a node's slurmd: `slurmd` with one node,
+        `slurmd.<node>` with several (its log file is `slurmd.%n.log`)."""
+        return "slurmd" if len(self.nodes) == 1 else f"slurmd.{node}"
+
+    def _node_role(self, node: str) -> str:
+        """The marker role of a node's slurmd and of the slurmstepd it forks: `node` with one
+        node (the same as its jobs'), `node:<name>` with several."""
+        return NODE if len(self.nodes) == 1 else f"{NODE}:{node}"
+
+    def _node_name(self, node: str | None) -> str:
+        if node is None:
+            return self.node
+        if node not in self.nodes:
+            raise ValueError(f"{node!r} is not a node of this cluster ({', '.join(self.nodes)})")
+        return node
+
+    def _start_slurmd(self, node: str | None = None) -> None:
+        node = self._node_name(node)
         self._spawn(
-            "slurmd", [self._bins["slurmd"], "-D", "-N", self.node, "-f", str(self.conf)], NODE
+            self._slurmd(node),
+            [self._bins["slurmd"], "-D", "-N", node, "-f", str(self.conf)],
+            self._node_role(node),
         )
 
     def _terminate(self, name: str) -> None:
@@ -640,12 +734,34 @@ class LocalSlurm:
             )
         ]
 
+    def _on_node(self, node: str) -> list[_Proc]:
+        """The processes of one node: its slurmd and the slurmstepd it forks (they inherit its
+        marker), and the job processes Slurm started there. A job's processes carry the marker
+        `sbatch` gave the job (`job_env`), whatever node they run on, and Slurm's
+        SLURMD_NODENAME, the node whose slurmstepd started them. With one node: every process
+        marked `node`, as ever."""
+        role = self._node_role(node)
+        if role == NODE:
+            return self._marked(NODE)
+        own, job = self._marker(role), self._marker(NODE)
+        return [
+            p
+            for p in self._marked(None)
+            if p.environ.get(MARKER) == own
+            or (p.environ.get(MARKER) == job and p.environ.get("SLURMD_NODENAME") == node)
+        ]
+
     def _kill_marked(self, role: str | None) -> list[int]:
-        """SIGKILL this instance's processes (of `role`) until none is left: what dies with a
-        node. Rescans, because a process may fork between the scan and its kill."""
+        """SIGKILL this instance's processes (of `role`) until none is left."""
+        return self._kill(lambda: self._marked(role), self._marker(role or "*"))
+
+    def _kill(self, select: Callable[[], list[_Proc]], what: str) -> list[int]:
+        """SIGKILL the processes `select` finds until none is left: what dies with a node.
+        Rescans, because a process may fork between the scan and its kill."""
         killed: list[int] = []
+        found: list[_Proc] = []
         for _ in range(100):
-            found = self._marked(role)
+            found = select()
             if not found:
                 self._reap()
                 return killed
@@ -655,14 +771,18 @@ class LocalSlurm:
                     killed.append(proc.pid)
             self._reap()
             time.sleep(0.05)
-        raise SlurmError(f"processes of {self._marker(role or '*')} survive SIGKILL: {found}")
+        raise SlurmError(f"processes of {what} survive SIGKILL: {found}")
 
-    def job_processes(self, job_id: str) -> list[JobProcess]:
-        """The live processes of a job on the node (batch script, steps, the programs they run),
-        with the environment Slurm gave them, e.g. `SLURM_RESTART_COUNT`."""
+    def job_processes(self, job_id: str, node: str | None = None) -> list[JobProcess]:
+        """The live processes of a job (batch script, steps, the programs they run), with the
+        environment Slurm gave them, e.g. `SLURM_RESTART_COUNT`: on `node`, or on every node."""
+        if node is not None or len(self.nodes) == 1:
+            found = self._on_node(self._node_name(node))
+        else:
+            found = [p for name in self.nodes for p in self._on_node(name)]
         return [
             JobProcess(p.pid, p.argv, p.environ)
-            for p in self._marked(NODE)
+            for p in found
             if p.environ.get("SLURM_JOB_ID") == job_id
         ]
 
@@ -734,8 +854,9 @@ class LocalSlurm:
         line = self.scontrol("show", "job", "-o", job_id).strip()
         return SlurmJob(job_id, parse_fields(line))
 
-    def node_info(self) -> dict[str, str]:
-        return parse_fields(self.scontrol("show", "node", "-o", self.node).strip())
+    def node_info(self, node: str | None = None) -> dict[str, str]:
+        """`scontrol show node` of `node` (default the first)."""
+        return parse_fields(self.scontrol("show", "node", "-o", self._node_name(node)).strip())
 
     def cancel(self, job_id: str) -> None:
         """scancel; a job that has already finished is not an error."""
@@ -787,17 +908,23 @@ class LocalSlurm:
         return self.wait_job(job_id, lambda job: job.finished, "to finish", timeout)
 
     def wait_node(
-        self, until: Callable[[dict[str, str]], bool], what: str, timeout: float
+        self,
+        until: Callable[[dict[str, str]], bool],
+        what: str,
+        timeout: float,
+        node: str | None = None,
     ) -> dict[str, str]:
+        """Poll `node_info(node)` until `until(info)`; SlurmError with the last state if not."""
+        node = self._node_name(node)
         last: list[dict[str, str]] = []
 
         def ready() -> bool:
-            last[:] = [self.node_info()]
+            last[:] = [self.node_info(node)]
             return until(last[0])
 
         deadline = time.monotonic() + timeout
         try:
-            self._until(ready, f"node {self.node} {what}", deadline)
+            self._until(ready, f"node {node} {what}", deadline)
         except SlurmError as e:
             seen = last[0] if last else {}
             raise SlurmError(
@@ -807,37 +934,46 @@ class LocalSlurm:
 
     # -- node loss -------------------------------------------------------------------------------
 
-    def lose_node(self, reason: str = "node lost: replaced") -> list[int]:
-        """Lose the node the way HyperPod's replacement does: every process on it dies at once
-        (SIGKILL: slurmd, the job's steps, torchrun and its ranks; nothing gets to save), and
-        the node is DOWN. Slurm then cancels its jobs "DUE TO NODE FAILURE" and requeues those
-        submitted with `--requeue`. The pids killed."""
-        killed = self._kill_marked(NODE)
-        self.scontrol("update", f"nodename={self.node}", "state=down", f"reason={reason}")
+    def lose_node(
+        self, reason: str = "node lost: replaced", *, node: str | None = None
+    ) -> list[int]:
+        """Lose a node (default the first) the way HyperPod's replacement does: every process on
+        it dies at once (SIGKILL: slurmd, the job's steps, torchrun and its ranks; nothing gets
+        to save), and the node is DOWN; the other nodes keep running. Slurm then cancels its
+        jobs "DUE TO NODE FAILURE" and requeues those submitted with `--requeue`. The pids
+        killed."""
+        node = self._node_name(node)
+        killed = self._kill(lambda: self._on_node(node), f"node {node}")
+        self.scontrol("update", f"nodename={node}", "state=down", f"reason={reason}")
         return killed
 
-    def return_node(self, timeout: float = START_TIMEOUT_S) -> None:
-        """Bring the node back as a replacement would: a fresh slurmd registers under the same
-        name, then the node is resumed (`state=resume`: clears DOWN, DRAIN and an Action: FAIL)
-        and idle."""
+    def return_node(self, timeout: float = START_TIMEOUT_S, node: str | None = None) -> None:
+        """Bring a node (default the first) back as a replacement would: a fresh slurmd
+        registers under the same name, then the node is resumed (`state=resume`: clears DOWN,
+        DRAIN and an Action: FAIL) and idle."""
+        node = self._node_name(node)
         deadline = time.monotonic() + timeout
-        if "slurmd" not in self.daemons:
-            before = self.node_info().get("SlurmdStartTime")
-            self._start_slurmd()
+        if self._slurmd(node) not in self.daemons:
+            before = self.node_info(node).get("SlurmdStartTime")
+            self._start_slurmd(node)
             self.wait_node(
                 lambda n: n.get("SlurmdStartTime") != before and "NOT_RESPONDING" not in n["State"],
                 "to register a new slurmd",
                 deadline - time.monotonic(),
+                node,
             )
-        state = self.node_info().get("State", "")
+        state = self.node_info(node).get("State", "")
         if any(s in state for s in ("DOWN", "DRAIN", "FAIL")):
-            self.scontrol("update", f"nodename={self.node}", "state=resume")
-        self.wait_node(lambda n: n.get("State") == "IDLE", "idle", deadline - time.monotonic())
+            self.scontrol("update", f"nodename={node}", "state=resume")
+        self.wait_node(
+            lambda n: n.get("State") == "IDLE", "idle", deadline - time.monotonic(), node
+        )
 
     # -- diagnostics -----------------------------------------------------------------------------
 
     def log(self, daemon: str) -> str:
-        """A daemon's log so far ("slurmctld", "slurmd", "munged")."""
+        """A daemon's log so far ("slurmctld", "slurmd", "munged"; with several nodes a node's
+        slurmd is "slurmd.<node>")."""
         path = self.logs / f"{daemon}.log"
         return path.read_text(errors="replace") if path.is_file() else ""
 
@@ -846,8 +982,9 @@ class LocalSlurm:
         if self._state == "new":
             return "(the local Slurm was never started)"
         parts: list[str] = []
+        commands: list[list[str]] = []
         if self.conf.is_file():
-            commands = [["sinfo"], ["squeue"], ["scontrol", "show", "node", self.node]]
+            commands = [["sinfo"], ["squeue"], ["scontrol", "show", "node", ",".join(self.nodes)]]
         if self.accounting:
             commands.append(["sacctmgr", "-nP", "show", "assoc"])
         for argv in commands:
