@@ -100,8 +100,9 @@ def render_verify_jobs(
                 base.job,
                 name=VERIFY_JOB,
                 nodes=group.instance_count,
+                # One rank per accelerator; one per node on this machine (gloo on CPU).
                 processes_per_node=facts.processes_per_node
-                if facts and facts.processes_per_node
+                if facts and facts.processes_per_node and local is None
                 else 1,
                 partition=group.slurm_partition,
                 stop_grace_seconds=VERIFY_STOP_GRACE_SECONDS,
