@@ -4,8 +4,10 @@ per compute group (`verify/hyperpod-kit-verify-allreduce-<group>.sbatch`, from
 `jobs.render_verify_jobs`).
 
 Only what the cluster is made of goes in: its groups, the file system and how Studio partitions
-it. Nothing of `trainer.job` (a job change must not change the cluster's upload) and no person (the
-users file travels on its own; the command reads the copy the user sync keeps on every node).
+it. Not a group's node count (the command asks Slurm which nodes the partition has: scaling a
+group must not change the upload, and `--report` compares with the file's count), nothing of
+`trainer.job` (a job change must not change the cluster's upload) and no person (the users file
+travels on its own; the command reads the copy the user sync keeps on every node).
 """
 
 from __future__ import annotations
@@ -50,7 +52,6 @@ def verify_settings(config: EnvironmentConfig) -> dict[str, Any]:
                 "name": group.name,
                 "partition": group.slurm_partition,
                 "instance_type": group.types[0] if group.types else None,
-                "count": group.instance_count,
                 "accelerators": facts.accelerators if facts is not None else None,
             }
         )

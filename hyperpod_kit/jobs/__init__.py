@@ -83,7 +83,7 @@ def render_verify_jobs(
     config: EnvironmentConfig, *, local: LocalRun | None = None
 ) -> list[RenderedJob]:
     """The all-reduce benchmark of each Slurm compute group as an sbatch of the bundled template:
-    every node of the group (`#SBATCH --nodes`, the group's count), one rank per accelerator, the
+    every node of the group (`sbatch --nodes` when it is submitted), one rank per accelerator, the
     group's EFA settings, no auto-resume, the trainer's `bench-allreduce` instead of training, and
     the image given when it is submitted (`TRAINER_IMAGE`: `hyperpod-kit verify FILE` prints the
     command with it), so a new trainer image never changes the cluster's lifecycle upload."""
@@ -99,7 +99,9 @@ def render_verify_jobs(
             job=dataclasses.replace(
                 base.job,
                 name=VERIFY_JOB,
-                nodes=group.instance_count,
+                # The command asks for the partition's nodes when it submits (`sbatch --nodes`):
+                # a group's count in this file would tie its scaling to the lifecycle upload.
+                nodes=1,
                 # One rank per accelerator; one per node on this machine (gloo on CPU).
                 processes_per_node=facts.processes_per_node
                 if facts and facts.processes_per_node and local is None

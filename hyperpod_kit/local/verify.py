@@ -68,8 +68,7 @@ def local_settings(work: Path, slurm: LocalSlurm, fsx: Path, spool: Path) -> dic
     settings["out_root"] = str(fsx) + VERIFY_DIR.removeprefix("/fsx")
     settings["spool"] = str(spool)
     settings["groups"] = [
-        {**g, "partition": slurm.partition, "count": len(slurm.nodes), "instance_type": None}
-        for g in settings["groups"][:1]
+        {**g, "partition": slurm.partition, "instance_type": None} for g in settings["groups"][:1]
     ]
     # Studio per-user partitions, as on a cluster with Studio (the users file the sync keeps).
     settings["studio"] = {
@@ -90,10 +89,12 @@ def local_settings(work: Path, slurm: LocalSlurm, fsx: Path, spool: Path) -> dic
 
 
 @contextmanager
-def _workspace(base: Path | None) -> Iterator[Path]:
+def workspace(base: Path | None = None) -> Iterator[Path]:
+    """A temporary folder for a local run, searchable by all (munged requires it of every
+    folder above its socket), removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="hyperpod-verify-", dir=base) as folder:
         root = Path(folder)
-        root.chmod(0o755)  # the jobs run as root here, but the users' partitions sit below
+        root.chmod(0o755)
         yield root
 
 
@@ -105,10 +106,12 @@ def run_local(
     fsx_mib: int = 256,
     fsx_files: int = 500,
     extra: Sequence[str] = (),
+    before: Callable[[LocalSlurm, Path], None] | None = None,
     say: Callable[[str], None] = print,
 ) -> LocalRunResult:
     """Start a two-node local Slurm under `work`, run the node command against it, and return
-    the run's records file (under `work`). SlurmUnavailableError when Slurm cannot run here."""
+    the run's records file (under `work`). `before(slurm, fsx)` runs just before the command.
+    SlurmUnavailableError when Slurm cannot run here."""
     fsx, spool = work / "fsx", work / "spool"
     fsx.mkdir()
     spool.mkdir()
@@ -116,6 +119,8 @@ def run_local(
         say(f"local Slurm up: nodes {', '.join(slurm.nodes)} IDLE")
         settings = local_settings(work, slurm, fsx, spool)
         (work / "settings.json").write_text(json.dumps(settings, indent=2))
+        if before is not None:  # a test's fault: a node down, a partition gone wrong
+            before(slurm, fsx)
         env = slurm.client_env(
             {
                 **JOB_ENV,
@@ -159,7 +164,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {e}", file=sys.stderr)
         return 2
     try:
-        with out.staging() as staging, _workspace(None) as work:
+        with out.staging() as staging, workspace() as work:
             result = run_local(work, max_bytes=args.max_bytes)
             (staging / RESULTS).write_bytes(result.results.read_bytes())
             code = report_into(staging, staging / RESULTS)

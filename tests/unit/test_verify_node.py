@@ -43,7 +43,7 @@ def test_slurm_uploads_carry_the_command_its_settings_and_a_job_per_compute_grou
     bundle = build_bundle(config)
     settings = json.loads(bundle.text(VERIFY_SETTINGS))
     groups = {g["name"]: g for g in settings["groups"]}
-    assert groups and all(g["count"] > 0 for g in groups.values())
+    assert groups and all("count" not in g for g in groups.values())  # Slurm's to say
     for name in groups:
         job = bundle.text(f"verify/hyperpod-kit-verify-allreduce-{name}.sbatch")
         assert f"--group={name}" in job and "bench-allreduce" in job and "--auto-resume" not in job
@@ -62,14 +62,26 @@ def test_eks_uploads_have_none_of_it(tmp_path: Path) -> None:
     assert not [f for f in bundle.files if "verify" in f]
 
 
-def test_a_trainer_job_change_leaves_the_cluster_upload_as_it_was(tmp_path: Path) -> None:
-    """The verify jobs take nothing of trainer.job: a new job must not update the cluster."""
+def test_a_trainer_job_change_or_a_scaled_group_leaves_the_cluster_upload_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The verify files take nothing of trainer.job and no node count: a new job or a group
+    scaled must not change the cluster's lifecycle upload."""
     before = build_bundle(_config(tmp_path, "prod-slurm"))
+    data = yaml.safe_load((ROOT / "environments" / "prod-slurm.yaml").read_text())
+    groups = copy.deepcopy(data["cluster"]["instance_groups"])
+    for group in groups:
+        if group["role"] == "compute":
+            group["instance_count"] = group["instance_count"] + 1
     after = build_bundle(
         _config(
             tmp_path,
             "prod-slurm",
-            {"trainer.job.name": "another", "trainer.job.stop_grace_seconds": 300},
+            {
+                "trainer.job.name": "another",
+                "trainer.job.stop_grace_seconds": 300,
+                "cluster.instance_groups": groups,
+            },
         )
     )
     assert before.content_hash == after.content_hash
@@ -86,7 +98,7 @@ def _settings(tmp_path: Path) -> Path:
         "version": 1, "environment": "e", "cluster": "c", "region": "us-west-2",
         "fsx": {"path": str(tmp_path), "provisioned_mb_s": None},
         "groups": [{"name": "gpu", "partition": "gpu", "instance_type": "ml.p5.48xlarge",
-                    "count": 2, "accelerators": 8}],
+                    "accelerators": 8}],
         "studio": {"enabled": False}, "out_root": str(tmp_path / "runs"),
         "spool": str(tmp_path / "spool"),
     }  # fmt: skip
