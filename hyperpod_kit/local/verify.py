@@ -39,7 +39,10 @@ PROG = "verify-demo"
 COMMAND = LIFECYCLE_DIR / "bin" / "hyperpod-kit-verify"
 NODES = 2
 # Studio users of the demo: their partitions are made here as the user sync makes them.
-USERS = ({"name": "alice", "uid": 2001, "gid": 2001}, {"name": "bob", "uid": 2002, "gid": 2002})
+USERS: tuple[dict[str, Any], ...] = (
+    {"name": "alice", "uid": 2001, "gid": 2001},
+    {"name": "bob", "uid": 2002, "gid": 2002},
+)
 RESULTS = "results.jsonl"
 RUN_TIMEOUT_S = 900
 
