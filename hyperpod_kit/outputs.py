@@ -1,10 +1,10 @@
 """Every write the `hyperpod-kit` command makes, through the one output layer it shares with the
 trainer's command (`hyperpod_trainer.fileio`, imported through `hyperpod_kit.files`).
 
-Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `logs --save DIR`, `make demo`'s
-`--out DIR`, `pipeline bootstrap|codepipeline -o DIR`, `init --project DIR`, the per-user cache of
-the pinned CDK CLI) carry the marker file `.hyperpod-kit` (tool, version, kind, and the list of
-everything written). An output folder is replaced only if it is
+Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `logs --save DIR`, `verify --out
+DIR`, `make demo`'s `--out DIR`, `pipeline bootstrap|codepipeline -o DIR`, `init --project DIR`,
+the per-user cache of the pinned CDK CLI) carry the marker file `.hyperpod-kit` (tool, version,
+kind, and the list of everything written). An output folder is replaced only if it is
 missing, empty, or ours of the same kind holding nothing but what we wrote; anything else (a
 file, a link, a device, a folder of someone else's, a file the user added to ours, the current
 folder or one that contains it, an input of the command or a folder holding one) is refused
@@ -37,17 +37,19 @@ DEMO = "demo"  # `make demo` (hyperpod_kit.local.demo): its timeline, plot and l
 LOGS = "logs"  # `logs --save DIR`: a cluster's log streams
 CDK_CLI = "cdk-cli"  # the per-user cache of the pinned CDK CLI (hyperpod_kit/cdk_cli.py)
 PROJECT = "project"  # `init --project DIR`: a repository for a team's environments
+VERIFY = "verify-report"  # `verify --out DIR`: a verify run's report.json and pictures
 OWNER = fileio.Owner(
     tool=TOOL,
     version=__version__,
     kinds={
         ASSEMBLY: "a cloud assembly", JOBS: "job files", DEMO: "a demo's output",
         LOGS: "exported logs", CDK_CLI: "the pinned CDK CLI", PROJECT: "a project",
+        VERIFY: "a verify report",
     },
     defaults={
         ASSEMBLY: "-o cdk.out", JOBS: "-o jobs", DEMO: "--out demo-out",
         LOGS: "--save cluster-logs", CDK_CLI: "~/.cache/hyperpod-kit/aws-cdk-VERSION",
-        PROJECT: "--project my-environments",
+        PROJECT: "--project my-environments", VERIFY: "--out verify-report",
     },
     recognised={
         ASSEMBLY: (
