@@ -78,9 +78,6 @@ class Floors:
             None,
         )
 
-    def below(self, measured: float, floor: float) -> bool:
-        return measured < self.margin * floor
-
 
 def node_floor(instance_type: str | None) -> NodeFloor | None:
     """GPUs and EFA interfaces of a type from instance_types.json; None for a type it lacks."""

@@ -46,6 +46,9 @@ class Judged:
     verdict: Verdict
     source: str
     detail: str = ""
+    threshold: float | None = (
+        None  # below means under this: margin x floor, or for counts the floor
+    )
 
 
 @dataclass(frozen=True)
@@ -117,10 +120,9 @@ def _judged(
     """pass or below (under the margin, or for counts under the floor itself), or no floor."""
     if floor is None:
         return Judged(check, subject, measured, None, unit, "no-floor", source, detail)
-    below = floors.below(measured, floor) if floors is not None else measured < floor
-    return Judged(
-        check, subject, measured, floor, unit, "below" if below else "pass", source, detail
-    )
+    threshold = floor * floors.margin if floors is not None else floor
+    verdict: Verdict = "below" if measured < threshold else "pass"
+    return Judged(check, subject, measured, floor, unit, verdict, source, detail, threshold)
 
 
 def _run_rows(results: Results) -> list[Judged]:

@@ -75,7 +75,13 @@ def table(report: Report) -> str:
         out.append("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
     details = [r for r in report.rows if r.verdict in ("below", "error") and r.detail]
     for r in details:
-        out.append(f"{r.verdict}: {r.check} {r.subject}: {r.detail}")
+        why = r.detail
+        if r.measured is not None and r.threshold is not None:
+            edge = _figure(r.threshold, r.unit)
+            if r.threshold != r.floor:
+                edge += f" ({report.floors.margin:g} x {_figure(r.floor, r.unit)})"
+            why = f"{_figure(r.measured, r.unit)} under {edge}" + (f"; {why}" if why else "")
+        out.append(f"{r.verdict}: {r.check} {r.subject}: {why}")
     out += [w.line for w in report.worst]
     out.append(summary(report))
     return printable("\n".join(out) + "\n")
@@ -102,6 +108,7 @@ def _row_json(row: Judged) -> dict[str, Any]:
         "verdict": row.verdict,
         "source": row.source,
         "detail": row.detail,
+        "threshold": row.threshold,
     }
 
 
@@ -339,6 +346,15 @@ def _fsx_png(plt: Any, report: Report) -> bytes:
         ax.axhline(
             provisioned, color="tab:red", ls="--", lw=1, label=f"provisioned {provisioned:g} MB/s"
         )
+        margin = report.floors.margin
+        if margin < 1:
+            ax.axhline(
+                provisioned * margin,
+                color="tab:red",
+                ls=":",
+                lw=1,
+                label=f"{margin:g} x provisioned (below under it)",
+            )
     ax.set_xticks(xs)
     ax.set_xticklabels([_label(n) for n in names], rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("throughput (MB/s)")

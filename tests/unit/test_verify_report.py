@@ -207,6 +207,7 @@ def test_pass_below_and_no_floor_against_the_floors() -> None:
     assert len(fast) == 3 and set(fast.values()) == {"pass"}
     row = next(r for r in report.rows if r.subject == "all nodes (4)")
     assert (row.floor, row.source, row.unit) == (320.0, "floors.json T2", "GB/s")
+    assert row.threshold == pytest.approx(288.0)  # margin x floor
     assert set(verdicts(report, "node.gpus").values()) == {"pass"}
     assert set(verdicts(report, "node.efa").values()) == {"pass"}
     assert verdicts(report, "fsx.write") == {"all nodes (4)": "pass"}  # 1150 >= 0.9 x 1200
@@ -269,6 +270,9 @@ def test_errors_a_failed_node_and_an_unfinished_run() -> None:
     report = judged(rows)
     assert verdicts(report, "node.gpus")["ip-10-1-0-2"] == "below"
     assert verdicts(report, "node")["ip-10-1-0-2"] == "error"
+    gpus = next(r for r in report.rows if r.check == "node.gpus" and r.subject == "ip-10-1-0-2")
+    assert (gpus.measured, gpus.threshold) == (7, 8)  # counts: the floor itself, no margin
+    assert "below: node.gpus ip-10-1-0-2: 7 GPUs under 8 GPUs; ml.p5.48xlarge" in table(report)
     assert verdicts(report, "fsx") == {"could not run": "error"}
     assert verdicts(report, "run") == {"end": "error"}
     assert verdicts(report, "studio") == {"alice": "pass", "bob": "below"}
@@ -292,6 +296,10 @@ def test_the_slowest_pair_and_node_are_named() -> None:
     text = table(report)
     assert f"slowest pair: ip-10-1-0-1 <-> {runs.SLOW}, 150.0 GB/s" in text
     assert f"slowest node by its pairs: {runs.SLOW}" in text
+    assert (
+        f"below: allreduce ip-10-1-0-1 <-> {runs.SLOW}: 150.0 GB/s under 270.0 GB/s "
+        "(0.9 x 300.0 GB/s); at 1 GiB, ml.p5.48xlarge"
+    ) in text
 
 
 def test_the_table_is_aligned_and_printable() -> None:
@@ -340,6 +348,7 @@ def test_the_json_document_is_stable() -> None:
         "verdict",
         "source",
         "detail",
+        "threshold",
     ]
     assert doc["floors"]["margin"] == 0.9 and set(doc["floors"]["sources"]) == {"T1", "T2"}
     every = doc["allreduce"][0]
