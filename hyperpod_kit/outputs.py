@@ -1,10 +1,10 @@
 """Every write the `hyperpod-kit` command makes, through the one output layer it shares with the
 trainer's command (`hyperpod_trainer.fileio`, imported through `hyperpod_kit.files`).
 
-Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `logs --save DIR`, `make demo`'s
-`--out DIR`, `pipeline bootstrap|codepipeline -o DIR`, `init --project DIR`, the per-user cache of
-the pinned CDK CLI) carry the marker file `.hyperpod-kit` (tool, version, kind, and the list of
-everything written). An output folder is replaced only if it is
+Folders (`synth -o DIR` and its `DIR.rejected`, `jobs -o DIR`, `logs --save DIR`, `verify --out
+DIR`, `make demo`'s `--out DIR`, `pipeline bootstrap|codepipeline -o DIR`, `init --project DIR`,
+the per-user cache of the pinned CDK CLI) carry the marker file `.hyperpod-kit` (tool, version,
+kind, and the list of everything written). An output folder is replaced only if it is
 missing, empty, or ours of the same kind holding nothing but what we wrote; anything else (a
 file, a link, a device, a folder of someone else's, a file the user added to ours, the current
 folder or one that contains it, an input of the command or a folder holding one) is refused
@@ -37,7 +37,7 @@ DEMO = "demo"  # `make demo` (hyperpod_kit.local.demo): its timeline, plot and l
 LOGS = "logs"  # `logs --save DIR`: a cluster's log streams
 CDK_CLI = "cdk-cli"  # the per-user cache of the pinned CDK CLI (hyperpod_kit/cdk_cli.py)
 PROJECT = "project"  # `init --project DIR`: a repository for a team's environments
-VERIFY = "verify"  # `verify --report --out DIR`, `make verify-demo`: a report and its pictures
+VERIFY = "verify-report"  # `verify --out DIR`, `make verify-demo`: a report and its pictures
 OWNER = fileio.Owner(
     tool=TOOL,
     version=__version__,

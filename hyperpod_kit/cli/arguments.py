@@ -13,6 +13,7 @@ import argparse
 
 from hyperpod_kit.config.loader import MAX_FILE_BYTES
 from hyperpod_kit.files import fileio
+from hyperpod_kit.verify.records import MAX_RESULTS_BYTES
 
 K = fileio.PathKind
 ENV = fileio.PathSpec(K.INPUT_FILE, limit=MAX_FILE_BYTES)  # an environment file
@@ -68,6 +69,9 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     **{("logs", dest): NOT for dest in ("node", "group", "since", "grep")},
     ("logs", "save"): FOLDER_OUT,
     **{("nodes", dest): NOT for dest in ("action", "ids", "group", "to")},
+    ("verify", "results"): fileio.PathSpec(K.INPUT_FILE, limit=MAX_RESULTS_BYTES),
+    ("verify", "run"): NOT,
+    ("verify", "out"): FOLDER_OUT,
 }  # fmt: skip
 
 

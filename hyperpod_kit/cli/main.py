@@ -1,12 +1,13 @@
 """`hyperpod-kit`: init, validate, estimate, schema, synth, plan, check (--rehearse), jobs, diff,
-deploy, destroy, status, logs, nodes, pipeline.
+deploy, destroy, status, logs, nodes, verify, pipeline.
 
 Exit codes: 0 success; 1 a gate or the CDK CLI failed; 2 bad input (the environment file or the
 command line), reported as ``FILE:LINE path: message. Hint: ...`` (or ``PATH: message. Hint:
 ...`` for an output path) with nothing written; `plan` also exits 1 for a dangerous change and
 3 for one AWS or the nodes refuse (see its --help); `status` exits 1 for an environment that is
 not healthy, and 2 without credentials or with nothing deployed (cli/status.py); `nodes`
-exits 1 when HyperPod refuses a node and 2 on a guard (cli/nodes.py). Every write
+exits 1 when HyperPod refuses a node and 2 on a guard (cli/nodes.py); `verify` exits 1 for a
+figure below its floor or a check that failed or could not run (cli/verify.py). Every write
 goes through `hyperpod_kit.outputs`: an output replaces only what hyperpod-kit wrote.
 """
 
@@ -202,6 +203,10 @@ def _parser() -> argparse.ArgumentParser:
 
     nodes.add_nodes_arguments(env_command("nodes", nodes.NODES_HELP))
 
+    from hyperpod_kit.cli import verify
+
+    verify.add_verify_arguments(env_command("verify", verify.VERIFY_HELP))
+
     gated = "validate, synthesize and gate, then the pinned CDK CLI's"
     for name, what in (
         ("diff", f"{gated} `cdk diff` of that assembly against the deployed stacks"),
@@ -387,6 +392,18 @@ def _check_alone(args: argparse.Namespace) -> int | None:
     return EXIT_BAD_INPUT
 
 
+def _without_file(args: argparse.Namespace) -> int | None:
+    """The commands that read no environment file: `check [ASSEMBLY]`, and `verify --results
+    PATH` (a local file: no FILE, no AWS). None for the others."""
+    if args.command == "check":
+        return _check_alone(args)
+    if args.command == "verify" and args.results is not None:
+        from hyperpod_kit.cli.verify import verify_results
+
+        return verify_results(args)
+    return None
+
+
 def _dispatch(args: argparse.Namespace) -> int:
     if args.command == "schema":
         return _schema(args.output, markdown=args.markdown, force=args.force)
@@ -397,7 +414,7 @@ def _dispatch(args: argparse.Namespace) -> int:
 
         loaded = _load(args.file, args.suppress, quiet=True, as_json=False)
         return EXIT_BAD_INPUT if loaded is None else estimate(loaded, args)
-    if args.command == "check" and (answered := _check_alone(args)) is not None:
+    if (answered := _without_file(args)) is not None:
         return answered
     if args.command == "check":
         args.file = args.rehearse
@@ -423,7 +440,7 @@ def _dispatch(args: argparse.Namespace) -> int:
         return EXIT_BAD_INPUT
     handlers = {
         "validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan, "check": _rehearse,
-        "status": _status, "logs": _logs, "lock": _lock, "nodes": _nodes,
+        "status": _status, "logs": _logs, "lock": _lock, "nodes": _nodes, "verify": _verify,
     }  # fmt: skip
     handler = handlers.get(args.command, _cdk)
     return handler(loaded, args)
@@ -494,6 +511,12 @@ def _nodes(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     from hyperpod_kit.cli.nodes import nodes
 
     return nodes(loaded, args)
+
+
+def _verify(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.verify import verify
+
+    return verify(loaded, args)
 
 
 def _cdk(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:

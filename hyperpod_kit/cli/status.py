@@ -31,6 +31,7 @@ from hyperpod_kit.text import printable
 if TYPE_CHECKING:  # boto3 is imported when status or logs runs, not for every command's parser
     from hyperpod_kit.config.aws import AwsFacade, AwsUnavailableError
     from hyperpod_kit.operations import logs as node_logs
+    from hyperpod_kit.operations.discovery import Deployed
     from hyperpod_kit.operations.status import ClusterState, Status
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -311,6 +312,23 @@ def logs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         return _unavailable(loaded, e)
 
 
+def cluster_log_group(loaded: LoadedEnvironment, deployed: Deployed) -> str | None:
+    """The deployed cluster's log group, or None after one line: nothing of the environment is
+    deployed, or its cluster has not published its name and id yet (`logs`, `verify`)."""
+    from hyperpod_kit.operations import logs as node_logs
+
+    if deployed.nothing:
+        _nothing(loaded)
+        return None
+    group = node_logs.log_group(deployed)
+    if group is None:
+        print(f"{loaded.file}: the cluster of environment {loaded.config.name} has not "
+              "published its name and id yet (no /hyperpod-kit/"
+              f"{loaded.config.name}/cluster parameter). Hint: `hyperpod-kit status "
+              f"{loaded.file}` shows how far the deploy got.", file=sys.stderr)  # fmt: skip
+    return group
+
+
 def _logs(
     loaded: LoadedEnvironment, args: argparse.Namespace, aws: AwsFacade,
     output: FolderOutput | None, *, start: int | None, grep: re.Pattern[str] | None,
@@ -320,14 +338,8 @@ def _logs(
     from hyperpod_kit.operations.status import failing_nodes
 
     deployed = discover(loaded.config.name, aws)
-    if deployed.nothing:
-        return _nothing(loaded)
-    group = node_logs.log_group(deployed)
+    group = cluster_log_group(loaded, deployed)
     if group is None:
-        print(f"{loaded.file}: the cluster of environment {loaded.config.name} has not "
-              "published its name and id yet (no /hyperpod-kit/"
-              f"{loaded.config.name}/cluster parameter). Hint: `hyperpod-kit status "
-              f"{loaded.file}` shows how far the deploy got.", file=sys.stderr)  # fmt: skip
         return EXIT_BAD_INPUT
     first = failing_nodes(aws, deployed)
     streams = node_logs.select(node_logs.streams(aws, group), node=args.node,

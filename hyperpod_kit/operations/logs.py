@@ -82,10 +82,12 @@ def classify(name: str) -> Stream:
     return Stream(name, kind, instance_id, group, None)
 
 
-def streams(aws: AwsFacade, group: str) -> list[Stream]:
-    """Every stream of the group (none when the group does not exist yet)."""
+def streams(aws: AwsFacade, group: str, *, prefix: str | None = None) -> list[Stream]:
+    """Every stream of the group (none when the group does not exist yet), or those whose name
+    starts with `prefix`."""
+    kwargs: dict[str, Any] = {"logStreamNamePrefix": prefix} if prefix else {}
     rows = aws.pages("logs", "describe_log_streams", "logStreams", missing=MISSING,
-                     logGroupName=group)  # fmt: skip
+                     logGroupName=group, **kwargs)  # fmt: skip
     found = []
     for row in rows:
         s = classify(row["logStreamName"])

@@ -52,6 +52,7 @@ CDK_FREE = (
     "hyperpod_kit.progress",
     "hyperpod_kit.estimate",
     "hyperpod_kit.cdk_cli",
+    "hyperpod_kit.verify",
 )
 # What config/ may not reach: top-level modules of other distributions, and our floors above it.
 CONFIG_REFUSES = ("aws_cdk", "constructs", "jsii", "cdk_nag")
