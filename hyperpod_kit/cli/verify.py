@@ -5,17 +5,19 @@ this command reads a run's records, from the cluster's log group (`--report`, cr
 the deployed cluster needed) or a local JSON Lines file (`--results PATH`, nothing else needed),
 judges them (`hyperpod_kit.verify.judge`), prints the table (or JSON), and writes report.json and
 the pictures into the report folder through the house output layer (`hyperpod_kit.outputs`).
-Without either it says, in one line, how the suite is run, and exits 2.
+Without either it prints the command to run on the cluster (with the trainer image) and how to
+judge its run, and exits 0.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
+import shlex
 import sys
 from typing import TYPE_CHECKING
 
+from hyperpod_kit.config.derived import worker_groups
 from hyperpod_kit.outputs import VERIFY, FolderOutput, write_error
 from hyperpod_kit.text import printable
 
@@ -59,8 +61,10 @@ exit codes:
   1  a figure below its floor, a failed check, or a check that could not run (or a run that
      did not finish)
   2  bad input: a damaged record (SOURCE:LINE: reason), an unknown --run, no run at all, the
-     file, no credentials or nothing deployed (with --report); or neither --report nor
-     --results (one line says how the suite is run)"""
+     file, an EKS environment, no credentials or nothing deployed (with --report)
+
+Without --report or --results, `verify FILE` prints the command to run on the cluster, with
+the trainer image its all-reduce job runs, and exits 0."""
 
 
 def add_verify_arguments(v: argparse.ArgumentParser) -> None:
@@ -117,22 +121,51 @@ def verify_results(args: argparse.Namespace) -> int:
 
 def verify(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
     """`verify FILE --report`: the run from the cluster's log group; `verify FILE`: how."""
-    if not args.report:
-        if args.out is not None:
-            _output(args)  # a bad --out is named first, as with --report
+    config = loaded.config
+    if config.orchestrator != "slurm":
         print(
-            f"{loaded.file}: the verify suite runs on the cluster: `hyperpod-kit-verify` on "
-            "the login node (docs/verify.md); this command judges a run it wrote. Hint: "
-            f"`hyperpod-kit verify {loaded.file} --report` (the newest run in the cluster's "
-            "log group), or `hyperpod-kit verify --results results.jsonl`.",
+            f"{loaded.file}: the verify suite runs on Slurm clusters; this environment's "
+            f"orchestrator is {config.orchestrator}. Hint: on EKS, HyperPod's deep health checks "
+            'test the nodes (docs/verify.md, "Not built yet").',
             file=sys.stderr,
         )
         return EXIT_BAD_INPUT
+    if not args.report:
+        if args.out is not None:
+            _output(args)  # a bad --out is named first, as with --report
+        return _how_to_run(loaded)
     output = _output(args)
     found = _read_log_group(loaded, args)
     if isinstance(found, int):
         return found
-    return _report(list(found.lines), args, output, source=found.group, runs=found.runs)
+    counts = {g.name: g.instance_count for g in worker_groups(config)}
+    return _report(
+        list(found.lines), args, output, source=found.group, runs=found.runs, counts=counts
+    )
+
+
+def _how_to_run(loaded: LoadedEnvironment) -> int:
+    """`verify FILE`: the command to run on the cluster, with the trainer image its all-reduce
+    job runs (the trainer stack's, known offline, as `jobs` renders it), and how to judge it."""
+    config = loaded.config
+    image = ""
+    if config.trainer.build_image:
+        from hyperpod_kit.stacks.trainer import trainer_image_uri
+
+        image = trainer_image_uri(config)
+    command = "hyperpod-kit-verify" + (f" --image {shlex.quote(image)}" if image else "")
+    lines = [
+        "On the cluster's login node (or the controller), as yourself (docs/verify.md):",
+        f"  {command}",
+    ]
+    if not image:
+        lines.append("  (trainer.build_image is off: give --image the trainer image your jobs run)")
+    lines += [
+        "Then, from here (the log shipper sends the run within a minute or two):",
+        f"  hyperpod-kit verify {shlex.quote(loaded.file)} --report",
+    ]
+    print("\n".join(lines))
+    return EXIT_OK
 
 
 def _read_log_group(loaded: LoadedEnvironment, args: argparse.Namespace) -> Found | int:
@@ -173,13 +206,14 @@ def _report(
     *,
     source: str,
     runs: tuple[str, ...] = (),
+    counts: dict[str, int] | None = None,
 ) -> int:
     """Parse, pick the run, judge, write the folder, print; `runs`: the runs the source holds
     besides those read (the log group's other runs' streams are not read)."""
     from hyperpod_kit.verify.floors import FloorsError, load_floors
     from hyperpod_kit.verify.judge import judge
     from hyperpod_kit.verify.records import RecordError, UnknownRunError, parse, pick
-    from hyperpod_kit.verify.render import PicturesUnavailableError, document, pictures, table
+    from hyperpod_kit.verify.render import rendered, table
 
     try:
         results = pick(parse(lines), args.run)
@@ -196,27 +230,16 @@ def _report(
     except FloorsError as e:  # the packaged table: a broken install
         print(f"{e}. Hint: reinstall hyperpod-kit.", file=sys.stderr)
         return EXIT_BAD_INPUT
-    report = judge(results, floors)
-    doc = document(report)
-    text = json.dumps(doc, indent=2) + "\n"
-    try:
-        pngs = pictures(report)
-    except PicturesUnavailableError as e:
-        print(f"{output.shown}: report.json only; {e}", file=sys.stderr)
-        pngs = {}
+    report = rendered(judge(results, floors, counts=counts))
+    if report.no_pictures:
+        print(f"{output.shown}: report.json only; {report.no_pictures}", file=sys.stderr)
     try:
         with output.staging() as folder:
-            (folder / "report.json").write_text(text, encoding="utf-8")
-            for name, data in pngs.items():
-                (folder / name).write_bytes(data)
+            written = report.write_into(folder)
             output.commit(folder, run=results.run, source=source)
     except OSError as e:
         print(write_error(e, output.target), file=sys.stderr)
         return EXIT_BAD_INPUT
-    if args.format == "json":
-        sys.stdout.write(text)
-    else:
-        sys.stdout.write(table(report))
-    written = ", ".join(["report.json", *pngs])
-    print(f"wrote {output.shown}: {written}", file=sys.stderr)
-    return report.exit_code
+    sys.stdout.write(report.json_text if args.format == "json" else table(report.report))
+    print(f"wrote {output.shown}: {', '.join(written)}", file=sys.stderr)
+    return report.report.exit_code

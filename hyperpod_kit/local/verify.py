@@ -188,9 +188,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
-def report_into(folder: Path, results: Path) -> int:
-    """The report of `results` into `folder` (table on stdout); its exit code."""
-    raise NotImplementedError  # wired to hyperpod_kit.verify when the report lands
+def report_into(folder: Path, results: Path, say: Callable[[str], None] = print) -> int:
+    """The report of the run in `results` into `folder` (report.json and the pictures), its
+    table said; the report's exit code (0: nothing below a floor)."""
+    from hyperpod_kit.verify.floors import load_floors
+    from hyperpod_kit.verify.judge import judge
+    from hyperpod_kit.verify.records import lines_of, parse, pick
+    from hyperpod_kit.verify.render import rendered, table
+
+    run = pick(parse(lines_of(results.read_text(encoding="utf-8"), str(results))), None)
+    report = rendered(judge(run, load_floors()))
+    report.write_into(folder)
+    say(table(report.report).rstrip("\n"))
+    if report.no_pictures:
+        say(f"report.json only; {report.no_pictures}")
+    return report.report.exit_code
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ codes: 0 when every row passes or has no floor, 1 when any is below or an error.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -89,14 +90,17 @@ class Report:
         return EXIT_FAILED if self.verdict in ("below", "error") else EXIT_OK
 
 
-def judge(results: Results, floors: Floors) -> Report:
+def judge(results: Results, floors: Floors, *, counts: Mapping[str, int] | None = None) -> Report:
+    """Every figure of `results` against `floors`; `counts`: each group's node count in the
+    environment file (`--report`), which the scheduling check expects rather than the number of
+    nodes the partition had when the run started."""
     rows: list[Judged] = []
     rows += _run_rows(results)
     rows += _node_rows(results)
     size, pair_figures = _pair_figures(results)
     rows += _allreduce_rows(results, floors)
     rows += _fsx_rows(results, floors)
-    rows += _scheduling_rows(results)
+    rows += _scheduling_rows(results, counts or {})
     rows += _studio_rows(results)
     rows += [
         Judged(e.check, "could not run", None, None, "", "error", "-", e.message)
@@ -296,20 +300,28 @@ def _fsx_rows(results: Results, floors: Floors) -> list[Judged]:
     return rows
 
 
-def _scheduling_rows(results: Results) -> list[Judged]:
+def _scheduling_rows(results: Results, counts: Mapping[str, int]) -> list[Judged]:
     rows = []
     for s in results.scheduling:
         subject = f"partition {s.partition}" if s.partition else f"group {s.group}"
         got = len(set(s.nodes))
-        ok = s.state == "COMPLETED" and got >= s.expected
+        expected = counts.get(s.group or "", s.expected)
+        ok = s.state == "COMPLETED" and got >= expected
         job = f"job {s.job_id} " if s.job_id else ""
-        detail = f"{job}{s.state} on {got} of {s.expected} nodes"
+        detail = f"{job}{s.state} on {got} of {expected} nodes"
+        if expected != s.expected:
+            detail += f" (the environment file's count; the partition had {s.expected})"
+        if s.unavailable:
+            detail += "; unavailable: " + ", ".join(
+                f"{node} ({state}{': ' + reason if reason else ''})"
+                for node, state, reason in s.unavailable
+            )
         rows.append(
             Judged(
                 "scheduling",
                 subject,
                 got,
-                s.expected,
+                expected,
                 "nodes",
                 "pass" if ok else "below",
                 "-",

@@ -153,6 +153,8 @@ class Scheduling:
     job_id: str | None
     state: str
     seconds: float | None
+    # The partition's nodes no job could run on when the run started: (node, state, reason).
+    unavailable: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -400,6 +402,14 @@ def _scheduling(d: dict[str, Any], run: str) -> Scheduling:
         None if job is None else str(job),
         _get(d, "state", str, where=""),
         _get(d, "seconds", float, where="", optional=True),
+        tuple(
+            (
+                _get(u, "node", str, where="unavailable"),
+                _get(u, "state", str, where="unavailable"),
+                _get(u, "reason", str, where="unavailable", optional=True) or "",
+            )
+            for u in (_objects(d, "unavailable", where="") if "unavailable" in d else [])
+        ),
     )
 
 

@@ -18,6 +18,9 @@ system's write and read throughput as bars against its provisioned throughput.
 from __future__ import annotations
 
 import io
+import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from hyperpod_kit.text import printable
@@ -358,7 +361,34 @@ def _fsx_png(plt: Any, report: Report) -> bytes:
     ax.set_xticks(xs)
     ax.set_xticklabels([_label(n) for n in names], rotation=30, ha="right", fontsize=7)
     ax.set_ylabel("throughput (MB/s)")
-    ax.set_title(_label(f"FSx for Lustre {f.path}, {r.run}"), fontsize=9)
+    ax.set_title(_label(f"FSx for Lustre, every node at once, {r.run}"), fontsize=9)
     ax.grid(alpha=0.3, axis="y")
     ax.legend(fontsize=7)
     return _png(plt, fig)
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """What a report folder gets: report.json's text and the pictures by name; `no_pictures`
+    says why there are none when matplotlib is missing."""
+
+    report: Report
+    json_text: str
+    pictures: dict[str, bytes]
+    no_pictures: str | None = None
+
+    def write_into(self, folder: Path) -> list[str]:
+        """report.json and the pictures into `folder` (a staging folder); the names written."""
+        (folder / "report.json").write_text(self.json_text, encoding="utf-8")
+        for name, data in self.pictures.items():
+            (folder / name).write_bytes(data)
+        return ["report.json", *self.pictures]
+
+
+def rendered(report: Report) -> Rendered:
+    """The report's JSON text and pictures (none, with the reason, without matplotlib)."""
+    text = json.dumps(document(report), indent=2) + "\n"
+    try:
+        return Rendered(report, text, pictures(report))
+    except PicturesUnavailableError as e:
+        return Rendered(report, text, {}, str(e))

@@ -447,15 +447,28 @@ def test_a_users_folder_is_never_replaced(cli: Path, capsys: pytest.CaptureFixtu
     assert [p.name for p in mine.iterdir()] == ["notes.txt"]
 
 
-def test_without_report_or_results_it_says_how_the_suite_runs(
+def test_without_report_or_results_it_prints_the_command_for_the_cluster(
     cli: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(["verify", str(DEFAULT), "-q"]) == 2
+    """The command with the trainer stack's image (as `jobs` renders it), then how to judge."""
+    from hyperpod_kit.config.environment import load_environment
+    from hyperpod_kit.stacks.trainer import trainer_image_uri
+
+    image = trainer_image_uri(load_environment(DEFAULT).config)
+    assert main(["verify", str(DEFAULT), "-q"]) == 0
+    out, _ = capsys.readouterr()
+    assert f"  hyperpod-kit-verify --image {image}\n" in out
+    assert f"  hyperpod-kit verify {DEFAULT} --report\n" in out
+    assert not (cli / "verify-report").exists()
+
+
+def test_an_eks_environment_is_one_line_exit_2(
+    cli: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["verify", str(DEFAULT.parent / "eks.yaml"), "-q"]) == 2
     out, err = capsys.readouterr()
     assert out == "" and len(err.splitlines()) == 1
-    assert "`hyperpod-kit-verify` on the login node (docs/verify.md)" in err
-    assert "Hint: `hyperpod-kit verify" in err and "--report" in err
-    assert not (cli / "verify-report").exists()
+    assert "the verify suite runs on Slurm clusters" in err and "Traceback" not in err
 
 
 def test_help_names_the_flags_and_exit_codes(capsys: pytest.CaptureFixture[str]) -> None:
@@ -473,3 +486,21 @@ def test_help_names_the_flags_and_exit_codes(capsys: pytest.CaptureFixture[str])
         "hyperpod-kit[verify]",
     ):
         assert word in out
+
+
+def test_scheduling_expects_the_files_count_and_names_the_unavailable_nodes() -> None:
+    rows = runs.records()
+    (scheduling,) = [r for r in rows if r["type"] == "scheduling"]
+    scheduling["expected"], scheduling["nodes"] = 3, runs.NODES[:3]
+    scheduling["unavailable"] = [{"node": runs.SLOW, "state": "down*", "reason": "not responding"}]
+    results = pick(parse(lines_of(runs.jsonl(rows), "results.jsonl")), None)
+    floors = load_floors(runs.FLOORS)
+    # without the file: the partition's own count, but the down node is still named
+    (row,) = [r for r in judge(results, floors).rows if r.check == "scheduling"]
+    assert (
+        row.verdict == "pass" and f"unavailable: {runs.SLOW} (down*: not responding)" in row.detail
+    )
+    # with the file's count (`verify FILE --report`): one node short is below
+    (row,) = [r for r in judge(results, floors, counts={"gpu": 4}).rows if r.check == "scheduling"]
+    assert row.verdict == "below" and row.floor == 4
+    assert "on 3 of 4 nodes (the environment file's count; the partition had 3)" in row.detail

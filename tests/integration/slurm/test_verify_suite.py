@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from hyperpod_kit.local import LocalSlurm, unavailable_reason
-from hyperpod_kit.local.verify import LocalRunResult, run_local, workspace
+from hyperpod_kit.local.verify import LocalRunResult, report_into, run_local, workspace
 from tests.integration.slurm.conftest import _unavailable
 
 pytestmark = [pytest.mark.slurm, pytest.mark.trainer, pytest.mark.slow]
@@ -96,10 +96,37 @@ def _down_and_wrong(slurm: LocalSlurm, fsx: Path) -> None:
     (fsx / "bob").chmod(0o755)
 
 
-def test_a_node_down_is_named_and_the_checks_run_on_the_rest() -> None:
+def test_the_report_judges_the_run_and_draws_its_pictures(
+    healthy: tuple[LocalRunResult, Path], tmp_path: Path
+) -> None:
+    """A local run has no instance type: no figure is judged against a floor (no guess); the
+    scheduling and Studio checks pass; report.json and both pictures are written."""
+    result, _ = healthy
+    said: list[str] = []
+    assert report_into(tmp_path, result.results, say=said.append) == 0
+    document = json.loads((tmp_path / "report.json").read_text())
+    verdicts = {(r["check"], r["subject"]): r["verdict"] for r in document["rows"]}
+    assert {v for (check, _), v in verdicts.items() if check.startswith(("allreduce", "fsx"))} == {
+        "no-floor"
+    }
+    assert [v for (check, _), v in verdicts.items() if check in ("scheduling", "studio")] == [
+        "pass"
+    ] * 3
+    for picture in ("allreduce.png", "fsx.png"):
+        assert (tmp_path / picture).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert (
+        said[0].splitlines()[-1].startswith("verdict: PASS (3 pass, 0 below, 9 no floor, 0 error)")
+    )
+
+
+def test_a_node_down_is_named_the_checks_run_on_the_rest_and_the_report_says_below(
+    tmp_path: Path,
+) -> None:
     with workspace() as work:
         result = run_local(work, before=_down_and_wrong, **SMALL)
         records = _records(result.results)
+        said: list[str] = []
+        assert report_into(tmp_path, result.results, say=said.append) == 1
     assert result.returncode == 0, result.output
     (group,) = records[0]["groups"]
     ((down),) = group["unavailable"]
@@ -110,3 +137,6 @@ def test_a_node_down_is_named_and_the_checks_run_on_the_rest() -> None:
     assert len(everyone["nodes"]) == 1
     studio = {r["user"]: r for r in _of(records, "studio")}
     assert studio["bob"]["mode"] == "0755" and studio["alice"]["mode"] == "0700"
+    document = json.loads((tmp_path / "report.json").read_text())
+    below = {(r["check"], r["subject"]) for r in document["rows"] if r["verdict"] == "below"}
+    assert below == {("scheduling", "partition compute"), ("studio", "bob")}
