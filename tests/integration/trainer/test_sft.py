@@ -28,15 +28,21 @@ from hyperpod_trainer.shards import open_sft, read_header  # noqa: E402
 
 pytestmark = pytest.mark.trainer
 
+
+def _ds(name: str) -> str:
+    """A DeepSeek special token: its bars are FULLWIDTH VERTICAL LINE (U+FF5C)."""
+    return "<\uff5c" + name + "\uff5c>"
+
+
 TEMPLATES = Path(__file__).resolve().parents[2] / "data" / "chat_templates"
 # template file -> (bos, eos, pad, the end-of-turn token an assistant turn ends with)
 MODELS = {
     "qwen2.5-instruct": (None, "<|im_end|>", "<|endoftext|>", "<|im_end|>"),
     "deepseek-r1-distill-qwen": (
-        "<｜begin▁of▁sentence｜>",
-        "<｜end▁of▁sentence｜>",
-        "<｜end▁of▁sentence｜>",
-        "<｜end▁of▁sentence｜>",
+        _ds("begin▁of▁sentence"),
+        _ds("end▁of▁sentence"),
+        _ds("end▁of▁sentence"),
+        _ds("end▁of▁sentence"),
     ),
     "llama-3.1-instruct": ("<|begin_of_text|>", "<|eot_id|>", None, "<|eot_id|>"),
 }
@@ -49,15 +55,30 @@ SPECIALS = [
     "<|start_header_id|>",
     "<|end_header_id|>",
     "<|eot_id|>",
-    "<｜begin▁of▁sentence｜>",
-    "<｜end▁of▁sentence｜>",
-    "<｜User｜>",
-    "<｜Assistant｜>",
+    _ds("begin▁of▁sentence"),
+    _ds("end▁of▁sentence"),
+    _ds("User"),
+    _ds("Assistant"),
 ]
-WORDS = "the quick brown fox jumps over a lazy dog while seven wizards quietly hex".split()
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "wizards",
+    "quietly",
+    "hex",
+]
 
 SYSTEM = {"role": "system", "content": "You are a terse helper."}
-CONVERSATIONS = {
+CONVERSATIONS: dict[str, list[dict[str, str]]] = {
     "one-turn": [
         {"role": "user", "content": "the quick fox"},
         {"role": "assistant", "content": "jumps over a lazy dog"},
@@ -95,7 +116,7 @@ def _tokenizer_folder(folder: Path, name: str, *, where: str = "jinja") -> Path:
     corpus = [" ".join(rng.choice(WORDS, size=12)) for _ in range(200)]
     tok.train_from_iterator([*corpus, "system user assistant think Cutting Knowledge"], trainer)
     bos, eos, pad, _ = MODELS[name]
-    fast = PreTrainedTokenizerFast(
+    fast = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]
         tokenizer_object=tok, bos_token=bos, eos_token=eos, pad_token=pad, unk_token="<unk>"
     )
     fast.chat_template = (TEMPLATES / f"{name}.jinja").read_text(encoding="utf-8")
@@ -157,7 +178,7 @@ def test_chat_rendering_and_masks_match_transformers(tmp_path: Path, name: str, 
     from transformers import AutoTokenizer
 
     folder = _tokenizer_folder(tmp_path / "tok", name, where=where)
-    hf = AutoTokenizer.from_pretrained(str(folder))
+    hf: Any = AutoTokenizer.from_pretrained(str(folder))
     encoder = _encoder(folder)
     eot = MODELS[name][3]
     for label, messages in CONVERSATIONS.items():
@@ -169,7 +190,9 @@ def test_chat_rendering_and_masks_match_transformers(tmp_path: Path, name: str, 
         # contents (as the template shows them), each followed by its end-of-turn token.
         runs = [
             [t for t, _ in group]
-            for key, group in itertools.groupby(zip(example.ids, example.mask), lambda x: x[1])
+            for key, group in itertools.groupby(
+                zip(example.ids, example.mask, strict=True), lambda x: x[1]
+            )
             if key
         ]
         strips_thinking = name.startswith("deepseek")  # its template drops "...</think>"
@@ -272,7 +295,7 @@ def test_prepare_data_chat_writes_masked_packed_shards(
     assert _rows(out / "eval"), "the held-out split is empty"
     for tokens, mask, doc in rows:
         assert len(tokens) == 65
-        for _, group in itertools.groupby(range(65), lambda i: doc[i]):
+        for _, group in itertools.groupby(range(65), doc.__getitem__):
             span = list(group)
             if any(mask[i] for i in span) or tokens[span[0]] != encoder.tokenizer.token_to_id(
                 "<|endoftext|>"
@@ -322,3 +345,143 @@ def test_bad_chat_lines_are_one_line_each_and_nothing_is_written(
     assert "not a JSON line" in errors[3]
     assert "not UTF-8" in errors[4]
     assert not out.exists()
+
+
+# --- the trainer ------------------------------------------------------------------------------
+
+
+def _tiny_model(vocab: int, seq_len: int) -> Any:
+    from hyperpod_trainer.config import Config, ModelConfig
+    from hyperpod_trainer.model import Transformer
+
+    torch.manual_seed(0)
+    shape = Config(model=ModelConfig(preset="tiny", vocab_size=vocab)).shape()
+    model = Transformer(shape, seq_len, activation_checkpointing=False)
+    model.init_weights()
+    return model.eval()
+
+
+def test_a_packed_example_computes_exactly_what_it_computes_alone() -> None:
+    """No attention across packed examples, positions restarting at each: the logits and the
+    loss of each example in a packed row equal those of the example run alone."""
+    from hyperpod_trainer.loss import IGNORE, cross_entropy_sum
+
+    model = _tiny_model(256, 32)
+    gen = torch.Generator().manual_seed(1)
+    a = torch.randint(0, 256, (11,), generator=gen)
+    b = torch.randint(0, 256, (8,), generator=gen)
+    pad = torch.zeros(33 - 19, dtype=torch.int64)
+    row = torch.cat([a, b, pad])[None]
+    docs = torch.tensor([0] * 11 + [1] * 8 + [2] * 14)[None]
+    mask = torch.zeros(33, dtype=torch.bool)
+    mask[12:19] = True  # b's targets after its first token
+    with torch.no_grad():
+        packed = model(row[:, :-1], docs[:, :-1])
+        alone_a = model(a[None, :-1])
+        alone_b = model(b[None, :-1])
+        leaky = model(row[:, :-1])  # plain causal over the whole row
+        torch.testing.assert_close(packed[0, :10], alone_a[0], rtol=0, atol=1e-5)
+        torch.testing.assert_close(packed[0, 11:18], alone_b[0], rtol=0, atol=1e-5)
+        assert not torch.allclose(leaky[0, 11:18], alone_b[0], atol=1e-3)  # the test can fail
+        targets = row[:, 1:].masked_fill(~mask[None, 1:], IGNORE)
+        packed_loss = cross_entropy_sum(packed, targets, 0) / mask.sum()
+        alone_loss = torch.nn.functional.cross_entropy(alone_b[0], b[1:])
+        torch.testing.assert_close(packed_loss, alone_loss, rtol=1e-6, atol=1e-6)
+        # And the pretraining path is untouched: no document ids, plain is_causal attention.
+        torch.testing.assert_close(model(row[:, :-1]), leaky, rtol=0, atol=0)
+
+
+def _sft_data(harness: Any, tmp_path: Path) -> tuple[Path, int]:
+    tok = _tokenizer_folder(tmp_path / "tok", "qwen2.5-instruct")
+    inputs = _write_jsonl(tmp_path / "in" / "chat.jsonl", _conversations(160, seed=5))
+    out = tmp_path / "data"
+    made = _prepare(harness, tok, inputs, out, "--seq-len", "48", "--eval-fraction", "0.1")
+    assert made.returncode == 0, made.explain()
+    from tokenizers import Tokenizer
+
+    return out, Tokenizer.from_file(str(tok / "tokenizer.json")).get_vocab_size()
+
+
+def test_sft_under_torchrun_counts_only_assistant_tokens_and_resumes_exactly(
+    harness: Any, tmp_path: Path
+) -> None:
+    from hyperpod_trainer.config import DataConfig
+    from hyperpod_trainer.data import SFTRows
+
+    data, vocab = _sft_data(harness, tmp_path)
+    sets = [
+        "model.preset=tiny",
+        f"model.vocab_size={vocab}",
+        "train.task=sft",
+        "data.source=tokens",
+        f"data.path={data}",
+        f"data.eval_path={data / 'eval'}",
+        "data.seq_len=48",
+        "train.steps=10",
+        "train.global_batch_size=8",
+        "train.micro_batch_size=2",
+        "train.seed=3",
+        "optim.lr=1e-2",
+        "optim.min_lr=1e-3",
+        "optim.warmup_steps=2",
+        "train.device=cpu",
+    ]
+    straight = harness.launch(2, [*sets, f"data.sample_log_dir={tmp_path / 'samples'}"])
+    assert straight.returncode == 0, straight.explain()
+    losses = straight.losses()
+    assert sorted(losses) == list(range(1, 11))
+    assert losses[10] < 0.7 * losses[1], losses
+    # The counted tokens are exactly the masked-in targets of the step's rows.
+    rows = SFTRows(DataConfig(source="tokens", path=str(data), seq_len=48), vocab_size=vocab)
+    samples = harness.read_samples(tmp_path / "samples")
+    for event in straight.of("step"):
+        wanted = sum(int(rows[i][2][1:].sum()) for i in samples[event["step"]])
+        assert event["loss_tokens"] == wanted
+    evaluation = straight.of("eval")[-1]
+    held = SFTRows(
+        DataConfig(source="tokens", path=str(data / "eval"), seq_len=48, shuffle=False),
+        vocab_size=vocab,
+    )
+    assert evaluation["tokens"] == sum(int(held[i][2][1:].sum()) for i in range(len(held)))
+    # Stopped at step 4 and resumed: the same losses, bit for bit.
+    ckpt = [f"checkpoint.dir={tmp_path / 'ckpt'}"]
+    first = harness.launch(2, [*sets, *ckpt, "train.stop_at_step=4"])
+    assert first.returncode == 0, first.explain()
+    second = harness.launch(2, [*sets, *ckpt])
+    assert second.returncode == 0, second.explain()
+    resumed = {**first.losses(), **second.losses()}
+    assert resumed == losses
+
+
+def test_task_and_shards_must_agree(harness: Any, tmp_path: Path) -> None:
+    from hyperpod_trainer.config import ConfigError, DataConfig
+    from hyperpod_trainer.data import build_dataset
+    from hyperpod_trainer.shards import write_shard
+
+    data, vocab = _sft_data(harness, tmp_path)
+    pre = tmp_path / "pre"
+    pre.mkdir()
+    write_shard(
+        pre / "a.tokens",
+        np.arange(100),
+        np.array([0]),
+        dtype="uint16",
+        vocab_size=vocab,
+        tokenizer_sha="0" * 64,
+    )
+    with pytest.raises(ConfigError, match=r"^train\.task: .*a\.tokens holds pretraining tokens"):
+        build_dataset(
+            DataConfig(source="tokens", path=str(pre), seq_len=48), vocab_size=vocab, task="sft"
+        )
+    with pytest.raises(ConfigError, match=r"^train\.task: .*holds fine-tuning examples"):
+        build_dataset(DataConfig(source="tokens", path=str(data), seq_len=48), vocab_size=vocab)
+    with pytest.raises(ConfigError, match=r"^data\.seq_len: 32, but .* packed for seq_len 48"):
+        build_dataset(
+            DataConfig(source="tokens", path=str(data), seq_len=32), vocab_size=vocab, task="sft"
+        )
+    rows: Any = build_dataset(
+        DataConfig(source="tokens", path=str(data), seq_len=48), vocab_size=vocab, task="sft"
+    )
+    assert len(rows) > 0
+    refused = harness.direct(["--set", "train.task=sft", "--check"])
+    assert refused.returncode == 2 and "train.task: sft needs data.source=tokens" in refused.stderr
