@@ -485,3 +485,47 @@ def test_task_and_shards_must_agree(harness: Any, tmp_path: Path) -> None:
     assert len(rows) > 0
     refused = harness.direct(["--set", "train.task=sft", "--check"])
     assert refused.returncode == 2 and "train.task: sft needs data.source=tokens" in refused.stderr
+
+
+def test_prompt_completion_pairs_count_the_completion_and_eos(harness: Any, tmp_path: Path) -> None:
+    from tokenizers import Tokenizer
+
+    tok = _tokenizer_folder(tmp_path / "tok", "qwen2.5-instruct")
+    tokenizer = Tokenizer.from_file(str(tok / "tokenizer.json"))
+    pairs = [
+        {"prompt": "the quick fox", "completion": " jumps over"},
+        {"prompt": "a", "completion": " dog"},
+    ]
+    inputs = _write_jsonl(tmp_path / "in" / "pc.jsonl", pairs)
+    args = [
+        "prepare-data",
+        "--tokenizer",
+        str(tok / "tokenizer.json"),
+        "--input",
+        str(inputs),
+        "--format",
+        "prompt-completion",
+        "--seq-len",
+        "16",
+        "--eos",
+        "<|endoftext|>",
+        "--pad",
+        "--workers",
+        "1",
+    ]
+    made = harness.direct([*args, "--output", str(tmp_path / "out")])
+    assert made.returncode == 0, made.explain()
+    header = read_header(tmp_path / "out" / "train-00000.tokens")
+    assert header.chat_template_sha256 is None and header.packing == "pad"
+    eos = tokenizer.token_to_id("<|endoftext|>")
+    rows = _rows(tmp_path / "out")
+    for (tokens, mask, _), pair in zip(rows, pairs, strict=True):
+        prompt = tokenizer.encode(pair["prompt"], add_special_tokens=False).ids
+        completion = [*tokenizer.encode(pair["completion"], add_special_tokens=False).ids, eos]
+        n = len(prompt) + len(completion)
+        assert tokens[:n] == prompt + completion
+        assert mask == [0] * len(prompt) + [1] * len(completion) + [0] * (17 - n)
+    bad = _write_jsonl(tmp_path / "bad" / "pc.jsonl", [pairs[0], {"prompt": "a"}])
+    refused = harness.direct([*args[:4], str(bad), *args[5:], "--output", str(tmp_path / "out2")])
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith(f'{bad}:2: no string "completion"'), refused.stderr
