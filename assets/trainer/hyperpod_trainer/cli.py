@@ -158,9 +158,10 @@ def _prepare_data_parser() -> argparse.ArgumentParser:
             "--tokenizer",
             type=Path,
             required=True,
-            help="a Hugging Face tokenizers tokenizer.json",
+            help="a Hugging Face tokenizers tokenizer.json, or its folder (with --format chat: "
+            "the chat template is read beside it)",
         ),
-        IN_FILE,
+        IN_PATH,
         limit=paths.TOKENIZER_LIMIT,
     )
     declare(
@@ -204,6 +205,31 @@ def _prepare_data_parser() -> argparse.ArgumentParser:
         NOT_A_PATH,
     )
     add("--dtype", choices=list(DTYPES), help="token dtype (default: the smallest that fits)")
+    declare(
+        add(
+            "--format",
+            choices=["text", "chat", "prompt-completion"],
+            default="text",
+            help='text: documents for pretraining (default); chat: {"messages": [...]} '
+            "lines rendered with the tokenizer's chat template, loss on assistant turns; "
+            'prompt-completion: {"prompt", "completion"} lines, loss on the completion',
+        ),
+        NOT_A_PATH,
+    )
+    declare(
+        add(
+            "--seq-len",
+            type=int,
+            help="chat/prompt-completion: training sequence length (data.seq_len); examples "
+            "are packed into rows of seq-len + 1 tokens",
+        ),
+        NOT_A_PATH,
+    )
+    add(
+        "--pad",
+        action="store_true",
+        help="chat/prompt-completion: one example per row, padded (default: pack several)",
+    )
     declare(add("--seed", type=int, default=0, help="seed of the held-out split"), NOT_A_PATH)
     add(
         "--force",
@@ -411,7 +437,11 @@ def main(argv: list[str] | None = None) -> int:
     args = _PARSERS[name]().parse_args(argv[1:])
     try:
         return COMMANDS[name](args)
-    except (ConfigError, fileio.PathError) as exc:
+    except ConfigError as exc:
+        for line in getattr(exc, "lines", None) or [str(exc)]:  # prepare-data's bad lines
+            print(f"{PROG} {name}: error: {line}", file=sys.stderr, flush=True)
+        return 2
+    except fileio.PathError as exc:
         print(f"{PROG} {name}: error: {exc}", file=sys.stderr, flush=True)
         return 2
     except OSError as exc:  # writing the output: permissions, a full disk, a read-only folder

@@ -100,6 +100,10 @@ class DataConfig:
 
 @dataclass
 class TrainConfig:
+    # pretrain: next-token loss on every token of windows of data.path. sft: fine-tuning on
+    # prepare-data --format chat|prompt-completion shards: loss only on the masked-in (assistant)
+    # tokens, attention never across the packed examples, positions restarting at each.
+    task: Literal["pretrain", "sft"] = "pretrain"
     steps: int = 100  # length of the LR schedule and of the run
     stop_at_step: int | None = None  # save and exit 0 at this step (planned stops, elastic tests)
     global_batch_size: int = 8
@@ -473,6 +477,12 @@ def _validate_train(cfg: Config) -> None:
         )
     if t.stop_at_step is not None and not 1 <= t.stop_at_step <= t.steps:
         raise ConfigError("train.stop_at_step", f"must be in 1..{t.steps}, got {t.stop_at_step}")
+    if t.task == "sft" and cfg.data.source != "tokens":
+        raise ConfigError(
+            "train.task",
+            "sft needs data.source=tokens and data.path with prepare-data --format chat (or "
+            "prompt-completion) shards",
+        )
 
 
 def _validate_optim(cfg: Config) -> None:

@@ -28,7 +28,14 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 
 from .config import ConfigError, DataConfig
 from .fingerprint import SAMPLER_VERSION
-from .shards import SHARD_SUFFIXES, ShardError, max_token_id, open_tokens, tokenizer_sha256
+from .shards import (
+    SHARD_SUFFIXES,
+    ShardError,
+    max_token_id,
+    open_sft,
+    open_tokens,
+    tokenizer_sha256,
+)
 from .signals import ignore_stop_signals
 
 
@@ -118,10 +125,36 @@ def _job_tokenizer(cfg: DataConfig, directory: Path) -> tuple[str, str] | None:
     return None
 
 
-def check_shards(cfg: DataConfig, paths: list[Path], *, vocab_size: int) -> list[int]:
+def _check_task(cfg: DataConfig, path: Path, header: Any, task: str) -> None:
+    """Pretraining shards for train.task=sft, or fine-tuning shards for pretraining: one line."""
+    held = "pretrain" if header is None else header.task
+    if task == "sft" and held != "sft":
+        raise ConfigError(
+            "train.task",
+            f"{path} holds pretraining tokens (no loss mask); train.task=sft reads the shards "
+            "of prepare-data --format chat (or prompt-completion)",
+        )
+    if task != "sft" and held == "sft":
+        raise ConfigError(
+            "train.task",
+            f"{path} holds fine-tuning examples with a loss mask (prepare-data --format "
+            f"chat); set train.task=sft to train on them",
+        )
+    if task == "sft" and header.seq_len != cfg.seq_len:
+        raise ConfigError(
+            "data.seq_len",
+            f"{cfg.seq_len}, but {path} was packed for seq_len {header.seq_len}; set "
+            f"data.seq_len={header.seq_len} or re-run prepare-data --seq-len {cfg.seq_len}",
+        )
+
+
+def check_shards(
+    cfg: DataConfig, paths: list[Path], *, vocab_size: int, task: str = "pretrain"
+) -> list[int]:
     """Open every shard once and refuse, naming the file, what this job cannot read right:
     another dtype or tokenizer than the job's, a vocabulary larger than the model's, a token id
-    outside it (checked here, at open, never mid-run). Returns each shard's token count."""
+    outside it, shards of the other task (checked here, at open, never mid-run). Returns each
+    shard's token count."""
     assert cfg.path is not None
     expected = _job_tokenizer(cfg, Path(cfg.path))
     counts = []
@@ -130,6 +163,7 @@ def check_shards(cfg: DataConfig, paths: list[Path], *, vocab_size: int) -> list
             array, header = open_tokens(path, bin_dtype=cfg.token_dtype)
         except ShardError as exc:
             raise ConfigError("data.path", str(exc)) from None
+        _check_task(cfg, path, header, task)
         if header is None:
             top = max_token_id(array)
         else:
@@ -163,7 +197,35 @@ def check_shards(cfg: DataConfig, paths: list[Path], *, vocab_size: int) -> list
     return counts
 
 
-class TokenShards(Dataset[tuple[int, torch.Tensor]]):
+class _Permuted:
+    """Sample id `k` -> window ``perm_e[k mod N]`` of epoch ``e = k // N``, ``perm_e`` seeded by
+    (seed, e) (or the identity without shuffle): shared by pretraining windows and SFT rows."""
+
+    num_windows: int
+    seed: int
+    shuffle: bool
+    _perm_epoch: int
+    _perm: torch.Tensor
+    _maps: dict[int, Any]
+
+    def _window(self, sample_id: int) -> int:
+        epoch, pos = divmod(sample_id, self.num_windows)
+        if not self.shuffle:
+            return pos
+        if epoch != self._perm_epoch:
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
+            self._perm = torch.randperm(self.num_windows, generator=gen)
+            self._perm_epoch = epoch
+        return int(self._perm[pos])
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Workers started with spawn get a pickled copy; they map the shards themselves.
+        state = self.__dict__.copy()
+        state["_maps"] = {}
+        return state
+
+
+class TokenShards(_Permuted, Dataset[tuple[int, torch.Tensor]]):
     """Non-overlapping windows of seq_len+1 tokens from memory-mapped shards (shards.py).
 
     Every shard is checked when the dataset opens (`check_shards`), so a bad one stops the job
@@ -193,22 +255,6 @@ class TokenShards(Dataset[tuple[int, torch.Tensor]]):
         self._perm_epoch = -1
         self._perm = torch.empty(0, dtype=torch.int64)
 
-    def _window(self, sample_id: int) -> int:
-        epoch, pos = divmod(sample_id, self.num_windows)
-        if not self.shuffle:
-            return pos
-        if epoch != self._perm_epoch:
-            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + epoch)
-            self._perm = torch.randperm(self.num_windows, generator=gen)
-            self._perm_epoch = epoch
-        return int(self._perm[pos])
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Workers started with spawn get a pickled copy; they map the shards themselves.
-        state = self.__dict__.copy()
-        state["_maps"] = {}
-        return state
-
     def __len__(self) -> int:
         return self.num_windows
 
@@ -224,14 +270,64 @@ class TokenShards(Dataset[tuple[int, torch.Tensor]]):
         return sample_id, tokens
 
 
-def build_dataset(cfg: DataConfig, *, vocab_size: int) -> Dataset[tuple[int, torch.Tensor]]:
+class SFTRows(_Permuted, Dataset[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]):
+    """Fine-tuning rows (shards.py version 2): sample id -> (id, tokens, loss mask, document ids),
+    each of seq_len+1 values. Rows are whole training sequences prepare-data packed; ids map to
+    rows exactly as TokenShards maps them to windows (a seeded permutation per epoch), so the
+    data order is a function of the sample counter and a resume is exact.
+
+    The mask marks targets: position t counts when mask[t+1] (the token predicted there) is 1.
+    Document ids number the packed examples (and padding runs) of the shard.
+    """
+
+    def __init__(self, cfg: DataConfig, *, vocab_size: int) -> None:
+        assert cfg.path is not None
+        self.row = cfg.seq_len + 1
+        self.seed = cfg.seed
+        self.shuffle = cfg.shuffle
+        self.paths = find_shards(Path(cfg.path))
+        tokens = check_shards(cfg, self.paths, vocab_size=vocab_size, task="sft")
+        self.starts = [0]
+        for count in tokens:
+            self.starts.append(self.starts[-1] + count // self.row)
+        self.num_windows = self.starts[-1]
+        if self.num_windows == 0:
+            raise ConfigError("data.path", f"no rows of seq_len+1={self.row} tokens in the shards")
+        self._maps: dict[int, tuple[Any, Any, Any]] = {}
+        self._perm_epoch = -1
+        self._perm = torch.empty(0, dtype=torch.int64)
+
+    def __len__(self) -> int:
+        return self.num_windows
+
+    def __getitem__(self, sample_id: int) -> tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]:
+        window = self._window(sample_id)
+        index = bisect.bisect_right(self.starts, window) - 1
+        if index not in self._maps:
+            tokens, mask, starts, _ = open_sft(self.paths[index])
+            self._maps[index] = (tokens, mask, np.asarray(starts, dtype=np.int64))
+        tokens, mask, starts = self._maps[index]
+        first = (window - self.starts[index]) * self.row
+        span = slice(first, first + self.row)
+        docs = np.searchsorted(starts, np.arange(first, first + self.row), side="right")
+        return (
+            sample_id,
+            torch.from_numpy(tokens[span].astype(np.int64)),
+            torch.from_numpy(mask[span].astype(np.bool_)),
+            torch.from_numpy(docs.astype(np.int64)),
+        )
+
+
+def build_dataset(cfg: DataConfig, *, vocab_size: int, task: str = "pretrain") -> Dataset[Any]:
     if cfg.source == "synthetic":
         return SyntheticTokens(vocab_size=vocab_size, seq_len=cfg.seq_len, seed=cfg.seed)
+    if task == "sft":
+        return SFTRows(cfg, vocab_size=vocab_size)
     return TokenShards(cfg, vocab_size=vocab_size)
 
 
 def build_loader(
-    dataset: Dataset[tuple[int, torch.Tensor]],
+    dataset: Dataset[Any],
     plan: BatchPlan,
     *,
     start_samples: int,

@@ -17,6 +17,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -24,7 +25,7 @@ from torch.utils.data import Dataset
 
 from .config import Config, ConfigError
 from .data import build_dataset
-from .loss import token_loss_sum
+from .loss import IGNORE, token_loss_sum
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def rank_share(num_sequences: int, world_size: int, rank: int) -> range:
     return range(start, min(num_sequences, start + per))
 
 
-def build_eval_dataset(cfg: Config) -> Dataset[tuple[int, torch.Tensor]] | None:
+def build_eval_dataset(cfg: Config) -> Dataset[Any] | None:
     """The held-out set in its file order (no shuffle), or None without data.eval_path."""
     if not cfg.data.eval_path:
         return None
@@ -51,7 +52,7 @@ def build_eval_dataset(cfg: Config) -> Dataset[tuple[int, torch.Tensor]] | None:
         cfg.data, source="tokens", path=cfg.data.eval_path, shuffle=False
     )
     try:
-        return build_dataset(held_out, vocab_size=cfg.shape().vocab_size)
+        return build_dataset(held_out, vocab_size=cfg.shape().vocab_size, task=cfg.train.task)
     except ConfigError as exc:  # the reader names data.path: the file is data.eval_path's
         field = "data.eval_path" if exc.path == "data.path" else exc.path
         raise ConfigError(field, exc.message) from None
@@ -60,7 +61,7 @@ def build_eval_dataset(cfg: Config) -> Dataset[tuple[int, torch.Tensor]] | None:
 class Evaluator:
     def __init__(
         self,
-        dataset: Dataset[tuple[int, torch.Tensor]],
+        dataset: Dataset[Any],
         *,
         max_sequences: int | None,
         micro_batch_size: int,
@@ -78,23 +79,35 @@ class Evaluator:
         self.batches = -(-per_rank // micro_batch_size)  # the same on every rank
 
     @torch.no_grad()
-    def run(self, forward: Callable[[torch.Tensor], torch.Tensor], chunk_tokens: int) -> EvalResult:
-        """Every rank calls this at the same step; `forward` maps tokens to logits."""
+    def run(self, forward: Callable[..., torch.Tensor], chunk_tokens: int) -> EvalResult:
+        """Every rank calls this at the same step; `forward` maps tokens (and, for fine-tuning
+        rows, their document ids) to logits. Fine-tuning counts only the masked-in targets:
+        the loss on the held-out completions."""
         started = time.monotonic()
         ids = list(self.ids)
         totals = torch.zeros(2, dtype=torch.float64, device=self.device)  # loss sum, tokens
         for b in range(self.batches):
             real = ids[b * self.micro : (b + 1) * self.micro]
             padded = real + [0] * (self.micro - len(real))  # id 0 always exists
-            tokens = torch.stack([self.dataset[i][1] for i in padded]).to(self.device)
-            logits = forward(tokens[:, :-1])
+            items: list[Any] = [self.dataset[i] for i in padded]
+            tokens = torch.stack([item[1] for item in items]).to(self.device)
+            if len(items[0]) == 4:  # fine-tuning rows: (id, tokens, loss mask, document ids)
+                mask = torch.stack([item[2] for item in items]).to(self.device)[:, 1:]
+                docs = torch.stack([item[3] for item in items]).to(self.device)
+                logits = forward(tokens[:, :-1], docs[:, :-1])
+                targets = tokens[:, 1:].masked_fill(~mask, IGNORE)
+                counted = mask
+            else:
+                logits = forward(tokens[:, :-1])
+                targets = tokens[:, 1:]
+                counted = torch.ones_like(targets, dtype=torch.bool)
             if real:
                 count = len(real)
-                totals[0] += token_loss_sum(logits[:count], tokens[:count, 1:], chunk_tokens)
-                totals[1] += count * (tokens.shape[1] - 1)
+                totals[0] += token_loss_sum(logits[:count], targets[:count], chunk_tokens)
+                totals[1] += counted[:count].sum()
         dist.all_reduce(totals)
         loss_sum, count = totals.tolist()
-        loss = loss_sum / count
+        loss = loss_sum / max(count, 1)
         return EvalResult(
             loss=loss,
             perplexity=math.exp(loss) if loss < 700 else math.inf,

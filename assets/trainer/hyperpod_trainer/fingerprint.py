@@ -71,6 +71,8 @@ def data_fingerprint(cfg: Config) -> dict[str, str]:
         "train.global_batch_size": str(cfg.train.global_batch_size),
         "model.preset": cfg.model.preset,
     }
+    if cfg.train.task != "pretrain":  # absent for pretraining: older checkpoints still match
+        out["train.task"] = cfg.train.task
     if d.source == "synthetic":
         out["data.vocab_size"] = str(cfg.shape().vocab_size)
         return out

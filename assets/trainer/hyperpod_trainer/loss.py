@@ -16,6 +16,8 @@ from torch.utils.checkpoint import checkpoint
 
 # Auto chunking: at most this many fp32 logits (512 MiB) per chunk.
 _AUTO_CHUNK_ELEMENTS = 2**27
+# The target that counts for nothing (F.cross_entropy's default ignore_index).
+IGNORE = -100
 
 
 def auto_chunk_tokens(vocab_size: int) -> int:
@@ -29,10 +31,22 @@ def _summed(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, chunk_tokens: int) -> torch.Tensor:
     """Mean cross-entropy of (batch, seq, vocab) logits against (batch, seq) targets, in fp32."""
     flat = logits.flatten(0, 1)
+    count = flat.shape[0]
+    if chunk_tokens <= 0 or count <= chunk_tokens:
+        return F.cross_entropy(flat.float(), targets.flatten())
+    return cross_entropy_sum(logits, targets, chunk_tokens) / count
+
+
+def cross_entropy_sum(
+    logits: torch.Tensor, targets: torch.Tensor, chunk_tokens: int
+) -> torch.Tensor:
+    """Summed fp32 cross-entropy, chunked as `cross_entropy`; targets IGNORE (-100) count for
+    nothing (fine-tuning: the tokens outside the loss mask)."""
+    flat = logits.flatten(0, 1)
     flat_targets = targets.flatten()
     count = flat.shape[0]
     if chunk_tokens <= 0 or count <= chunk_tokens:
-        return F.cross_entropy(flat.float(), flat_targets)
+        return _summed(flat, flat_targets)
     total = torch.zeros((), device=flat.device, dtype=torch.float32)
     # split (not slicing) so that backward concatenates the chunks' gradients once.
     for part, part_targets in zip(
@@ -41,7 +55,7 @@ def cross_entropy(logits: torch.Tensor, targets: torch.Tensor, chunk_tokens: int
         piece = checkpoint(_summed, part, part_targets, use_reentrant=False)
         assert isinstance(piece, torch.Tensor)
         total = total + piece
-    return total / count
+    return total
 
 
 def token_loss_sum(logits: torch.Tensor, targets: torch.Tensor, chunk_tokens: int) -> torch.Tensor:

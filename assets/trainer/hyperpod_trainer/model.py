@@ -81,6 +81,26 @@ def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.T
     return (xf * cos.float() + rotated * sin.float()).type_as(x)
 
 
+def document_mask(doc_ids: torch.Tensor) -> torch.Tensor:
+    """(batch, 1, seq, seq) boolean attention mask of packed examples: position i attends to j
+    when j <= i and both lie in the same document (fine-tuning rows; shared by the heads)."""
+    seq = doc_ids.shape[1]
+    causal = torch.ones(seq, seq, dtype=torch.bool, device=doc_ids.device).tril()
+    same = doc_ids[:, :, None] == doc_ids[:, None, :]
+    return (same & causal).unsqueeze(1)
+
+
+def document_positions(doc_ids: torch.Tensor) -> torch.Tensor:
+    """RoPE positions that restart at 0 at each packed example (as Hugging Face's packing with
+    position_ids does), so a packed example sees exactly the positions it would alone."""
+    batch, seq = doc_ids.shape
+    index = torch.arange(seq, device=doc_ids.device).expand(batch, seq)
+    first = torch.ones_like(doc_ids, dtype=torch.bool)
+    first[:, 1:] = doc_ids[:, 1:] != doc_ids[:, :-1]
+    starts = torch.where(first, index, torch.zeros_like(index)).cummax(dim=1).values
+    return index - starts
+
+
 class Attention(nn.Module):
     def __init__(self, shape: ModelShape) -> None:
         super().__init__()
@@ -93,15 +113,25 @@ class Attention(nn.Module):
         self.wv = nn.Linear(shape.dim, shape.n_kv_heads * self.head_dim, bias=bias)
         self.wo = nn.Linear(shape.n_heads * self.head_dim, shape.dim, bias=False)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """`mask` None: plain causal attention (pretraining, the fast is_causal kernels); else
+        the boolean document mask of packed fine-tuning rows (document_mask)."""
         bsz, seq, _ = x.shape
         q = self.wq(x).view(bsz, seq, self.n_heads, self.head_dim).transpose(1, 2)
         k = self.wk(x).view(bsz, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
         v = self.wv(x).view(bsz, seq, self.n_kv_heads, self.head_dim).transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        out = F.scaled_dot_product_attention(
-            q, k, v, is_causal=True, enable_gqa=self.n_kv_heads != self.n_heads
-        )
+        gqa = self.n_kv_heads != self.n_heads
+        if mask is None:
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
         merged: torch.Tensor = self.wo(out.transpose(1, 2).reshape(bsz, seq, -1))
         return merged
 
@@ -138,24 +168,34 @@ class Block(nn.Module):
         self.activation_checkpointing = activation_checkpointing
         self._body: Callable[..., torch.Tensor] = self._checkpointed
 
-    def _forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        h: torch.Tensor = x + self.attention(self.attention_norm(x), cos, sin)
+    def _forward(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
+        h: torch.Tensor = x + self.attention(self.attention_norm(x), cos, sin, mask)
         out: torch.Tensor = h + self.feed_forward(self.ffn_norm(h))
         return out
 
-    def _checkpointed(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    def _checkpointed(
+        self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         if self.activation_checkpointing and self.training and torch.is_grad_enabled():
-            out = checkpoint(self._forward, x, cos, sin, use_reentrant=False)
+            out = checkpoint(self._forward, x, cos, sin, mask, use_reentrant=False)
             assert isinstance(out, torch.Tensor)
             return out
-        return self._forward(x, cos, sin)
+        return self._forward(x, cos, sin, mask)
 
     def compile_body(self) -> None:
         """Compile this block's computation (not its module hooks) with torch.compile."""
         self._body = torch.compile(self._checkpointed)
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        return self._body(x, cos, sin)
+    def forward(
+        self,
+        x: torch.Tensor,
+        cos: torch.Tensor,
+        sin: torch.Tensor,
+        mask: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        return self._body(x, cos, sin, mask)
 
 
 class Transformer(nn.Module):
@@ -179,12 +219,20 @@ class Transformer(nn.Module):
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, doc_ids: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits of (batch, seq) tokens. With `doc_ids` (packed fine-tuning rows) attention stays
+        within each document and RoPE positions restart at each; without, plain causal."""
         seq = tokens.shape[1]
-        cos, sin = self.rope_cos[:seq], self.rope_sin[:seq]
+        mask = None
+        if doc_ids is None:
+            cos, sin = self.rope_cos[:seq], self.rope_sin[:seq]
+        else:
+            positions = document_positions(doc_ids)
+            cos, sin = self.rope_cos[positions].unsqueeze(1), self.rope_sin[positions].unsqueeze(1)
+            mask = document_mask(doc_ids)
         h = self.tok_embeddings(tokens)
         for layer in self.layers:
-            h = layer(h, cos, sin)
+            h = layer(h, cos, sin, mask)
         h = self.norm(h)
         if self.output is None:
             return F.linear(h, self.tok_embeddings.weight)

@@ -67,7 +67,13 @@ DATA_FILE_LIMIT = 1 * TiB
 # One line of a .jsonl input (one document) is held in memory.
 JSONL_LINE_LIMIT = 64 * MiB
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
+# chat_template.jinja: where transformers 5 saves the chat template (prepare-data --format chat).
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "chat_template.jinja",
+)
 TOKENIZER_HINT = "give a tokenizers tokenizer.json (or, for export-hf, its folder)"
 
 
@@ -205,7 +211,7 @@ def export_hf_paths(
 def prepare_data_paths(
     tokenizer: Path | str, inputs: list[Path], out: Path | str, *, force: bool
 ) -> fileio.FolderOutput:
-    fileio.input_file(tokenizer, limit=TOKENIZER_LIMIT, what="tokenizer.json", hint=TOKENIZER_HINT)
+    input_path(tokenizer, limit=TOKENIZER_LIMIT, what="tokenizer", hint=TOKENIZER_HINT)
     for item in inputs:
         input_path(
             item,

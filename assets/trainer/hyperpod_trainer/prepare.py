@@ -332,6 +332,9 @@ def prepare(
     eos: str | None = None,
     seed: int = 0,
     force: bool = False,
+    fmt: str = "text",
+    seq_len: int | None = None,
+    pad: bool = False,
 ) -> dict[str, Any]:
     """Tokenize `inputs` into `out`; returns the manifest it wrote.
 
@@ -348,6 +351,15 @@ def prepare(
     if vocab_size > np.iinfo(DTYPES[dtype]).max + 1:
         raise ConfigError("--dtype", f"{dtype} cannot hold the ids of a {vocab_size}-token vocab")
     eos_id = _eos_id(tokenizer, eos)
+    sft = None
+    if fmt != "text":
+        if seq_len is None or seq_len < 1:
+            raise ConfigError("--seq-len", f"--format {fmt} needs --seq-len >= 1 (data.seq_len)")
+        sft = _SFTSource(fmt, tokenizer, tok_files, eos_id, seq_len=seq_len, pad=pad)
+    elif seq_len is not None or pad:
+        raise ConfigError(
+            "--seq-len", "--seq-len and --pad belong to --format chat|prompt-completion"
+        )
     files = input_files(inputs)
     header = {
         "dtype": dtype,
@@ -356,18 +368,28 @@ def prepare(
         "tokenizer_sha": paths.sha256(tok_files["tokenizer.json"]),
     }
     with output.staging() as tmp:
-        manifest = _tokenize_into(
-            tmp,
-            files=files,
-            text_field=text_field,
-            tokenizer_text=tok_text,
-            eos_id=eos_id,
-            workers=workers,
-            eval_fraction=eval_fraction,
-            seed=seed,
-            shard_tokens=shard_tokens,
-            header=header,
-        )
+        if sft is not None:
+            manifest = sft.write(
+                tmp,
+                files=files,
+                eval_fraction=eval_fraction,
+                seed=seed,
+                shard_tokens=shard_tokens,
+                header=header,
+            )
+        else:
+            manifest = _tokenize_into(
+                tmp,
+                files=files,
+                text_field=text_field,
+                tokenizer_text=tok_text,
+                eos_id=eos_id,
+                workers=workers,
+                eval_fraction=eval_fraction,
+                seed=seed,
+                shard_tokens=shard_tokens,
+                header=header,
+            )
         manifest.update(
             writer=f"hyperpod_trainer {__version__} prepare-data",
             inputs=[str(p) for p in files],
@@ -378,6 +400,7 @@ def prepare(
             eos=eos,
             eval_fraction=eval_fraction,
             seed=seed,
+            format=fmt,
         )
         for name, raw in tok_files.items():
             (tmp / name).write_bytes(raw)
@@ -422,6 +445,262 @@ def _tokenize_into(
     return {"train": train.written, "eval": held.written, "documents": docs, "tokens": tokens}
 
 
+# ---------------------------------------------------------------------------------------------
+# Fine-tuning examples: chat and prompt-completion (shards.py version 2)
+
+
+class BadLinesError(ConfigError):
+    """Every bad line of the fine-tuning inputs, each `FILE:LINE: reason` (one printed a line)."""
+
+    def __init__(self, lines: list[str]) -> None:
+        super().__init__(lines[0].split(": ", 1)[0], lines[0].split(": ", 1)[1])
+        self.lines = lines
+
+    def __reduce__(self) -> Any:
+        return (BadLinesError, (self.lines,))
+
+
+def _raw_lines(path: Path) -> Iterator[tuple[int, bytes]]:
+    """(number, bytes) of each line of a checked .jsonl file; an over-long line is cut at the
+    limit (and then fails as JSON)."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        if (kind := fileio.not_regular(os.fstat(f.fileno()).st_mode)) is not None:
+            raise fileio.InputError(path, f"{kind}; a .jsonl file was expected", "give a file")
+        for number in itertools.count(1):
+            raw = f.readline(paths.JSONL_LINE_LIMIT + 1)
+            if not raw:
+                return
+            if len(raw) > paths.JSONL_LINE_LIMIT and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # skip the rest of the line
+                    raw = f.readline(paths.JSONL_LINE_LIMIT + 1)
+                yield number, b"\xff"  # reported as too long below
+                continue
+            yield number, raw.removeprefix(codecs.BOM_UTF8) if number == 1 else raw
+
+
+class _RowWriter:
+    """Packs examples into rows of seq_len+1 tokens (or one per row with `pad`) and writes a
+    version 2 shard each time `shard_tokens` is reached."""
+
+    def __init__(
+        self,
+        folder: Path,
+        prefix: str,
+        *,
+        row: int,
+        pad: bool,
+        pad_id: int,
+        shard_tokens: int,
+        header: dict[str, Any],
+        sft: dict[str, Any],
+    ) -> None:
+        self.folder, self.prefix, self.row, self.pad, self.pad_id = folder, prefix, row, pad, pad_id
+        self.shard_rows = max(1, shard_tokens // row)
+        self.header, self.sft = header, sft
+        self.tokens: list[int] = []
+        self.mask: list[int] = []
+        self.starts: list[int] = []
+        self.rows = 0
+        self.written: list[dict[str, Any]] = []
+        self.total_rows = 0
+
+    def _close_row(self) -> None:
+        used = len(self.tokens) - self.rows * self.row
+        if used == 0:
+            return
+        if used < self.row:  # the padding is a document of its own: nothing attends across
+            self.starts.append(len(self.tokens))
+            self.tokens += [self.pad_id] * (self.row - used)
+            self.mask += [0] * (self.row - used)
+        self.rows += 1
+        if self.rows >= self.shard_rows:
+            self.flush()
+
+    def add(self, ids: list[int], mask: list[int]) -> None:
+        used = len(self.tokens) - self.rows * self.row
+        if used and (self.pad or used + len(ids) > self.row):
+            self._close_row()
+        self.starts.append(len(self.tokens))
+        self.tokens += ids
+        self.mask += [0, *mask[1:]]  # the first token is never a target: it follows another
+        if len(self.tokens) - self.rows * self.row == self.row:
+            self._close_row()
+
+    def flush(self) -> None:
+        self._close_row()
+        if not self.rows:
+            return
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.folder / f"{self.prefix}-{len(self.written):05d}{HEADERED_SUFFIX}"
+        write_shard(
+            path,
+            np.array(self.tokens, dtype=np.int64),
+            np.array(self.starts, dtype=np.uint64),
+            loss_mask=np.array(self.mask, dtype=np.uint8),
+            sft=self.sft,
+            **self.header,
+        )
+        self.written.append(
+            {
+                "file": path.name,
+                "tokens": len(self.tokens),
+                "rows": self.rows,
+                "loss_tokens": int(sum(self.mask)),
+            }
+        )
+        self.total_rows += self.rows
+        self.tokens, self.mask, self.starts, self.rows = [], [], [], 0
+
+
+class _SFTSource:
+    """`--format chat|prompt-completion`: JSON lines -> masked examples -> packed rows."""
+
+    def __init__(
+        self,
+        fmt: str,
+        tokenizer: Any,
+        tok_files: dict[str, bytes],
+        eos_id: int | None,
+        *,
+        seq_len: int,
+        pad: bool,
+    ) -> None:
+        from . import chat
+
+        self.fmt, self.tokenizer, self.eos_id = fmt, tokenizer, eos_id
+        self.seq_len, self.pad = seq_len, pad
+        specials = chat.special_tokens(tok_files)
+        self.template_sha: str | None = None
+        self.encoder: Any = None
+        if fmt == "chat":
+            try:
+                template, where = chat.find_template(tok_files)
+                self.encoder = chat.ChatEncoder(tokenizer, template, specials)
+            except chat.ChatError as exc:
+                raise ConfigError("--tokenizer", str(exc)) from None
+            self.template_sha = paths.sha256(template.encode())
+            self.template_source = where
+        pad_token = specials.get("pad_token") or specials.get("eos_token")
+        found = tokenizer.token_to_id(pad_token) if pad_token else None
+        self.pad_id = int(found) if found is not None else 0
+
+    def _example(self, record: Any) -> tuple[list[int], list[int]] | None:
+        """(ids, mask) of one record; None when no token carries the loss (no assistant)."""
+        from . import chat
+
+        if self.fmt == "chat":
+            messages = chat.check_messages(record)
+            if not any(m.get("role") == "assistant" for m in messages):
+                return None
+            example = self.encoder.encode(messages)
+            ids, mask = example.ids, example.mask
+        else:
+            prompt, completion = chat.check_pair(record)
+            head = self.tokenizer.encode(prompt, add_special_tokens=False).ids
+            tail = self.tokenizer.encode(completion, add_special_tokens=False).ids
+            tail += [] if self.eos_id is None else [self.eos_id]
+            ids, mask = [*head, *tail], [0] * len(head) + [1] * len(tail)
+        if not any(mask[1:]):
+            return None
+        if len(ids) > self.seq_len + 1:
+            raise chat.ChatError(
+                f"{len(ids)} tokens, longer than the context (--seq-len {self.seq_len} + 1)"
+            )
+        return ids, mask
+
+    def write(
+        self,
+        folder: Path,
+        *,
+        files: list[Path],
+        eval_fraction: float,
+        seed: int,
+        shard_tokens: int,
+        header: dict[str, Any],
+    ) -> dict[str, Any]:
+        from . import chat
+
+        sft = {
+            "seq_len": self.seq_len,
+            "packing": "pad" if self.pad else "pack",
+            "chat_template_sha256": self.template_sha,
+        }
+        common: dict[str, Any] = {
+            "row": self.seq_len + 1,
+            "pad": self.pad,
+            "pad_id": self.pad_id,
+            "shard_tokens": shard_tokens,
+            "header": header,
+            "sft": sft,
+        }
+        train = _RowWriter(folder, "train", **common)
+        held = _RowWriter(folder / EVAL_DIR, "eval", **common)
+        split = random.Random(seed)
+        bad: list[str] = []
+        examples = skipped = loss_tokens = tokens = 0
+        progress = _Progress()
+        for path in files:
+            if path.suffix != ".jsonl":
+                raise ConfigError(str(path), f"--format {self.fmt} reads .jsonl files only")
+            for number, raw in _raw_lines(path):
+                if not raw.strip():
+                    continue
+                try:
+                    text = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    reason = (
+                        "longer than " + fileio.size_text(paths.JSONL_LINE_LIMIT)
+                        if raw == b"\xff"
+                        else f"byte 0x{raw[e.start]:02x} at column {e.start + 1} is not UTF-8"
+                    )
+                    bad.append(f"{path}:{number}: {reason}")
+                    continue
+                try:
+                    record = json.loads(text)
+                except (ValueError, RecursionError):
+                    bad.append(f"{path}:{number}: not a JSON line")
+                    continue
+                try:
+                    made = self._example(record)
+                except chat.ChatError as exc:
+                    bad.append(f"{path}:{number}: {exc}")
+                    continue
+                if made is None:
+                    skipped += 1
+                    continue
+                if bad:
+                    continue  # nothing will be written: only look for more bad lines
+                ids, mask = made
+                (held if split.random() < eval_fraction else train).add(ids, mask)
+                examples += 1
+                tokens += len(ids)
+                loss_tokens += sum(mask[1:])
+                progress.show(examples, tokens)
+        if bad:
+            raise BadLinesError(bad)
+        train.flush()
+        held.flush()
+        progress.show(examples, tokens, final=True)
+        if not train.written:
+            raise ConfigError(
+                "--input", f"no training examples ({skipped} without an assistant turn)"
+            )
+        return {
+            "train": train.written,
+            "eval": held.written,
+            "documents": examples,
+            "examples": examples,
+            "skipped_no_assistant": skipped,
+            "tokens": tokens,
+            "loss_tokens": loss_tokens,
+            "rows": train.total_rows + held.total_rows,
+            "seq_len": self.seq_len,
+            "packing": sft["packing"],
+            "chat_template_sha256": self.template_sha,
+        }
+
+
 def _encoded(
     batches: Iterator[list[str]], workers: int, init_args: tuple[str, int | None]
 ) -> Iterator[list[list[int]]]:
@@ -463,10 +742,19 @@ def run(args: argparse.Namespace) -> int:
         eos=args.eos,
         seed=args.seed,
         force=args.force,
+        fmt=args.format,
+        seq_len=args.seq_len,
+        pad=args.pad,
     )
+    extra = {
+        key: manifest[key]
+        for key in ("examples", "skipped_no_assistant", "loss_tokens", "rows", "packing")
+        if key in manifest
+    }
     print(
         json.dumps(
             {
+                **extra,
                 "output": str(args.output),
                 "documents": manifest["documents"],
                 "tokens": manifest["tokens"],

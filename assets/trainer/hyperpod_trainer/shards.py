@@ -12,6 +12,16 @@ A `.tokens` file says what it holds (all integers little-endian):
     O_d        D x u64   start of each document, in tokens from the first token
     O_t        T x dtype the tokens (O_d and O_t are multiples of 64)
 
+Version 2 (fine-tuning shards, `prepare-data --format chat|prompt-completion`) adds to the
+header "task": "sft", "seq_len": L, "packing": "pack"|"pad", "chat_template_sha256" (null for
+prompt-completion) and "mask_offset": O_m, and a section
+
+    O_m        T x u8    1 where the token is a target the loss counts (assistant turns), else 0
+
+between the documents and the tokens. Such a shard is T = R x (L+1) tokens: R rows of L+1, one
+training sequence each; the documents are the packed examples (and the padding runs) and never
+cross a row. Version 1 files (pretraining) are still written and read as before.
+
 A headerless `.bin` is raw tokens in `data.token_dtype`; a `.npy` says its own dtype. Torch-free:
 prepare-data and the fingerprint use this module without the training runtime.
 """
@@ -29,6 +39,8 @@ import numpy as np
 
 MAGIC = b"HPKTOKEN"
 VERSION = 1
+SFT_VERSION = 2  # version 1 plus the loss mask section and the task fields
+READABLE_VERSIONS = (VERSION, SFT_VERSION)
 HEADERED_SUFFIX = ".tokens"
 # Every file the trainer counts as a shard, in data.path (eval shards live in a subfolder).
 SHARD_SUFFIXES = (".npy", ".bin", HEADERED_SUFFIX)
@@ -56,6 +68,12 @@ class ShardHeader:
     max_token_id: int
     documents_offset: int
     tokens_offset: int
+    # Version 2 (fine-tuning) only; version 1 files leave them at these defaults.
+    task: str = "pretrain"
+    seq_len: int | None = None
+    packing: str | None = None
+    chat_template_sha256: str | None = None
+    mask_offset: int | None = None
 
 
 def tokenizer_sha256(path: Path) -> str:
@@ -79,10 +97,16 @@ def write_shard(
     dtype: str,
     vocab_size: int,
     tokenizer_sha: str,
+    loss_mask: np.ndarray[Any, Any] | None = None,
+    sft: dict[str, Any] | None = None,
 ) -> ShardHeader:
-    """Write one `.tokens` file (caller: prepare-data, into a folder it will rename)."""
+    """Write one `.tokens` file (caller: prepare-data, into a folder it will rename). With a
+    `loss_mask` (and `sft`: seq_len, packing, chat_template_sha256) a version 2 file."""
     array = np.ascontiguousarray(tokens, dtype=DTYPES[dtype])
     starts = np.ascontiguousarray(doc_starts, dtype="<u8")
+    mask = None if loss_mask is None else np.ascontiguousarray(loss_mask, dtype=np.uint8)
+    if mask is not None and len(mask) != len(array):
+        raise ValueError("one loss mask byte per token")
     # The JSON's length decides the offsets it contains: settle them on a padded length.
     fields: dict[str, Any] = {
         "dtype": dtype,
@@ -94,15 +118,24 @@ def write_shard(
         "documents_offset": 0,
         "tokens_offset": 0,
     }
-    json_len = len(json.dumps(fields).encode()) + 64  # room for the two offsets' digits
+    if mask is not None:
+        fields.update(task="sft", **(sft or {}), mask_offset=0)
+    json_len = len(json.dumps(fields).encode()) + 96  # room for the offsets' digits
     fields["documents_offset"] = _aligned(_PREFIX.size + json_len)
-    fields["tokens_offset"] = _aligned(fields["documents_offset"] + starts.nbytes)
+    after_docs = _aligned(fields["documents_offset"] + starts.nbytes)
+    if mask is not None:
+        fields["mask_offset"] = after_docs
+        after_docs = _aligned(after_docs + mask.nbytes)
+    fields["tokens_offset"] = after_docs
     text = json.dumps(fields).encode().ljust(json_len)
     with path.open("wb") as f:
-        f.write(_PREFIX.pack(MAGIC, VERSION, len(text)))
+        f.write(_PREFIX.pack(MAGIC, VERSION if mask is None else SFT_VERSION, len(text)))
         f.write(text)
         f.write(b"\0" * (fields["documents_offset"] - f.tell()))
         f.write(starts.tobytes())
+        if mask is not None:
+            f.write(b"\0" * (fields["mask_offset"] - f.tell()))
+            f.write(mask.tobytes())
         f.write(b"\0" * (fields["tokens_offset"] - f.tell()))
         f.write(array.tobytes())
     return ShardHeader(**fields)
@@ -116,8 +149,10 @@ def read_header(path: Path) -> ShardHeader:
         if len(prefix) < _PREFIX.size or prefix[:8] != MAGIC:
             raise ShardError(path, "not a prepare-data shard (no HPKTOKEN header)")
         _, version, json_len = _PREFIX.unpack(prefix)
-        if version != VERSION:
-            raise ShardError(path, f"shard format version {version}; this trainer reads {VERSION}")
+        if version not in READABLE_VERSIONS:
+            raise ShardError(
+                path, f"shard format version {version}; this trainer reads {READABLE_VERSIONS}"
+            )
         try:
             fields = json.loads(f.read(json_len))
             header = ShardHeader(**fields)
@@ -125,6 +160,10 @@ def read_header(path: Path) -> ShardHeader:
             raise ShardError(path, f"damaged header ({exc})") from None
     if header.dtype not in DTYPES:
         raise ShardError(path, f"unknown dtype {header.dtype!r} in the header")
+    if (version == SFT_VERSION) != (header.mask_offset is not None):
+        raise ShardError(
+            path, f"damaged header (version {version} with mask_offset {header.mask_offset})"
+        )
     expected = header.tokens_offset + header.num_tokens * DTYPES[header.dtype].itemsize
     if size != expected:
         raise ShardError(
@@ -171,6 +210,32 @@ def open_tokens(path: Path, *, bin_dtype: str) -> tuple[np.ndarray[Any, Any], Sh
             "file (data.token_dtype), or truncated",
         )
     return np.memmap(path, dtype=dtype, mode="c"), None
+
+
+def open_sft(
+    path: Path,
+) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any], np.ndarray[Any, Any], ShardHeader]:
+    """(tokens, loss mask, document starts, header) of a version 2 shard, memory-mapped."""
+    tokens, header = open_tokens(path, bin_dtype="uint16")
+    assert header is not None and header.mask_offset is not None
+    n = header.num_tokens
+    mask: np.ndarray[Any, Any] = (
+        np.memmap(path, dtype=np.uint8, mode="r", offset=header.mask_offset, shape=(n,))
+        if n
+        else np.zeros(0, dtype=np.uint8)
+    )
+    starts: np.ndarray[Any, Any] = (
+        np.memmap(
+            path,
+            dtype="<u8",
+            mode="r",
+            offset=header.documents_offset,
+            shape=(header.num_documents,),
+        )
+        if header.num_documents
+        else np.zeros(0, dtype="<u8")
+    )
+    return tokens, mask, starts, header
 
 
 def max_token_id(array: np.ndarray[Any, Any]) -> int:

@@ -57,7 +57,7 @@ from .fingerprint import (
 )
 from .flops import flops_per_token, peak_tflops
 from .lease import Lease, LeaseHeldError, job_identity
-from .loss import auto_chunk_tokens, cross_entropy
+from .loss import IGNORE, auto_chunk_tokens, cross_entropy, cross_entropy_sum
 from .metrics import Metrics, SampleLog, info
 from .model import build_model
 from .schedule import lr_at
@@ -153,7 +153,10 @@ class Trainer:
         self.grad_accum = grad_accum_steps(cfg, ctx.world_size)
         self.shape = cfg.shape()
         # First, so that a wrong data.path fails before any model is built.
-        self.dataset = build_dataset(cfg.data, vocab_size=self.shape.vocab_size)
+        self.sft = cfg.train.task == "sft"
+        self.dataset = build_dataset(
+            cfg.data, vocab_size=self.shape.vocab_size, task=cfg.train.task
+        )
         held_out = build_eval_dataset(cfg)
         self.evaluator = (
             Evaluator(
@@ -230,6 +233,7 @@ class Trainer:
         self.defer_grad_sync = defer and self.fsdp and self.grad_accum > 1
         # Non-finite steps, counted on the device so that counting needs no host sync.
         zero = torch.zeros((), device=ctx.device)
+        self.loss_tokens = zero.clone()  # sft: the targets the last step's loss counted (global)
         self.bad_run, self.bad_max, self.bad_total = zero.clone(), zero.clone(), zero.clone()
         self._window = (time.perf_counter(), 0)  # start of the logging window, steps in it
         self._window_cpu = _cpu_seconds()
@@ -511,10 +515,10 @@ class Trainer:
             norm = torch.nn.utils.get_total_norm(grads, foreach=True)
         return norm.full_tensor() if isinstance(norm, DTensor) else norm
 
-    def _logits(self, inputs: torch.Tensor) -> torch.Tensor:
+    def _logits(self, inputs: torch.Tensor, doc_ids: torch.Tensor | None = None) -> torch.Tensor:
         autocast = torch.autocast(self.ctx.device.type, dtype=torch.bfloat16)
         with autocast if self.autocast else contextlib.nullcontext():
-            logits: torch.Tensor = self.model(inputs)
+            logits: torch.Tensor = self.model(inputs, doc_ids)
         return logits
 
     def evaluate(self, step: int) -> None:
@@ -550,6 +554,8 @@ class Trainer:
         loss_sum = torch.zeros((), device=self.ctx.device)
         ids: list[int] = []
         poison = self.faults.nonfinite(step)
+        if self.sft:
+            return self._sft_step(batches, poison)
         for micro in range(self.grad_accum):
             if self.defer_grad_sync:
                 # Accumulate unsharded gradients locally; reduce-scatter once, on the last one.
@@ -566,6 +572,49 @@ class Trainer:
                 loss = loss * float("nan")
             torch.autograd.backward(loss / self.grad_accum)
             loss_sum += loss.detach()
+        return self._update(loss_sum, ids)
+
+    def _sft_step(
+        self, batches: Iterator[Any], poison: bool
+    ) -> tuple[torch.Tensor, list[int], float, torch.Tensor]:
+        """One fine-tuning step: the loss is the sum of the masked-in targets' cross-entropies
+        over the whole global batch divided by their number, whatever the world size and the
+        accumulation (the counts vary between micro-batches and ranks). One all-reduce of the
+        count per step, then each micro-batch's summed loss is scaled by world / count (FSDP
+        averages the ranks' gradients)."""
+        device = self.ctx.device
+        micro = [next(batches) for _ in range(self.grad_accum)]
+        ids = [int(i) for batch in micro for i in batch[0]]
+        count = torch.tensor(
+            float(sum(int(batch[2][:, 1:].sum()) for batch in micro)), device=device
+        )
+        dist.all_reduce(count)
+        self.loss_tokens = count
+        scale = self.ctx.world_size / count.clamp(min=1.0)
+        loss_sum = torch.zeros((), device=device)
+        for index, (_, row_tokens, row_mask, row_docs) in enumerate(micro):
+            if self.defer_grad_sync:
+                last = index == self.grad_accum - 1
+                fsdp_model = cast(FSDPModule, self.model)
+                fsdp_model.set_requires_gradient_sync(last)
+                fsdp_model.set_reshard_after_backward(last)
+            tokens = row_tokens.to(device, non_blocking=True)
+            mask = row_mask.to(device, non_blocking=True)
+            docs = row_docs.to(device, non_blocking=True)
+            logits = self._logits(tokens[:, :-1], docs[:, :-1])
+            targets = tokens[:, 1:].masked_fill(~mask[:, 1:], IGNORE)
+            loss = cross_entropy_sum(logits, targets, self.loss_chunk) * scale
+            if poison:
+                loss = loss * float("nan")
+            torch.autograd.backward(loss)
+            # Reported as pretraining's: the readback divides by grad_accum x world.
+            loss_sum += loss.detach() * self.grad_accum
+        return self._update(loss_sum, ids)
+
+    def _update(
+        self, loss_sum: torch.Tensor, ids: list[int]
+    ) -> tuple[torch.Tensor, list[int], float, torch.Tensor]:
+        """Clip, step the optimizer (or skip a non-finite step), advance the schedule."""
         norm = self._grad_norm()
         bad = (~torch.isfinite(norm)).float()
         lr = float(self.optimizer.param_groups[0]["lr"])
@@ -706,8 +755,10 @@ class Trainer:
         votes = torch.tensor(flags, device=ctx.device)
         summed = torch.cat([loss_sum.float().reshape(1), votes])
         dist.all_reduce(summed)
-        local = torch.stack([norm.float(), self.bad_run, self.bad_max, self.bad_total])
-        loss_total, stop_votes, lost_votes, grad_norm, run, worst, total = torch.cat(
+        local = torch.stack(
+            [norm.float(), self.bad_run, self.bad_max, self.bad_total, self.loss_tokens.float()]
+        )
+        loss_total, stop_votes, lost_votes, grad_norm, run, worst, total, loss_tokens = torch.cat(
             [summed, local]
         ).tolist()
         if worst >= cfg.train.max_nonfinite_steps:
@@ -731,6 +782,8 @@ class Trainer:
             "grad_accum": self.grad_accum,
             "samples_consumed": self.progress.samples_consumed,
         }
+        if self.sft:
+            fields["loss_tokens"] = int(loss_tokens)  # the masked-in targets of the last step
         if run > 0 or total > 0:
             fields["skipped"] = run > 0
             fields["nonfinite_total"] = int(total)
