@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from hyperpod_kit.config.derived import VERIFY_DIR
 from hyperpod_kit.config.environment import load_environment
+from hyperpod_kit.files import fileio
 from hyperpod_kit.jobs import LocalRun, render_verify_jobs
 from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmUnavailableError, free_port
 from hyperpod_kit.local.training import JOB_ENV, job_environment
@@ -45,6 +46,7 @@ USERS: tuple[dict[str, Any], ...] = (
 )
 RESULTS = "results.jsonl"
 RUN_TIMEOUT_S = 900
+DEFAULT_OUT = "verify-out"
 
 
 class VerifyDemoError(RuntimeError):
@@ -150,10 +152,35 @@ def run_local(
     return LocalRunResult(found[-1], proc.stdout + proc.stderr, proc.returncode)
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments: one line, exit 2, no usage dump or traceback."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{PROG}: {message}\n")
+
+
+def _max_bytes(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of bytes") from None
+    if value < 2**20 or value > 2**30 or value & (value - 1):
+        raise argparse.ArgumentTypeError(f"{value} is not a power of two from 1 MiB to 1 GiB")
+    return value
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    p.add_argument("--out", default="verify-out", help="the output folder (verify-out)")
-    p.add_argument("--max-bytes", type=int, default=2**30, help="all-reduce up to (1 GiB)")
+    p = _Parser(prog=f"python -m {__name__}", description=__doc__.splitlines()[0])
+    kind = fileio.PathKind
+    fileio.declare(p.add_argument(
+        "--out", default=DEFAULT_OUT,
+        help=f"folder for the run's records, the report and its pictures (default {DEFAULT_OUT});"
+        " a folder with files it did not write is refused",
+    ), kind.OUTPUT_FOLDER)  # fmt: skip
+    fileio.declare(p.add_argument(
+        "--max-bytes", type=_max_bytes, default=2**30,
+        help="the all-reduce's largest message, a power of two from 1 MiB to 1 GiB (1 GiB)",
+    ), kind.NOT_A_PATH)  # fmt: skip
     return p
 
 

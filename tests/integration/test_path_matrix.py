@@ -102,9 +102,27 @@ def _demo_main(argv: list[str]) -> int:
     return main(argv)
 
 
+def _verify_demo_parsers() -> dict[tuple[str, ...], argparse.ArgumentParser]:
+    from hyperpod_kit.local.verify import parser
+
+    return {(): parser()}
+
+
+def _verify_demo_main(argv: list[str]) -> int:
+    from hyperpod_kit.local.verify import main
+
+    return main(argv)
+
+
 PROGRAMS = [
     Program("hyperpod-kit", _kit_parsers, _kit_main, "hyperpod_kit.cli.main"),
     Program("hyperpod_kit.local.demo", _demo_parsers, _demo_main, "hyperpod_kit.local.demo"),
+    Program(
+        "hyperpod_kit.local.verify",
+        _verify_demo_parsers,
+        _verify_demo_main,
+        "hyperpod_kit.local.verify",
+    ),
 ]
 if os.environ.get("MATRIX_TRAINER", "1") == "1":
     PROGRAMS.append(

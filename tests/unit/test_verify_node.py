@@ -161,3 +161,19 @@ def test_the_settings_name_no_person_and_nothing_of_trainer_job(tmp_path: Path) 
         assert user.name not in text
     assert config.trainer.job.name not in text
     assert copy.deepcopy(json.loads(text))["studio"]["partitions"] == config.studio.partitions
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [("3", "3 is not a power of two from 1 MiB to 1 GiB"), ("x", "'x' is not a whole number")],
+)
+def test_make_verify_demo_refuses_a_bad_size_in_one_line(
+    tmp_path: Path, value: str, says: str
+) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "hyperpod_kit.local.verify", "--max-bytes", value,
+         "--out", str(tmp_path / "out")],
+        capture_output=True, text=True, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert out.returncode == 2 and says in out.stderr and len(out.stderr.splitlines()) == 1
+    assert not (tmp_path / "out").exists()
