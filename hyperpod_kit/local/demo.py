@@ -39,11 +39,12 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from hyperpod_kit.config.derived import job_partition
 from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.files import fileio
+from hyperpod_kit.local.command import OneLineParser
 from hyperpod_kit.local.health import HealthNode
 from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmJob, SlurmUnavailableError
 from hyperpod_kit.local.training import (
@@ -474,13 +475,6 @@ def summary(result: Result) -> str:
 # --- command line ----------------------------------------------------------------------------
 
 
-class _Parser(argparse.ArgumentParser):
-    """Bad arguments: one line, exit 2, no usage dump or traceback."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{PROG}: {message}\n")
-
-
 def _steps(text: str) -> int:
     try:
         value = int(text)
@@ -495,7 +489,8 @@ def _steps(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(
+    p = OneLineParser(
+        name=PROG,
         prog="python -m hyperpod_kit.local.demo",
         description="Node fault, health runner, replacement, requeue and exact resume, on a "
         "local Slurm (docs/demo.md).",

@@ -25,12 +25,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from hyperpod_kit.config.derived import VERIFY_DIR
 from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.files import fileio
 from hyperpod_kit.jobs import LocalRun, render_verify_jobs
+from hyperpod_kit.local.command import OneLineParser
 from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmUnavailableError, free_port
 from hyperpod_kit.local.training import JOB_ENV, job_environment
 from hyperpod_kit.paths import LIFECYCLE_DIR
@@ -152,13 +153,6 @@ def run_local(
     return LocalRunResult(found[-1], proc.stdout + proc.stderr, proc.returncode)
 
 
-class _Parser(argparse.ArgumentParser):
-    """Bad arguments: one line, exit 2, no usage dump or traceback."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{PROG}: {message}\n")
-
-
 def _max_bytes(text: str) -> int:
     try:
         value = int(text)
@@ -170,7 +164,7 @@ def _max_bytes(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=f"python -m {__name__}", description=__doc__.splitlines()[0])
+    p = OneLineParser(name=PROG, prog=f"python -m {__name__}", description=__doc__.splitlines()[0])
     kind = fileio.PathKind
     fileio.declare(p.add_argument(
         "--out", default=DEFAULT_OUT,

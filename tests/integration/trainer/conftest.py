@@ -42,6 +42,23 @@ RECIPE = [
 ]
 
 LAUNCH_TIMEOUT_S = 180
+# Words of the small texts the tokenizer tests train on and encode (prepare-data, fine-tuning).
+WORDS = [
+    "the",
+    "quick",
+    "brown",
+    "fox",
+    "jumps",
+    "over",
+    "a",
+    "lazy",
+    "dog",
+    "while",
+    "seven",
+    "wizards",
+    "quietly",
+    "hex",
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -12,6 +12,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.trainer.conftest import WORDS
+
 pytest.importorskip("hyperpod_trainer")
 np = pytest.importorskip("numpy")
 # Offline, whatever the shell says: every model and tokenizer here is made by the test.
@@ -24,23 +26,6 @@ from hyperpod_trainer.data import TokenShards  # noqa: E402
 from hyperpod_trainer.shards import read_header, tokenizer_sha256, write_shard  # noqa: E402
 
 pytestmark = pytest.mark.trainer
-
-WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "while",
-    "seven",
-    "wizards",
-    "quietly",
-    "hex",
-]
 
 
 def _corpus(n: int) -> list[str]:

@@ -16,6 +16,8 @@ from typing import Any
 
 import pytest
 
+from tests.integration.trainer.conftest import WORDS
+
 pytest.importorskip("hyperpod_trainer")
 np = pytest.importorskip("numpy")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -59,22 +61,6 @@ SPECIALS = [
     _ds("end▁of▁sentence"),
     _ds("User"),
     _ds("Assistant"),
-]
-WORDS = [
-    "the",
-    "quick",
-    "brown",
-    "fox",
-    "jumps",
-    "over",
-    "a",
-    "lazy",
-    "dog",
-    "while",
-    "seven",
-    "wizards",
-    "quietly",
-    "hex",
 ]
 
 SYSTEM = {"role": "system", "content": "You are a terse helper."}
