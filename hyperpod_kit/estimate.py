@@ -235,6 +235,41 @@ def _checkpoint_size(config: EnvironmentConfig) -> Figure:
     )
 
 
+def _memory_per_gpu(config: EnvironmentConfig) -> Figure:
+    """The job's memory per GPU (hyperpod_trainer.memory) against its GPU's, as `validate`
+    checks it: "fits" or "does not fit"."""
+    from hyperpod_kit.config.validators.trainer import job_memory
+    from hyperpod_trainer.memory import GIB, MemoryEstimate
+
+    key, label = "memory_per_gpu", "memory per GPU"
+    found = job_memory(config)
+    if found is None:
+        how = "the job's group has no GPU of known memory in the instance-type table"
+        return Figure(key, label, None, "GiB", "unknown", how)
+    memory, gpu_gib = found
+    assert isinstance(memory, MemoryEstimate)
+    job = config.trainer.job
+    verdict = "fits" if memory.total <= gpu_gib * GIB else "does not fit"
+    group = job_group(config)
+    where = group.primary_type if group is not None else "the job's group"
+    checkpointing = "on" if job.activation_checkpointing else "off"
+    how = (
+        f"{verdict} in {gpu_gib:g} GiB of {where}: {memory.parts()} (FSDP2 over "
+        f"{job.nodes} nodes, micro batch {job.micro_batch_size} x {job.seq_len} tokens, "
+        f"activation checkpointing {checkpointing}; docs/trainer.md, Memory per GPU)"
+    )
+    total = memory.total / GIB
+    return Figure(
+        key,
+        label,
+        total,
+        "GiB",
+        f"{total:.1f} GiB, {verdict}",
+        how,
+        f"{TRAINER_TABLE} and {INSTANCE_TABLE}, checked {instance_types_checked()}",
+    )
+
+
 def _checkpoint_rate(config: EnvironmentConfig, lustre_mb_s: float | None) -> Figure:
     """The lesser of the file system's throughput and the job nodes' network bandwidth."""
     group = job_group(config)
@@ -510,6 +545,7 @@ def estimate(
     figures = [
         _group_hardware(config, "accelerators"),
         _group_hardware(config, "efa_adapters"),
+        _memory_per_gpu(config),
         *lustre,
         size,
         rate,

@@ -2917,7 +2917,7 @@ BAD: list[Any] = [
             err(
                 "trainer.job.preset",
                 "the trainer rejects it: unknown preset 'llama-1B'",
-                "did you mean 'llama-1b'? presets: llama-1b, llama-8b, small, tiny",
+                "did you mean 'llama-1b'? presets: llama-1b, llama-8b, llama3.1-8b, mistral-7b, qwen2.5-14b, qwen2.5-7b, small, tiny",
             )
         ],
         id="trainer-preset-typo",

@@ -4,8 +4,10 @@ paths on the shared file system, batch arithmetic, elastic bounds, and the train
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterator
 from types import ModuleType
+from typing import Any
 
 from hyperpod_kit.config.derived import (
     FSX_MOUNT,
@@ -360,3 +362,117 @@ def check_trainer_config(config: EnvironmentConfig) -> Iterator[Finding]:
 def trainer_presets() -> list[str]:
     presets: dict[str, object] = trainer_config_module().PRESETS
     return list(presets)
+
+
+def _memory(
+    config: EnvironmentConfig,
+    *,
+    nodes: int | None = None,
+    checkpointing: bool | None = None,
+    micro: int | None = None,
+) -> tuple[object, float] | None:
+    """The job's memory estimate per GPU (hyperpod_trainer.memory) and its GPU's memory in GiB,
+    or None: no single GPU group, a GPU of unknown memory, or a setting the trainer refuses (its
+    own validator says so). nodes, checkpointing and micro replace the job's, for the hint."""
+    from hyperpod_trainer.memory import GIB, estimate_memory
+
+    trainer = trainer_config_module()
+    job = config.trainer.job
+    facts = group_facts(job_group(config))
+    if facts is None or facts.accelerator_kind != "gpu" or not facts.accelerator_memory_gib:
+        return None
+    try:
+        cfg = trainer.load_config(None, [f"{s.key}={s.value}" for s in trainer_settings(job)])
+    except trainer.ConfigError:
+        return None
+    memory = estimate_memory(
+        cfg.shape(),
+        seq_len=cfg.data.seq_len,
+        micro_batch_size=micro or cfg.train.micro_batch_size,
+        world_size=(nodes or job.nodes) * processes_per_node(config),
+        activation_checkpointing=(
+            cfg.model.activation_checkpointing if checkpointing is None else checkpointing
+        ),
+        gpu_bytes=int(facts.accelerator_memory_gib * GIB),
+        loss_chunk_tokens=cfg.train.loss_chunk_tokens,
+    )
+    return memory, facts.accelerator_memory_gib
+
+
+def job_memory(config: EnvironmentConfig) -> tuple[object, float] | None:
+    """The job's memory estimate per GPU and its GPU's memory in GiB (None: unknown)."""
+    return _memory(config)
+
+
+# The most nodes the hint searches for a job that fits.
+MAX_HINT_NODES = 4096
+
+
+def _memory_hint(config: EnvironmentConfig, gpu_bytes: float) -> str:
+    """What makes the job fit, each alone: more nodes (the fewest), activation checkpointing,
+    a micro batch of 1; or, none of them alone, all three."""
+    from hyperpod_trainer.memory import GIB
+
+    job = config.trainer.job
+
+    def fits(**change: Any) -> bool:
+        found = _memory(config, **change)
+        return found is not None and found[0].total <= gpu_bytes  # type: ignore[attr-defined]
+
+    options = []
+    found = _memory(config)
+    assert found is not None
+    memory = found[0]
+    rest = memory.total - memory.states  # type: ignore[attr-defined]
+    if rest < gpu_bytes:  # the sharded state shrinks as 1/ranks: the fewest nodes that fit
+        per_node = processes_per_node(config)
+        ranks = memory.states * job.nodes * per_node / (gpu_bytes - rest)  # type: ignore[attr-defined]
+        nodes = max(job.nodes + 1, math.ceil(ranks / per_node))
+        if nodes <= MAX_HINT_NODES and fits(nodes=nodes):
+            options.append(f"nodes: {nodes} or more")
+    if not job.activation_checkpointing and fits(checkpointing=True):
+        options.append("activation_checkpointing: true")
+    if job.micro_batch_size > 1 and fits(micro=1):
+        options.append("micro_batch_size: 1")
+    if options:
+        return "any of: " + "; ".join(options)
+    fixed = (memory.total - memory.states - memory.activations) / GIB  # type: ignore[attr-defined]
+    if fixed < gpu_bytes / GIB:
+        return (
+            "more nodes together with activation_checkpointing: true and micro_batch_size: 1, "
+            "or a GPU with more memory"
+        )
+    return (
+        f"a GPU with more memory: the gathered units, the output head and the allowance alone "
+        f"take {fixed:.1f} GiB, whatever the node count"
+    )
+
+
+@validator("job-memory", area="trainer")
+def check_job_memory(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The job fits its GPUs (docs/trainer.md, "Memory per GPU"). An error when what the job's
+    activation settings do not touch (training state, gathered units, output head, allowance)
+    already exceeds the GPU's memory; a warning when only the activations, counted as eager
+    PyTorch saves them (an upper count: torch.compile saves less), push it over."""
+    from hyperpod_trainer.memory import GIB, MemoryEstimate
+
+    found = _memory(config)
+    if found is None:
+        return
+    memory, gpu_gib = found
+    assert isinstance(memory, MemoryEstimate)
+    gpu_bytes = gpu_gib * GIB
+    if memory.total <= gpu_bytes:
+        return
+    job = config.trainer.job
+    group = job_group(config)
+    assert group is not None
+    ranks = job.nodes * processes_per_node(config)
+    level = Level.ERROR if memory.total - memory.activations > gpu_bytes else Level.WARNING
+    yield Finding(
+        level,
+        f"{JOB}.preset",
+        f"{job.preset} needs about {memory.total / GIB:.1f} GiB per GPU ({memory.parts()}) on "
+        f"{ranks} GPUs of {group.primary_type}, which have {gpu_gib:g} GiB",
+        _memory_hint(config, gpu_bytes),
+    )
