@@ -29,6 +29,7 @@ from hyperpod_kit.config.facts import instance_type, instance_types_checked
 from hyperpod_kit.config.facts import prices as price_table
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
+from hyperpod_trainer.memory import GIB
 
 # Above this share of the checkpoint interval, writing checkpoints is a cost worth a warning.
 CHECKPOINT_SHARE_WARNING = 0.05
@@ -237,28 +238,30 @@ def _checkpoint_size(config: EnvironmentConfig) -> Figure:
 
 def _memory_per_gpu(config: EnvironmentConfig) -> Figure:
     """The job's memory per GPU (hyperpod_trainer.memory) against its GPU's, as `validate`
-    checks it: "fits" or "does not fit"."""
+    checks it (at its smallest elastic size): "fits" or "does not fit"."""
     from hyperpod_kit.config.validators.trainer import job_memory
-    from hyperpod_trainer.memory import GIB, MemoryEstimate
 
     key, label = "memory_per_gpu", "memory per GPU"
     found = job_memory(config)
     if found is None:
-        how = "the job's group has no GPU of known memory in the instance-type table"
+        how = (
+            "the job's group has no GPU of known memory in the instance-type table, or the "
+            "trainer refuses the job's settings"
+        )
         return Figure(key, label, None, "GiB", "unknown", how)
-    memory, gpu_gib = found
-    assert isinstance(memory, MemoryEstimate)
     job = config.trainer.job
-    verdict = "fits" if memory.total <= gpu_gib * GIB else "does not fit"
-    group = job_group(config)
-    where = group.primary_type if group is not None else "the job's group"
+    verdict = "fits" if found.fits else "does not fit"
     checkpointing = "on" if job.activation_checkpointing else "off"
     how = (
-        f"{verdict} in {gpu_gib:g} GiB of {where}: {memory.parts()} (FSDP2 over "
-        f"{job.nodes} nodes, micro batch {job.micro_batch_size} x {job.seq_len} tokens, "
-        f"activation checkpointing {checkpointing}; docs/trainer.md, Memory per GPU)"
+        f"{verdict} in {found.gpu_gib:g} GiB of {found.instance_type}: {found.memory.parts()} "
+        f"(FSDP2 over {found.ranks} GPU{'s' if found.ranks > 1 else ''} on {found.nodes} "
+        f"node{'s' if found.nodes > 1 else ''}"
+        + (", its smallest elastic size" if found.nodes != job.nodes else "")
+        + f", micro batch "
+        f"{job.micro_batch_size} x {job.seq_len} tokens, activation checkpointing "
+        f"{checkpointing}; docs/trainer.md, Presets and memory per GPU)"
     )
-    total = memory.total / GIB
+    total = found.memory.total / GIB
     return Figure(
         key,
         label,

@@ -1,10 +1,11 @@
 """Accelerator memory per GPU of a training job, estimated before it runs (torch-free).
 
-`hyperpod-kit validate` refuses a job whose estimate exceeds its instance type's GPU memory and
-`hyperpod-kit estimate` prints it; docs/trainer.md ("Memory per GPU") states the formula and its
-sources. All figures in bytes. P = parameters, N = ranks (FSDP2 shards over all of them), L =
-layers, d = dim, kv = n_kv_heads x head_dim, f = ffn_dim, V = vocab_size, T = micro_batch_size x
-seq_len tokens per micro-batch.
+`hyperpod-kit validate` compares it with the job's instance type's GPU memory (an error when
+the part beside the activations exceeds it, a warning when the activations push it over) and
+`hyperpod-kit estimate` prints it; docs/trainer.md ("Presets and memory per GPU") states the
+formula and its sources. All figures in bytes. P = parameters, N = ranks (FSDP2 shards over all
+of them), L = layers, d = dim, kv = n_kv_heads x head_dim, f = ffn_dim, V = vocab_size, T =
+micro_batch_size x seq_len tokens per micro-batch.
 
 1. Sharded training state, 16 P / N: what the trainer keeps per parameter (model.py, train.py):
    the fp32 sharded parameter (FSDP2 casts to bf16 only for compute: MixedPrecisionPolicy
@@ -17,17 +18,21 @@ seq_len tokens per micro-batch.
    fp32 copy the reduce-scatter sends. Otherwise the whole model's 6 P (bf16 parameters and fp32
    gradients), the trainer's own figure.
 3. Activations, counted as Korthikanti et al. 2022 count them (the tensors each operation saves
-   for backward, in bytes per token and layer), for this trainer's block in eager mode: two
-   RMSNorms save their fp32 input and bf16 output (2 x 6d), attention saves q, k, v, the output
-   of scaled_dot_product_attention and the input of wo (6d + 4kv; flash attention saves no
-   seq x seq matrix), SwiGLU saves w1 x, w3 x, silu(w1 x) and their product (8f): 18d + 4kv + 8f.
-   Without activation checkpointing: L x T x that. With it (`model.activation_checkpointing`:
-   torch.utils.checkpoint per block, non-reentrant): each block keeps only its bf16 input, 2d per
-   token, and one block's activations exist again while it is recomputed: L x T x 2d + T x
-   (18d + 4kv + 8f). torch.compile can save less; this is the upper count.
-4. The output head: the final norm (6d), the bf16 logits the loss reads and their bf16 gradient
-   (4V) per token, and one chunk of the chunked loss in fp32 with its gradient (loss.py: 8 bytes x
-   chunk tokens x V).
+   for backward, in bytes per token and layer), for this trainer's block in eager mode, h =
+   n_heads: each RMSNorm saves its fp32 input, the fp32 rsqrt, its bf16 normalised value and its
+   bf16 output (8d + 4, twice); attention saves q, k, v, the output of
+   scaled_dot_product_attention (also wo's input: a view) and the fp32 log-sum-exp per head
+   (4d + 4kv + 4h; flash attention saves no seq x seq matrix); SwiGLU saves w1 x, w3 x, silu(w1 x)
+   and their product (8f): 20d + 4kv + 8f + 4h + 8. Without activation checkpointing: L x T x
+   that. With it (`model.activation_checkpointing`: torch.utils.checkpoint per block,
+   non-reentrant): each block keeps only its bf16 input, 2d per token, and one block's
+   activations exist again while it is recomputed: L x T x 2d + T x (20d + 4kv + 8f + 4h + 8).
+   tests/unit/test_trainer_memory.py measures both on CPU with the trainer's own Block
+   (saved_tensors_hooks): equal to the byte. torch.compile can save less; this is the eager count.
+4. The output head: the token ids (8), the final norm (8d + 4), the bf16 logits the loss keeps
+   (2V) and the targets (8) per token, measured the same way, plus the logits' bf16 gradient (2V)
+   in backward, and one chunk of the chunked loss in fp32 with its gradient (loss.py: 8 bytes x
+   chunk tokens x V): T x (8d + 4V + 20) + 8 x chunk x V.
 5. A fixed allowance, ALLOWANCE_BYTES, for what no formula here counts: the CUDA context, NCCL's
    and cuBLAS's buffers and workspaces, and the caching allocator's fragmentation.
 """
@@ -83,9 +88,16 @@ def block_params(shape: ModelShape) -> int:
 
 
 def activation_bytes_per_token_layer(shape: ModelShape) -> int:
-    """18d + 4kv + 8f: what one block saves for backward per token (module docstring, 3)."""
+    """20d + 4kv + 8f + 4h + 8: what one block saves for backward per token (module docstring,
+    3)."""
     kv = shape.n_kv_heads * shape.head_dim
-    return 18 * shape.dim + 4 * kv + 8 * shape.ffn_dim
+    return 20 * shape.dim + 4 * kv + 8 * shape.ffn_dim + 4 * shape.n_heads + 8
+
+
+def head_bytes_per_token(shape: ModelShape) -> int:
+    """8d + 4V + 20: the output head's activations and the logits' gradient per token (module
+    docstring, 4), without the loss chunk."""
+    return 8 * shape.dim + 4 * shape.vocab_size + 20
 
 
 def keeps_unsharded(shape: ModelShape, gpu_bytes: int) -> bool:
@@ -123,7 +135,5 @@ def estimate_memory(
         chunk = max(256, AUTO_CHUNK_ELEMENTS // shape.vocab_size)
     else:
         chunk = loss_chunk_tokens if loss_chunk_tokens > 0 else tokens
-    head = (
-        tokens * (6 * shape.dim + 4 * shape.vocab_size) + 8 * min(chunk, tokens) * shape.vocab_size
-    )
+    head = tokens * head_bytes_per_token(shape) + 8 * min(chunk, tokens) * shape.vocab_size
     return MemoryEstimate(states, unsharded, activations, head, ALLOWANCE_BYTES)
