@@ -29,6 +29,7 @@ from hyperpod_kit.config.facts import instance_type, instance_types_checked
 from hyperpod_kit.config.facts import prices as price_table
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import EnvironmentConfig, InstanceGroupConfig
+from hyperpod_trainer.memory import GIB
 
 # Above this share of the checkpoint interval, writing checkpoints is a cost worth a warning.
 CHECKPOINT_SHARE_WARNING = 0.05
@@ -232,6 +233,43 @@ def _checkpoint_size(config: EnvironmentConfig) -> Figure:
         _bytes(size),
         how,
         f"{TRAINER_TABLE} (assets/trainer/hyperpod_trainer/presets.py)",
+    )
+
+
+def _memory_per_gpu(config: EnvironmentConfig) -> Figure:
+    """The job's memory per GPU (hyperpod_trainer.memory) against its GPU's, as `validate`
+    checks it (at its smallest elastic size): "fits" or "does not fit"."""
+    from hyperpod_kit.config.validators.trainer import job_memory
+
+    key, label = "memory_per_gpu", "memory per GPU"
+    found = job_memory(config)
+    if found is None:
+        how = (
+            "the job's group has no GPU of known memory in the instance-type table, or the "
+            "trainer refuses the job's settings"
+        )
+        return Figure(key, label, None, "GiB", "unknown", how)
+    job = config.trainer.job
+    verdict = "fits" if found.fits else "does not fit"
+    checkpointing = "on" if job.activation_checkpointing else "off"
+    how = (
+        f"{verdict} in {found.gpu_gib:g} GiB of {found.instance_type}: {found.memory.parts()} "
+        f"(FSDP2 over {found.ranks} GPU{'s' if found.ranks > 1 else ''} on {found.nodes} "
+        f"node{'s' if found.nodes > 1 else ''}"
+        + (", its smallest elastic size" if found.nodes != job.nodes else "")
+        + f", micro batch "
+        f"{job.micro_batch_size} x {job.seq_len} tokens, activation checkpointing "
+        f"{checkpointing}; docs/trainer.md, Presets and memory per GPU)"
+    )
+    total = found.memory.total / GIB
+    return Figure(
+        key,
+        label,
+        total,
+        "GiB",
+        f"{total:.1f} GiB, {verdict}",
+        how,
+        f"{TRAINER_TABLE} and {INSTANCE_TABLE}, checked {instance_types_checked()}",
     )
 
 
@@ -510,6 +548,7 @@ def estimate(
     figures = [
         _group_hardware(config, "accelerators"),
         _group_hardware(config, "efa_adapters"),
+        _memory_per_gpu(config),
         *lustre,
         size,
         rate,

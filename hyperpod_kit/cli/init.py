@@ -402,20 +402,50 @@ def describe(c: Choices) -> list[str]:
 
 def _job(c: Choices) -> dict[str, Any]:
     """A job the trainer and `validate` accept on the compute group: one rank per accelerator,
-    a global batch that splits into micro batches of 4 on every rank."""
+    a global batch that splits into micro batches of 4 on every rank; activation checkpointing,
+    then micro batches of 1, where the job's memory per GPU needs them (`_fitted`)."""
     facts = instance_type(c.instance_type)
     ranks = facts.processes_per_node if facts is not None and facts.processes_per_node else 1
     world = c.count * ranks
     unit = MICRO_BATCH * world
-    return {
+    job = {
         "preset": "llama-1b",
         "nodes": c.count,
         "processes_per_node": ranks if c.orchestrator == "eks" else None,
         "global_batch_size": unit * max(1, -(-MIN_GLOBAL_BATCH // unit)),
         "micro_batch_size": MICRO_BATCH,
         "seq_len": 2048,
+        "activation_checkpointing": False,
         "user": c.users[0] if c.orchestrator == "eks" and c.studio and c.users else None,
     }
+    gib = facts.accelerator_memory_gib if facts is not None else None
+    return _fitted(job, world, gib) if gib else job
+
+
+def _fitted(job: dict[str, Any], world: int, gpu_gib: float) -> dict[str, Any]:
+    """The job with activation checkpointing on, and then micro batches of 1, as far as its
+    memory per GPU (hyperpod_trainer.memory, the estimate `validate` checks) needs them. The
+    global batch stays a multiple of micro batch x ranks. A job that fits neither way is left
+    for `validate` to refuse, named after --count."""
+    from hyperpod_trainer.memory import GIB, estimate_memory
+    from hyperpod_trainer.presets import PRESETS
+
+    def fits(candidate: dict[str, Any]) -> bool:
+        memory = estimate_memory(
+            PRESETS[candidate["preset"]],
+            seq_len=candidate["seq_len"],
+            micro_batch_size=candidate["micro_batch_size"],
+            world_size=world,
+            activation_checkpointing=candidate["activation_checkpointing"],
+            gpu_bytes=int(gpu_gib * GIB),
+        )
+        return memory.total <= gpu_gib * GIB
+
+    for change in ({}, {"activation_checkpointing": True}, {"micro_batch_size": 1}):  # in turn
+        job = {**job, **change}
+        if fits(job):
+            break
+    return job
 
 
 def render(c: Choices, file: str) -> str:

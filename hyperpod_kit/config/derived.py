@@ -236,7 +236,7 @@ def trainer_settings(job: JobConfig) -> list[TrainerSetting]:
         text = str(value).lower() if isinstance(value, bool) else str(value)
         return TrainerSetting(key, text, f"{at}.{field}" if field else at)
 
-    return [
+    settings = [
         s("model.preset", job.preset, "preset"),
         s("data.source", "tokens", None),
         s("data.path", job.data_path, "data_path"),
@@ -251,6 +251,9 @@ def trainer_settings(job: JobConfig) -> list[TrainerSetting]:
         s("checkpoint.async_save", True, None),
         s("checkpoint.resume", True, None),
     ]
+    if job.activation_checkpointing:  # only when on: jobs without it render as before
+        settings.append(s("model.activation_checkpointing", True, "activation_checkpointing"))
+    return settings
 
 
 @dataclass(frozen=True)

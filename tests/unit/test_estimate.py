@@ -135,7 +135,7 @@ def test_every_example_estimates(path: Path, capsys: pytest.CaptureFixture[str])
     assert code == 0
     data = json.loads(out)
     assert [f["key"] for f in data["figures"]] == [
-        "accelerators", "efa_adapters", "lustre_capacity", "lustre_throughput",
+        "accelerators", "efa_adapters", "memory_per_gpu", "lustre_capacity", "lustre_throughput",
         "checkpoint_size", "checkpoint_rate", "checkpoint_write_s", "checkpoint_read_s",
         "checkpoint_share",
     ]  # fmt: skip

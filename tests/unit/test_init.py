@@ -5,6 +5,7 @@ terminal, the embedded default's choices without one."""
 from __future__ import annotations
 
 import itertools
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,9 @@ COMBINATIONS = [
     for orch, people, studio, itype, (region, az), count in itertools.product(
         ORCHESTRATORS, PEOPLE, STUDIO, TYPES, PLACES, (1, 3)
     )
-    if people or not studio  # Studio without people is refused (test_studio_needs_people)
+    # Studio without people is refused (test_studio_needs_people); llama-1b's training state
+    # alone does not fit one A10G (test_one_small_gpu_is_refused)
+    if (people or not studio) and (itype, count) != ("ml.g5.8xlarge", 1)
 ]
 
 
@@ -231,3 +234,32 @@ def test_users_good_neighbours() -> None:
     """Spaces around names are fine; only an empty name is refused."""
     assert check_users(" alice , bob ") == ("alice", "bob")
     assert check_users("carol") == ("carol",)
+
+
+def test_one_small_gpu_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """llama-1b's sharded training state on one GPU is 16 bytes x 1.24B = 18.4 GiB: with what
+    no switch removes it cannot fit one 22 GiB A10G, so init names --count and writes nothing."""
+    target = tmp_path / "env.yaml"
+    code, _, err = run(["init", str(target), "--count", "1", "--instance-type", "ml.g5.8xlarge"],
+                       capsys)  # fmt: skip
+    assert code == 2 and not target.exists()
+    [line] = err.strip().splitlines()
+    assert line.startswith("--count: these choices make a file that does not validate")
+    assert "(states 18.4 + " in line and "on 1 GPU of ml.g5.8xlarge" in line
+    assert line.endswith("Hint: any of: nodes: 2 or more (and the group's instance_count).")
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "checkpointing"), [("ml.g5.8xlarge", True), ("ml.p5.48xlarge", False)]
+)
+def test_activation_checkpointing_only_where_the_job_needs_it(
+    instance_type: str, checkpointing: bool, tmp_path: Path
+) -> None:
+    """Two A10G need it for llama-1b at micro batch 4 x 2048 tokens; two nodes of 8 H100 do not."""
+    choices = replace(default_choices(), instance_type=instance_type, count=2)
+    path = tmp_path / "env.yaml"
+    path.write_text(render(choices, "env.yaml"))
+    loaded = load_environment(path)
+    assert loaded.config.trainer.job.activation_checkpointing is checkpointing
+    assert loaded.config.trainer.job.micro_batch_size == 4
+    assert not [f for f in loaded.findings if "GiB per GPU" in f.message]

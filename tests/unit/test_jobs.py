@@ -360,9 +360,10 @@ def test_a_users_own_template_gets_the_same_values(tmp_path: Path) -> None:
         "echo {{ job.checkpoint_dir | q }} {{ network.efa }} {{ settings | length }}\n"
     )
     config = _config({"trainer": {"job": {"template": str(own)}}})
+    # 14 settings, and model.activation_checkpointing, which default.yaml turns on
     assert (
         _sbatch(config)
-        == "#!/bin/bash\n#SBATCH --job-name=pretrain\necho /fsx/checkpoints True 14\n"
+        == "#!/bin/bash\n#SBATCH --job-name=pretrain\necho /fsx/checkpoints True 15\n"
     )
 
 

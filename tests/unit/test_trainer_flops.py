@@ -61,6 +61,8 @@ def test_flops_match_torchtitan_tied_or_not(preset: str, tied: bool) -> None:
     output = shape.vocab_size * shape.dim  # the logits matmul, on the embedding when tied
     assert matmul_params(shape) == linear + (output if tied else 0)
     norms = (2 * shape.n_layers + 1) * shape.dim  # elementwise weights torchtitan includes
+    if shape.qkv_bias:  # and the q/k/v biases (Qwen2): added, not multiplied
+        norms += shape.n_layers * (shape.dim + 2 * shape.n_kv_heads * shape.head_dim)
     for seq in SEQ_LENS:
         ours = flops_per_token(shape, seq)
         theirs = torchtitan_flops_per_token(model, shape, seq)

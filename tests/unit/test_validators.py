@@ -758,6 +758,21 @@ GOOD: list[Any] = [
         ),
         id="ppn-8-on-p5",
     ),
+    # job-memory
+    pytest.param("job-memory", {}, id="memory-default-checkpointed"),
+    pytest.param(
+        "job-memory",
+        merge(
+            groups(CONTROLLER, group("gpu", "compute", 2, "ml.p5.48xlarge")),
+            job(preset="qwen2.5-14b", nodes=2, micro_batch_size=1, global_batch_size=64),
+        ),
+        id="memory-14b-on-16-h100",
+    ),
+    pytest.param(  # Trainium: no GPU memory to judge (job-processes-per-node refuses it)
+        "job-memory",
+        groups(CONTROLLER, group("trn", "compute", 2, "ml.trn1.32xlarge")),
+        id="memory-not-a-gpu",
+    ),
     # job-paths
     pytest.param("job-paths", {}, id="paths-default"),
     pytest.param(
@@ -2758,6 +2773,55 @@ BAD: list[Any] = [
         ],
         id="job-elastic-above-count",
     ),
+    # job-memory
+    pytest.param(
+        "job-memory",
+        merge(
+            groups(CONTROLLER, group("gpu", "compute", 2, "ml.g5.48xlarge")),
+            job(preset="qwen2.5-14b", nodes=2, micro_batch_size=1, global_batch_size=64),
+        ),
+        [
+            err(
+                "trainer.job.preset",
+                "qwen2.5-14b needs about 36.0 GiB per GPU (states 13.8 + unsharded 15.7 + "
+                "activations 1.4 + head 2.2 + allowance 3.0 GiB) on 16 GPUs of ml.g5.48xlarge, "
+                "which have 22 GiB each",
+                "a GPU with more memory: all but the sharded training state take 22.3 GiB "
+                "whatever the node count",
+            )
+        ],
+        id="memory-14b-on-16-a10g",
+    ),
+    pytest.param(
+        "job-memory",
+        job(activation_checkpointing=False),
+        [
+            warn(
+                "trainer.job.preset",
+                "llama-1b needs about 33.4 GiB per GPU (states 9.2 + unsharded 2.9 + activations "
+                "13.3 + head 5.0 + allowance 3.0 GiB) on 2 GPUs of ml.g5.8xlarge",
+                "any of: activation_checkpointing: true; micro_batch_size: 1",
+            )
+        ],
+        id="memory-activations-over-two-a10g",
+    ),
+    pytest.param(  # 7B on one node of 8 A10G: four nodes, with both switches
+        "job-memory",
+        merge(
+            groups(CONTROLLER, group("gpu", "compute", 2, "ml.g5.48xlarge")),
+            job(preset="qwen2.5-7b", nodes=1, micro_batch_size=4, activation_checkpointing=False),
+        ),
+        [
+            err(
+                "trainer.job.preset",
+                "qwen2.5-7b needs about 82.8 GiB per GPU (states 14.2 + unsharded 11.6 + "
+                "activations 48.2 + head 5.9 + allowance 3.0 GiB) on 8 GPUs of ml.g5.48xlarge",
+                "nodes: 4 or more (and the group's instance_count) with "
+                "activation_checkpointing: true and micro_batch_size: 1",
+            )
+        ],
+        id="memory-7b-on-8-a10g",
+    ),
     # job-processes-per-node
     pytest.param(
         "job-processes-per-node",
@@ -2917,7 +2981,8 @@ BAD: list[Any] = [
             err(
                 "trainer.job.preset",
                 "the trainer rejects it: unknown preset 'llama-1B'",
-                "did you mean 'llama-1b'? presets: llama-1b, llama-8b, small, tiny",
+                "did you mean 'llama-1b'? presets: llama-1b, llama-8b, llama3.1-8b, mistral-7b, "
+                "qwen2.5-14b, qwen2.5-7b, small, tiny",
             )
         ],
         id="trainer-preset-typo",

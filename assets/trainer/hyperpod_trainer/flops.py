@@ -18,7 +18,8 @@ torchtitan 0.3.0 (`get_dense_model_nparams_and_flops` in torchtitan/models/utils
 ``6 x (all parameters - embedding parameters)`` for an untied model and ``6 x all parameters``
 for a tied one (the shared weight once: the output projection, which it counts since 0.3.0).
 Either way that includes the norm weights, 6 x (2L + 1) x d more than ours: 0.005 % for
-llama-1b, 0.004 % for llama-8b. Tied or not, the two agree up to the norms.
+llama-1b, 0.004 % for llama-8b (and with Qwen2's q/k/v biases, those too). Tied or not, the two
+agree up to the norms and biases.
 `tests/unit/test_trainer_flops.py` computes both; the benchmark's CPU test checks ours against
 torchtitan's own function (tests/integration/trainer/test_torchtitan_job.py).
 """

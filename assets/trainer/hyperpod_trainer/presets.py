@@ -139,6 +139,49 @@ PRESETS: dict[str, ModelShape] = {
     ),
 }
 
+# Models to fine-tune (docs/trainer.md, "Presets"): each shape as the model's published
+# config.json gives it (hidden_size, num_hidden_layers, num_attention_heads, num_key_value_heads,
+# intermediate_size, vocab_size, rope_theta, rms_norm_eps, tie_word_embeddings, rope_scaling),
+# and tests/unit/test_trainer_memory.py checks num_params() against the published sizes.
+# - Qwen/Qwen2.5-7B(-Instruct), 7.62B: config.json as quoted in github.com/citsjtu2020/LLM-Prof
+#   sglang/Model_Config.md (Qwen2ForCausalLM: attention q/k/v biases, untied, rope 1e6, eps 1e-6).
+# - Qwen/Qwen2.5-14B(-Instruct) and deepseek-ai/DeepSeek-R1-Distill-Qwen-14B (the same
+#   Qwen2 shape), 14.77B: the same file (eps 1e-5).
+# - meta-llama/Llama-3.1-8B(-Instruct), 8.03B: the same file (llama3 rope_scaling factor 8).
+# - mistralai/Mistral-7B-Instruct-v0.3, 7.25B: the v0.2 shape as params.json gives it
+#   (github.com/edadaltocg/mistral-src-finetune finetune/config.py: dim 4096, 32 layers, hidden
+#   14336, 32/8 heads, rope_theta 1e6, norm_eps 1e-5; v0.2 and later have no sliding window,
+#   Azure/azureml-assets Mistral-7B-Instruct-v0-2/description.md) with v0.3's vocabulary of 32768
+#   (the model card: "Extended vocabulary to 32768").
+_QWEN25: dict[str, Any] = {
+    "rope_theta": 1000000.0,
+    "qkv_bias": True,
+    "architecture": "qwen2",
+    "vocab_size": 152064,
+}
+PRESETS.update(
+    {
+        "qwen2.5-7b": ModelShape(
+            dim=3584, n_layers=28, n_heads=28, n_kv_heads=4, ffn_dim=18944, norm_eps=1e-6, **_QWEN25
+        ),
+        "qwen2.5-14b": ModelShape(
+            dim=5120, n_layers=48, n_heads=40, n_kv_heads=8, ffn_dim=13824, norm_eps=1e-5, **_QWEN25
+        ),
+        # The llama-8b shape under the model's name.
+        "llama3.1-8b": PRESETS["llama-8b"],
+        "mistral-7b": ModelShape(
+            dim=4096,
+            n_layers=32,
+            n_heads=32,
+            n_kv_heads=8,
+            ffn_dim=14336,
+            vocab_size=32768,
+            rope_theta=1000000.0,
+            architecture="mistral",
+        ),
+    }
+)
+
 
 # What one checkpoint holds per parameter (checkpoint.py saves `get_state_dict(model, AdamW)`):
 # the fp32 sharded parameter and AdamW's two fp32 moments, exp_avg and exp_avg_sq.

@@ -4,8 +4,11 @@ paths on the shared file system, batch arithmetic, elastic bounds, and the train
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Iterator
+from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from hyperpod_kit.config.derived import (
     FSX_MOUNT,
@@ -19,6 +22,7 @@ from hyperpod_kit.config.derived import (
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.schema import ElasticConfig, EnvironmentConfig
 from hyperpod_kit.config.validators.registry import validator
+from hyperpod_trainer.memory import GIB, MemoryEstimate, estimate_memory
 
 JOB = "trainer.job"
 # Trainer keys whose rules this module checks itself (with better hints).
@@ -360,3 +364,159 @@ def check_trainer_config(config: EnvironmentConfig) -> Iterator[Finding]:
 def trainer_presets() -> list[str]:
     presets: dict[str, object] = trainer_config_module().PRESETS
     return list(presets)
+
+
+@dataclass(frozen=True)
+class JobMemory:
+    """The job's memory per GPU at its smallest size (`nodes`: the job's, or elastic, its fewest
+    replicas) on the GPUs of its group."""
+
+    memory: MemoryEstimate
+    gpu_gib: float
+    nodes: int
+    ranks: int
+    instance_type: str
+
+    @property
+    def fits(self) -> bool:
+        return self.memory.total <= self.gpu_gib * GIB
+
+
+def smallest_nodes(config: EnvironmentConfig) -> int:
+    """The fewest nodes the job runs on: its own, or elastic, its smallest replica count."""
+    job = config.trainer.job
+    if job.elastic is None or config.orchestrator != "eks":
+        return job.nodes
+    sizes = job.elastic.replica_discrete_values or [job.elastic.min_replicas]
+    return max(1, min(job.nodes, *sizes))
+
+
+def job_memory(
+    config: EnvironmentConfig,
+    *,
+    nodes: int | None = None,
+    checkpointing: bool | None = None,
+    micro: int | None = None,
+) -> JobMemory | None:
+    """The job's memory estimate per GPU (hyperpod_trainer.memory), or None: no single GPU group,
+    a GPU of unknown memory, or a setting the trainer refuses (its own validator says so).
+    nodes, checkpointing and micro replace the job's (the hint tries them)."""
+    trainer = trainer_config_module()
+    job = config.trainer.job
+    group = job_group(config)
+    facts = group_facts(group)
+    if group is None or facts is None or facts.accelerator_kind != "gpu":
+        return None
+    if not facts.accelerator_memory_gib:
+        return None
+    try:
+        cfg = trainer.load_config(None, [f"{s.key}={s.value}" for s in trainer_settings(job)])
+    except trainer.ConfigError:
+        return None
+    nodes = nodes or smallest_nodes(config)
+    ranks = nodes * processes_per_node(config)
+    memory = estimate_memory(
+        cfg.shape(),
+        seq_len=cfg.data.seq_len,
+        micro_batch_size=micro or cfg.train.micro_batch_size,
+        world_size=ranks,
+        activation_checkpointing=(
+            cfg.model.activation_checkpointing if checkpointing is None else checkpointing
+        ),
+        gpu_bytes=int(facts.accelerator_memory_gib * GIB),
+        loss_chunk_tokens=cfg.train.loss_chunk_tokens,
+    )
+    return JobMemory(memory, facts.accelerator_memory_gib, nodes, ranks, group.primary_type)
+
+
+# The most nodes the hint proposes.
+MAX_HINT_NODES = 4096
+
+
+def _fewest_nodes(config: EnvironmentConfig, now: JobMemory, **change: Any) -> int | None:
+    """The fewest nodes at which the job (with `change`) fits, or None: the part that sharding
+    does not shrink is already too large. The sharded state falls as 1/ranks."""
+    gpu = now.gpu_gib * GIB
+    rest = now.memory.total - now.memory.states
+    if rest >= gpu:
+        return None
+    per_node = processes_per_node(config)
+    nodes = max(now.nodes + 1, math.ceil(now.memory.states * now.ranks / (gpu - rest) / per_node))
+    while nodes <= MAX_HINT_NODES:  # the states' rounding up may need one more
+        found = job_memory(config, nodes=nodes, **change)
+        if found is not None and found.fits:
+            return nodes
+        nodes += 1
+    return None
+
+
+def _memory_hint(config: EnvironmentConfig, now: JobMemory) -> str:
+    """What makes the job fit, each alone: more nodes (the fewest), activation checkpointing,
+    a micro batch of 1; else more nodes with both switches, or only a GPU with more memory."""
+    job = config.trainer.job
+    group = job_group(config)
+    key = "elastic.min_replicas" if smallest_nodes(config) != job.nodes else "nodes"
+
+    def more_nodes(nodes: int) -> str:
+        grow = group is not None and nodes > group.instance_count
+        return f"{key}: {nodes} or more" + (" (and the group's instance_count)" if grow else "")
+
+    def fits(**change: Any) -> bool:
+        found = job_memory(config, **change)
+        return found is not None and found.fits
+
+    options = []
+    nodes = _fewest_nodes(config, now)
+    if nodes is not None:
+        options.append(more_nodes(nodes))
+    if not job.activation_checkpointing and fits(checkpointing=True):
+        options.append("activation_checkpointing: true")
+    if job.micro_batch_size > 1 and fits(micro=1):
+        options.append("micro_batch_size: 1")
+    if options:
+        return "any of: " + "; ".join(options)
+    switches: dict[str, Any] = {"checkpointing": True, "micro": 1}
+    least = job_memory(config, **switches)
+    assert least is not None
+    both = [
+        text
+        for text, missing in (
+            ("activation_checkpointing: true", not job.activation_checkpointing),
+            ("micro_batch_size: 1", job.micro_batch_size > 1),
+        )
+        if missing
+    ]
+    nodes = _fewest_nodes(config, least, **switches)
+    if nodes is not None:
+        return more_nodes(nodes) + (f" with {' and '.join(both)}" if both else "")
+    rest = (least.memory.total - least.memory.states) / GIB
+    return (
+        f"a GPU with more memory: all but the sharded training state take {rest:.1f} GiB "
+        "whatever the node count"
+        + (", even with activation checkpointing and micro batches of 1" if both else "")
+    )
+
+
+@validator("job-memory", area="trainer")
+def check_job_memory(config: EnvironmentConfig) -> Iterator[Finding]:
+    """The job fits its GPUs (docs/trainer.md, "Presets and memory per GPU"), at its smallest
+    elastic size. An error when what the job's activation settings do not touch (training state,
+    gathered units, output head, allowance) already exceeds the GPU's memory; a warning when only
+    the activations, counted as eager PyTorch saves them (an upper count: torch.compile saves
+    less), push it over."""
+    now = job_memory(config)
+    if now is None or now.fits:
+        return
+    job = config.trainer.job
+    memory = now.memory
+    level = Level.ERROR if memory.total - memory.activations > now.gpu_gib * GIB else Level.WARNING
+    where = f"{now.ranks} GPU{'s' if now.ranks > 1 else ''} of {now.instance_type}"
+    if now.nodes != job.nodes:
+        where += f" (its smallest elastic size, {now.nodes} replica{'s' if now.nodes > 1 else ''})"
+    yield Finding(
+        level,
+        f"{JOB}.preset",
+        f"{job.preset} needs about {memory.total / GIB:.1f} GiB per GPU ({memory.parts()}) on "
+        f"{where}, which have {now.gpu_gib:g} GiB each",
+        _memory_hint(config, now),
+    )
