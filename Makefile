@@ -80,6 +80,8 @@ format: setup-dev
 
 typecheck: setup-dev
 	$(BIN)/mypy
+	# A second run: mypy names both extensionless node commands "__main__" in one run.
+	$(BIN)/mypy lifecycle/bin/hyperpod-kit-verify
 
 api-snapshot: setup
 	$(BIN)/python -m hyperpod_kit.api_snapshot
