@@ -63,21 +63,25 @@ def submitted(local_slurm: LocalSlurm) -> Iterator[list[str]]:
             local_slurm.return_node(node=node)
 
 
-def test_node_names_and_their_config(tmp_path: Path) -> None:
-    assert node_names(3, "vm") == ["vm", "vm-2", "vm-3"]
-    assert node_names(1, "vm") == ["vm"]
-    with pytest.raises(ValueError, match="at least one node"):
-        node_names(0, "vm")
-    conf = slurm_conf(
-        root=tmp_path,
+def _conf(root: Path, nodes: dict[str, int]) -> str:
+    return slurm_conf(
+        root=root,
         node="vm",
         hardware="CPUs=2",
         partition="compute",
         controller_port=40001,
         slurmd_port=40002,
-        munge_socket=tmp_path / "run" / "munge.socket",
-        nodes={"vm": 40002, "vm-2": 40003},
+        munge_socket=root / "run" / "munge.socket",
+        nodes=nodes,
     )
+
+
+def test_node_names_and_their_config(tmp_path: Path) -> None:
+    assert node_names(3, "vm") == ["vm", "vm-2", "vm-3"]
+    assert node_names(1, "vm") == ["vm"]
+    with pytest.raises(ValueError, match="at least one node"):
+        node_names(0, "vm")
+    conf = _conf(tmp_path, {"vm": 40002, "vm-2": 40003})
     settings = dict(
         line.split("=", 1) for line in conf.splitlines() if line and not line.startswith("#")
     )
@@ -91,16 +95,7 @@ def test_node_names_and_their_config(tmp_path: Path) -> None:
     ]
     assert "PartitionName=compute Nodes=vm,vm-2 " in conf
     # One node keeps the one-node layout: no %n, no Port= of its own.
-    single = slurm_conf(
-        root=tmp_path,
-        node="vm",
-        hardware="CPUs=2",
-        partition="compute",
-        controller_port=40001,
-        slurmd_port=40002,
-        munge_socket=tmp_path / "run" / "munge.socket",
-        nodes={"vm": 40002},
-    )
+    single = _conf(tmp_path, {"vm": 40002})
     assert "%n" not in single and "Port=40002 " not in single
     assert "NodeName=vm NodeAddr=127.0.0.1 CPUs=2 State=UNKNOWN" in single
     with pytest.raises(ValueError, match="not among the nodes"):
