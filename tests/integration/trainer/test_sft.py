@@ -515,3 +515,63 @@ def test_prompt_completion_pairs_count_the_completion_and_eos(harness: Any, tmp_
     refused = harness.direct([*args[:4], str(bad), *args[5:], "--output", str(tmp_path / "out2")])
     assert refused.returncode == 2
     assert refused.stderr.strip().endswith(f'{bad}:2: no string "completion"'), refused.stderr
+
+
+def test_a_hugging_face_qwen2_fine_tunes_on_conversations_and_comes_back(
+    harness: Any, tmp_path: Path
+) -> None:
+    """Issue #29's "done when", end to end: a Hugging Face Qwen2 folder (model and tokenizer with
+    Qwen2.5's published chat template) is imported, its conversations prepared with its own
+    template, fine-tuned on two ranks from the imported weights, exported, and loaded back by
+    transformers with the trainer's own logits and the chat template."""
+    import yaml
+    from torch.distributed.checkpoint import state_dict_loader
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    from hyperpod_trainer.model import Transformer
+    from hyperpod_trainer.presets import ModelShape
+
+    source = _tokenizer_folder(tmp_path / "hf", "qwen2.5-instruct")
+    vocab = len(AutoTokenizer.from_pretrained(source))
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=vocab, hidden_size=64, intermediate_size=112, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+        tie_word_embeddings=True, rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+    )  # fmt: skip
+    Qwen2ForCausalLM(config).save_pretrained(source, safe_serialization=True)
+    ckpt, data = tmp_path / "ckpt", tmp_path / "data"
+    imported = harness.direct(["import-hf", str(source), str(ckpt)])
+    assert imported.returncode == 0, imported.explain()
+    model = yaml.safe_load(imported.stdout)["model"]
+    inputs = _write_jsonl(tmp_path / "chat.jsonl", _conversations(60))
+    prepared = _prepare(harness, source, inputs, data, "--seq-len", "48", "--eval-fraction", "0.2")
+    assert prepared.returncode == 0, prepared.explain()
+    sets = [f"model.{k}={v}" for k, v in model.items()] + [
+        f"checkpoint.dir={ckpt}", "train.task=sft", "data.source=tokens", f"data.path={data}",
+        f"data.eval_path={data / 'eval'}", "data.seq_len=48", "train.steps=3",
+        "train.global_batch_size=4", "train.micro_batch_size=2", "optim.warmup_steps=1",
+        "train.device=cpu",
+    ]  # fmt: skip
+    trained = harness.launch(2, sets)
+    assert trained.returncode == 0, trained.explain()
+    assert trained.of("resume")[0]["weights_only"] is True and sorted(trained.losses()) == [1, 2, 3]
+    exported = harness.direct(["export-hf", str(ckpt), str(tmp_path / "out")])
+    assert exported.returncode == 0, exported.explain()
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path / "out").eval()
+    assert type(loaded).__name__ == "Qwen2ForCausalLM"
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "out")
+    conversation = _conversations(1, seed=9)[0]["messages"]
+    ids = torch.tensor([tokenizer.apply_chat_template(conversation, tokenize=True)["input_ids"]])
+    assert ids.tolist()[0] == _encoder(source).encode(conversation).ids  # the template came back
+    step = ckpt / "step_000003"
+    shape = ModelShape(**json.loads((step / "COMPLETE.json").read_text())["model_shape"])
+    ours = Transformer(shape, 128, False).eval()
+    state = {"model": ours.state_dict()}
+    state_dict_loader.load(state, checkpoint_id=str(step), no_dist=True)
+    ours.load_state_dict(state["model"])
+    before = AutoModelForCausalLM.from_pretrained(source).eval()
+    with torch.no_grad():
+        theirs = loaded(ids).logits.float()
+        assert (ours(ids) - theirs).abs().max().item() < 1e-4
+        assert (before(ids).logits.float() - theirs).abs().max().item() > 1e-3  # it trained
