@@ -189,9 +189,21 @@ def _node_rows(results: Results) -> list[Judged]:
             rows.append(
                 _judged(check, n.node, measured, expected, unit=unit, source=source, detail=detail)
             )
+        if floor is not None and floor.efa_devices:  # an EFA type: libfabric's efa provider
+            rows.append(_provider_row("node.provider", n.node, n.efa_provider, kind, "fi_info"))
         if n.errors:
             rows.append(Judged("node", n.node, None, None, "", "error", "-", "; ".join(n.errors)))
     return rows
+
+
+def _provider_row(
+    check: str, subject: str, provider: str | None, kind: str | None, how: str
+) -> Judged:
+    """pass when the provider is libfabric's efa on a type that has EFA: else the traffic goes
+    over TCP sockets at a fraction of the fabric (the issue's "EFA is not in use")."""
+    ok = provider == "efa"
+    detail = f"{how}: {provider or 'no efa provider'}; {kind} has EFA"
+    return Judged(check, subject, None, None, "", "pass" if ok else "below", INSTANCE_TYPES, detail)
 
 
 def record_type(results: Results, record: AllReduce) -> str | None:
@@ -212,6 +224,13 @@ def _allreduce_rows(results: Results, floors: Floors) -> list[Judged]:
     rows = []
     for record in sorted(results.allreduce, key=lambda r: (r.scope != "all", r.nodes)):
         kind = record_type(results, record)
+        node = None if _local(results) else node_floor(kind)
+        if record.scope == "all" and record.backend == "nccl" and node and node.efa_devices:
+            rows.append(
+                _provider_row(
+                    "allreduce.net", record.subject, record.net_provider, kind, "NCCL's network"
+                )
+            )
         floor = floors.allreduce_floor(kind, len(record.nodes))
         at = record.at(floor.size_bytes) if floor is not None else None
         if floor is not None and at is not None:

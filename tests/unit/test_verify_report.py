@@ -205,7 +205,7 @@ def test_pass_below_and_no_floor_against_the_floors() -> None:
     assert len(slow) == 3 and set(slow.values()) == {"below"}  # 150 < 0.9 x 300
     fast = {s: v for s, v in allreduce.items() if runs.SLOW not in s and "<->" in s}
     assert len(fast) == 3 and set(fast.values()) == {"pass"}
-    row = next(r for r in report.rows if r.subject == "all nodes (4)")
+    row = next(r for r in report.rows if r.subject == "all nodes (4)" and r.check == "allreduce")
     assert (row.floor, row.source, row.unit) == (320.0, "floors.json T2", "GB/s")
     assert row.threshold == pytest.approx(288.0)  # margin x floor
     assert set(verdicts(report, "node.gpus").values()) == {"pass"}
@@ -504,3 +504,22 @@ def test_scheduling_expects_the_files_count_and_names_the_unavailable_nodes() ->
     (row,) = [r for r in judge(results, floors, counts={"gpu": 4}).rows if r.check == "scheduling"]
     assert row.verdict == "below" and row.floor == 4
     assert "on 3 of 4 nodes (the environment file's count; the partition had 3)" in row.detail
+
+
+def test_efa_not_in_use_is_below_on_a_type_that_has_it() -> None:
+    """libfabric's efa provider on every node (fi_info) and NCCL's network in the all-reduce:
+    anything else on an EFA type means TCP sockets at a fraction of the fabric."""
+    assert set(verdicts(judged(runs.records()), "node.provider").values()) == {"pass"}
+    assert verdicts(judged(runs.records()), "allreduce.net") == {"all nodes (4)": "pass"}
+    rows = runs.records()
+    for record in rows:
+        if record["type"] == "node" and record["node"] == runs.SLOW:
+            record["efa_provider"] = None
+        if record["type"] == "allreduce" and record["scope"] == "all":
+            record["net_provider"] = None
+    report = judged(rows)
+    provider = verdicts(report, "node.provider")
+    assert provider[runs.SLOW] == "below" and list(provider.values()).count("pass") == 3
+    assert verdicts(report, "allreduce.net") == {"all nodes (4)": "below"}
+    row = next(r for r in report.rows if r.check == "allreduce.net")
+    assert row.detail == "NCCL's network: no efa provider; ml.p5.48xlarge has EFA"
