@@ -70,7 +70,9 @@ GOVERNED = merge(
         "availability_zone_id": "use1-az6",
         "network": {"control_plane_availability_zone_id": "use1-az4"},
         "tags": {"cost-center": "ml"},
-        "trainer": {"job": {"team": "pretraining", "nodes": 1, "global_batch_size": 64}},
+        "trainer": {
+            "job": {"team": "pretraining", "nodes": 1, "global_batch_size": 64, "preset": "small"}
+        },
     },
 )
 # The same with research's quota cut, pretraining renamed, a class reweighted.
