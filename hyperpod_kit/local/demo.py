@@ -44,9 +44,9 @@ from typing import Any
 from hyperpod_kit.config.derived import job_partition
 from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.files import fileio
-from hyperpod_kit.local.command import OneLineParser
+from hyperpod_kit.local.command import STOPS, OneLineParser, stopped
 from hyperpod_kit.local.health import HealthNode
-from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmJob, SlurmUnavailableError
+from hyperpod_kit.local.slurm import LocalSlurm, SlurmJob
 from hyperpod_kit.local.training import (
     JOB_TIMEOUT_S,
     TrainingJob,
@@ -57,7 +57,7 @@ from hyperpod_kit.local.training import (
     losses,
     of,
 )
-from hyperpod_kit.outputs import DEMO, FolderOutput, OutputError, write_error
+from hyperpod_kit.outputs import DEMO, FolderOutput, OutputError
 
 DEFAULT_OUT = "demo-out"
 DEFAULT_STEPS = 40
@@ -90,6 +90,10 @@ MONITORING: dict[str, Any] = {
 
 class DemoError(Exception):
     """The demo did not go as described; the message says where."""
+
+
+# What stops a run: one line each (`local.command.stopped`).
+STOPPED: tuple[type[BaseException], ...] = (*STOPS, DemoError)
 
 
 def cadence(steps: int) -> tuple[int, int]:
@@ -518,18 +522,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         result = run(out, args.steps)
-    except SlurmUnavailableError as e:
-        print(f"{prog}: no local Slurm: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 1
-    except (DemoError, SlurmError) as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 1
-    except OutputError as e:
-        print(f"{prog}: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"{prog}: {write_error(e, args.out)}", file=sys.stderr)
-        return 1
+    except STOPPED as e:
+        return stopped(prog, e, args.out)
     print(summary(result))
     print(f"wrote {Path(args.out) / TIMELINE} and {Path(args.out) / PNG}")
     return 0

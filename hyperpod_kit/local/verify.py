@@ -31,8 +31,8 @@ from hyperpod_kit.config.derived import VERIFY_DIR
 from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.files import fileio
 from hyperpod_kit.jobs import LocalRun, render_verify_jobs
-from hyperpod_kit.local.command import OneLineParser
-from hyperpod_kit.local.slurm import LocalSlurm, SlurmError, SlurmUnavailableError, free_port
+from hyperpod_kit.local.command import STOPS, OneLineParser, stopped
+from hyperpod_kit.local.slurm import LocalSlurm, free_port
 from hyperpod_kit.local.training import JOB_ENV, job_environment
 from hyperpod_kit.paths import LIFECYCLE_DIR
 from hyperpod_kit.verify_settings import verify_settings
@@ -52,6 +52,10 @@ DEFAULT_OUT = "verify-out"
 
 class VerifyDemoError(RuntimeError):
     """The node command failed or wrote no run."""
+
+
+# What stops a run: one line each (`local.command.stopped`).
+STOPPED: tuple[type[BaseException], ...] = (*STOPS, VerifyDemoError)
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from hyperpod_kit.outputs import VERIFY, FolderOutput, OutputError, write_error
+    from hyperpod_kit.outputs import VERIFY, FolderOutput, OutputError
 
     args = parser().parse_args(argv)
     try:
@@ -193,18 +197,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             (staging / RESULTS).write_bytes(result.results.read_bytes())
             code = report_into(staging, staging / RESULTS)
             out.commit(staging)
-    except SlurmUnavailableError as e:
-        print(f"{PROG}: no local Slurm: {str(e).splitlines()[0]}", file=sys.stderr)
-        return 1
-    except (VerifyDemoError, SlurmError) as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 1
-    except OutputError as e:
-        print(f"{PROG}: {e}", file=sys.stderr)
-        return 2
-    except OSError as e:
-        print(f"{PROG}: {write_error(e, args.out)}", file=sys.stderr)
-        return 1
+    except STOPPED as e:
+        return stopped(PROG, e, args.out)
     print(f"wrote {Path(args.out)}: {RESULTS}, the report and its pictures")
     return code
 
