@@ -63,7 +63,7 @@ DETAIL_KEYS = (
     "Account", "QOS", "NodeList", "BatchHost", "Restarts", "Requeue", "RunTime", "TimeLimit",
     "WorkDir", "Command", "StdErr", "NumCPUs", "TRES",
 )  # fmt: skip
-UNSET = frozenset({"", "N/A", "Unknown", "None", "(null)"})
+UNSET = frozenset({"", "N/A", "NONE", "Unknown", "None", "(null)"})
 COMMAND_TIMEOUT_S = 60.0
 _KEY = re.compile(r"(?:^|\s)([A-Za-z][\w/:]*)=")
 _JOB_ID = re.compile(r"^\d+(?:_\d+)?$")
