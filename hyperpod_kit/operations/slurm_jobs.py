@@ -415,7 +415,9 @@ class SlurmJobs:
             raise JobError(f"no job {job_id!r}: a Slurm job id is a number (e.g. 1234)")
         result = self._run("scontrol", "show", "job", "-o", job_id)
         if result.returncode == 0:
-            fields = parse_scontrol_jobs(result.stdout).get(job_id)
+            found = parse_scontrol_jobs(result.stdout)
+            # An array task's id (12_3) is shown under its own JobId: the one job printed.
+            fields = found.get(job_id) or (next(iter(found.values())) if len(found) == 1 else None)
             if fields is not None:
                 record = record_from_scontrol(fields)
                 if self.accounting:
@@ -448,7 +450,11 @@ class SlurmJobs:
         record = self._job(job_id)
         path = self._output(record)
         if path is None:
-            raise JobError(f"job {job_id} has no output file (Slurm reports none)")
+            workdir = record.details.get("WorkDir")
+            raise JobError(
+                f"job {job_id} ({record.state}): Slurm no longer tells its output file (this "
+                "sacct keeps no path)" + (f"; it ran in {workdir}" if workdir else "")
+            )
         tail = _Tail(path, out)
         if not follow:
             if not tail.copy() and record.state in FINISHED:

@@ -357,3 +357,16 @@ def test_logs_without_follow_and_a_missing_client(tmp_path: Path) -> None:
 
     with pytest.raises(JobError, match="squeue not found"):
         SlurmJobs(runner=missing, accounting=False).jobs()
+
+
+def test_an_array_task_and_a_finished_job_without_an_output_path() -> None:
+    task = SCONTROL_DONE.replace("JobId=1 ", "JobId=13 ArrayJobId=12 ArrayTaskId=3 ")
+    jobs, _ = _jobs({"scontrol show job -o 12_3": (0, task, "")}, accounting=False)
+    assert jobs.job("12_3").id == "13"
+    gone, _ = _jobs({
+        "sacct --helpformat": (0, HELPFORMAT_2205, ""),
+        "scontrol show job -o 1": (1, "", SCONTROL_INVALID),
+        "sacct -n -P -D": (0, SACCT_REQUEUED, ""),
+    })  # fmt: skip
+    with pytest.raises(JobError, match=r"no longer tells its output .*ran in /tmp/slurmcap/w3$"):
+        gone.logs("1", follow=False, out=io.StringIO())
