@@ -227,11 +227,10 @@ def with_options(loaded: LoadedEnvironment, args: argparse.Namespace) -> Environ
     for finding in run_validators(changed, suppress=suppress):
         if finding.level is not Level.ERROR:
             continue
-        field = finding.path.removeprefix("trainer.job.").split(".")[0]
-        flag = flag_of.get(field)
-        if flag is None and not finding.path.startswith("trainer.job"):
+        option = flag_of.get(finding.path.removeprefix("trainer.job.").split(".")[0])
+        if option is None and not finding.path.startswith("trainer.job"):
             continue  # the file's own errors were refused when it was loaded
-        shown = f"{flag} ({finding.path})" if flag else finding.path
+        shown = f"{option} ({finding.path})" if option else finding.path
         raise OptionError(f"{shown}: {finding.message}. Hint: {finding.hint}")
     return changed
 
@@ -388,12 +387,17 @@ def scheduler(loaded: LoadedEnvironment) -> Scheduler:
     if config.orchestrator == "slurm":
         from hyperpod_kit.operations.slurm_jobs import SlurmJobs
 
-        view = studio_view()
-        if view is None and (STUDIO_STATE.expanduser() / "settings").exists():
-            # the wrapper has not found the user yet: any Slurm command does, then try again
+        state = STUDIO_STATE.expanduser()
+        if not (state / "settings").exists():  # the login node: the caller's own jobs
+            return SlurmJobs()
+        if not (state / "user").exists():
+            # The wrapper finds the space's owner (the Slurm user whose JWT it passes) at its
+            # first command: any command does, then it is known.
             SlurmJobs().capacity(None)
-            view = studio_view()
-        return SlurmJobs(path_map=(view.node, view.local) if view else None)
+        view = studio_view(state)
+        user = (state / "user").read_text().strip() if (state / "user").exists() else None
+        # squeue --me would name the space's own uid, not the Slurm user of the token
+        return SlurmJobs(path_map=(view.node, view.local) if view else None, user=user)
     from hyperpod_kit.config.aws import AwsFacade
     from hyperpod_kit.naming import eks_cluster_name
     from hyperpod_kit.operations.eks_jobs import EksJobs

@@ -10,15 +10,21 @@ option) is covered at unit level (tests/unit/test_slurm_jobs.py).
 from __future__ import annotations
 
 import io
+import json
 import os
+import subprocess
+import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from hyperpod_kit.local import LocalSlurm, SlurmUnavailableError
-from hyperpod_kit.operations.job_model import JobError
+from hyperpod_kit.local.training import job_environment, write_token_shards
+from hyperpod_kit.operations.job_model import JobError, JobRecord
 from hyperpod_kit.operations.slurm_jobs import FINISHED, SlurmJobs
 
 pytestmark = [pytest.mark.slurm]
@@ -152,3 +158,115 @@ def test_unknown_job_is_one_line(jobs: SlurmJobs) -> None:
         assert message.startswith("no job 999999: ") and "\n" not in message, message
     with pytest.raises(JobError, match="no job 999999"):
         jobs.logs("999999", follow=True, out=io.StringIO())
+
+
+# --- `hyperpod-kit job` end to end: the command line, the real trainer ----------------------------
+
+TEMPLATE = Path(__file__).resolve().parents[2] / "data" / "jobs" / "no-container.sbatch.j2"
+STEPS, EVERY = 1000, 5  # the first job is cancelled, the second stops itself
+
+
+def _cli(
+    slurm: LocalSlurm, *words: str, cwd: Path, stop_at: int | None = None
+) -> subprocess.CompletedProcess[str]:
+    """`hyperpod-kit WORDS` as a user on the login node: a clean environment with this cluster's
+    client configuration and the toolkit's Python first on PATH (which sbatch passes on to the
+    job, whose template runs the trainer from it)."""
+    env = slurm.job_env({
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "PYTHONPATH": os.environ.get("PYTHONPATH", ""), "GLOO_SOCKET_IFNAME": "lo",
+        "FSX_ROOT": str(cwd / "fsx"),  # the template's /fsx
+        **({"STOP_AT_STEP": str(stop_at)} if stop_at else {}),
+    })  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "hyperpod_kit.cli.main", "job", *words],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120, check=False,
+        stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+
+
+def _shown(slurm: LocalSlurm, env_file: Path, job_id: str, cwd: Path) -> dict[str, Any]:
+    done = _cli(slurm, "show", str(env_file), job_id, "--format", "json", "-q", cwd=cwd)
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout)
+    return shown
+
+
+def _until(jobs: SlurmJobs, job_id: str, done: Callable[[JobRecord], bool]) -> JobRecord:
+    """Wait (in this process: a command line per poll would be slow) for `done`."""
+    deadline = time.monotonic() + 4 * TIMEOUT_S
+    while not done(record := jobs.job(job_id)):
+        assert time.monotonic() < deadline, record
+        time.sleep(0.3)
+    return record
+
+
+def test_the_job_commands_submit_follow_cancel_and_resume(
+    slurm: LocalSlurm, tmp_path: Path
+) -> None:
+    """The command line over the scheduler tested above, with the real trainer (gloo on CPU), on
+    the cluster without accounting: with accounting the same SlurmJobs adds sacct's history
+    (test_submit_follow_list_show[accounting]), and the trainer runs once (the suite's time)."""
+    if slurm.accounting:
+        pytest.skip("the trainer end to end runs on the cluster without accounting")
+    data = job_environment(steps=STEPS, checkpoint_every=EVERY)
+    data["trainer"]["job"]["template"] = str(TEMPLATE)
+    env_file = tmp_path / "environment.yaml"
+    env_file.write_text(yaml.safe_dump(data, sort_keys=False))
+    fsx = tmp_path / "fsx"
+    write_token_shards(fsx / "data" / "tokens")
+    submit = [
+        "submit", str(env_file), "--name", "tiny-run", "--data", "/fsx/data/tokens",
+        "--checkpoint-dir", "/fsx/checkpoints/tiny-run", "--folder", str(tmp_path / "runs"), "-q",
+        # the template runs no container: any image, and no trainer stack to work its URI out
+        "--image", "123456789012.dkr.ecr.us-west-2.amazonaws.com/trainer:1",
+    ]  # fmt: skip
+
+    # Without a terminal and without --yes nothing is submitted, and it says why.
+    declined = _cli(slurm, *submit, cwd=tmp_path)
+    assert declined.returncode == 1, declined.stderr
+    assert "no --yes: nothing submitted" in declined.stderr
+    assert "nodes       1 of 1 free" in declined.stderr
+    assert not (tmp_path / "runs").exists()
+
+    first = _cli(slurm, *submit, "--yes", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    job_id = first.stdout.strip()
+    assert (tmp_path / "runs" / "tiny-run.sbatch").is_file()
+    jobs = SlurmJobs(env=slurm.job_env())
+    _until(
+        jobs, job_id, lambda j: j.progress is not None and j.progress.last_checkpoint is not None
+    )
+    running = _shown(slurm, env_file, job_id, tmp_path)
+    assert running["name"] == "tiny-run" and running["state"] == "RUNNING", running
+    assert running["progress"]["step"] >= EVERY and running["progress"]["loss"] > 0
+    listed = _cli(slurm, "list", str(env_file), "-q", cwd=tmp_path)
+    row = next(line for line in listed.stdout.splitlines() if line.startswith(job_id))
+    assert "tiny-run" in row and "RUNNING" in row, listed.stdout
+
+    cancelled = _cli(slurm, "cancel", str(env_file), job_id, "-q", cwd=tmp_path)
+    assert cancelled.returncode == 0, cancelled.stderr
+    stopped = _until(jobs, job_id, lambda j: j.state in FINISHED)
+    assert stopped.state == "CANCELLED" and stopped.progress is not None, stopped
+    saved = stopped.progress.last_checkpoint  # the trainer saves on the signal
+    assert saved is not None
+
+    # The same submit again: a new job that resumes from the newest complete checkpoint (and,
+    # here, stops itself 10 steps later).
+    second = _cli(slurm, *submit, "--yes", cwd=tmp_path, stop_at=saved + 10)
+    assert second.returncode == 0, second.stderr
+    again = second.stdout.strip()
+    followed = _cli(slurm, "logs", str(env_file), again, "--follow", "-q", cwd=tmp_path)
+    assert followed.returncode == 0, followed.stderr
+    resumed = [json.loads(line) for line in followed.stdout.splitlines()
+               if line.startswith('{"event": "resume"')]  # fmt: skip
+    assert resumed and resumed[0]["step"] >= saved, followed.stdout[-2000:]
+    done = _shown(slurm, env_file, again, tmp_path)
+    assert done["state"] == "COMPLETED", done
+    assert done["progress"]["step"] == saved + 10 and done["progress"]["restarts"] == 1
+
+    # Bad input: one line, exit 2.
+    for words in (("show", str(env_file), "999999"), ("cancel", str(env_file), "999999")):
+        bad = _cli(slurm, *words, "-q", cwd=tmp_path)
+        assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+        assert "999999" in bad.stderr and "Traceback" not in bad.stderr
