@@ -25,6 +25,9 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+# the error of every call here, in a module of its own (the Kubernetes client raises it too),
+# and still importable from here: the explicit re-export
+from hyperpod_kit.config.aws_errors import AwsUnavailableError as AwsUnavailableError  # noqa: PLC0414
 from hyperpod_kit.config.derived import (
     accounting_engine_version,
     prometheus_enabled,
@@ -54,15 +57,6 @@ DENIED = {
 CLIENT_CONFIG = Config(
     retries={"max_attempts": 6, "mode": "standard"}, connect_timeout=10, read_timeout=30
 )
-
-
-class AwsUnavailableError(Exception):
-    """The account could not be asked (no credentials, access denied, no network); `code` is
-    the service's error code, "NoCredentials", or "" for a network or client-side failure."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def resolve_session(region: str, *, profile: str | None = None) -> boto3.Session:

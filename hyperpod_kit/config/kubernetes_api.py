@@ -18,7 +18,7 @@ import urllib.request
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from hyperpod_kit.config.aws import AwsUnavailableError
+from hyperpod_kit.config.aws_errors import AwsUnavailableError
 
 TIMEOUT_S = 30.0
 
