@@ -459,7 +459,11 @@ def submit(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         print(write_error(e, folder), file=sys.stderr)
         return EXIT_BAD_INPUT
     jobs = scheduler(loaded)
-    where = job_partition(config) if config.orchestrator == "slurm" else None
+    group = job_group(config)
+    if config.orchestrator == "slurm":
+        where = job_partition(config)
+    else:  # EKS: the nodes of the job's instance type
+        where = group.primary_type if group is not None else None
     for line in plan_lines(config, jobs.capacity(where), folder / job_file.filename):
         print(line, file=sys.stderr)
     if not args.yes:
@@ -507,9 +511,9 @@ def plan_lines(config: EnvironmentConfig, capacity: Capacity | None, job_file: P
     if capacity is None:
         lines.append("  nodes       free nodes not read")
     else:
-        busy = " (the job waits for nodes)" if capacity.free < job.nodes else ""
-        lines.append(f"  nodes       {capacity.free} of {capacity.total} free{busy}: "
-                     f"{capacity.detail}")  # fmt: skip
+        waits = f"; the job waits for {job.nodes}" if capacity.free < job.nodes else ""
+        lines.append(f"  nodes       {capacity.free} of {capacity.total} free{waits} "
+                     f"({capacity.detail})")  # fmt: skip
     result = estimate(config)
     lines.append("  cost        " + _hourly(result, group, job.nodes))
     write = result.figure("checkpoint_write_s")

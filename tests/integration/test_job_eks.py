@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import io
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -277,3 +278,66 @@ def test_the_stub_checks_core_kinds_against_the_kubernetes_schema(stub: KubeStub
     assert caught.value.api_message == (
         "ConfigMap \"d\" is invalid: data.a: 1 is not of type 'string', 'null'"
     )
+
+
+# --- `hyperpod-kit job` on EKS: the command line over the same stub ------------------------------
+
+
+@pytest.fixture
+def cli_on_stub(stub: KubeStub, monkeypatch: pytest.MonkeyPatch) -> KubeStub:
+    """The command line's AWS facade with credentials, whose Kubernetes API is the stub's."""
+    from hyperpod_kit.config.aws import AwsFacade
+
+    monkeypatch.setattr(AwsFacade, "has_credentials", lambda self: True)
+    monkeypatch.setattr(
+        AwsFacade, "kubernetes",
+        lambda self, cluster: KubernetesApi(stub.endpoint, lambda: TOKEN, None, name=cluster),
+    )  # fmt: skip
+    return stub
+
+
+def test_the_job_commands_on_eks(
+    cli_on_stub: KubeStub, tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    rendered: tuple[str, str, dict[str, Any], str],
+) -> None:  # fmt: skip
+    from hyperpod_kit.cli.main import main
+
+    _, _, manifest, namespace = rendered
+    example = str(REPO / "environments" / "studio-eks.yaml")
+    kind = load_environment(example).config.cluster.instance_groups[-1].primary_type
+    cli_on_stub.nodes = [node("n-1", kind), node("n-2", kind), node("n-3", "ml.t3.medium")]
+    folder = tmp_path / "runs"
+    code = main(["job", "submit", example, "--name", "sft-1", "--task", "sft", "--yes",
+                 "--folder", str(folder), "--image", IMAGE, "-q"])  # fmt: skip
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.strip() == "sft-1"
+    assert f"nodes       2 of 2 free (2 of 2 nodes (instance type {kind})" in err, err
+    assert "sft-1: sft of" in err
+    created = cli_on_stub.jobs[(namespace, "sft-1")]  # what the API holds, validated by it
+    assert "train.task=sft" in json.dumps(created)
+    assert (folder / "sft-1.hyperpodpytorchjob.yaml").is_file()
+
+    cli_on_stub.start(namespace, "sft-1", LOG)
+    assert main(["job", "show", example, "sft-1", "--format", "json", "-q"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert shown["progress"]["step"] == 3 and shown["progress"]["last_checkpoint"] == 2
+    assert main(["job", "list", example, "-q"]) == 0
+    assert "sft-1" in capsys.readouterr().out
+    assert main(["job", "cancel", example, "sft-1", "-q"]) == 0
+    capsys.readouterr()
+    assert main(["job", "show", example, "sft-1", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no job sft-1 in namespace" in err
+
+
+def test_no_credentials_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hyperpod_kit.cli.main import main
+    from hyperpod_kit.config.aws import AwsFacade
+
+    monkeypatch.setattr(AwsFacade, "has_credentials", lambda self: False)
+    assert main(["job", "list", str(REPO / "environments" / "studio-eks.yaml"), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no AWS credentials" in err
