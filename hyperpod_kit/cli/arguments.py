@@ -80,7 +80,8 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     **{(command, "image"): NOT for command in ("jobs", "job render", "job submit")},
     ("job render", "output"): FOLDER_OUT,  # job files are added to it; nothing else is touched
     ("job submit", "folder"): FOLDER_OUT,  # the job file is added to it; the job runs there
-    **{(f"job {action}", "job_id"): NOT for action in ("show", "logs", "cancel")},
+    **{(f"job {action}", "job_id"): fileio.PathSpec(K.NOT_A_PATH, example="4711")
+       for action in ("show", "logs", "cancel")},
 }  # fmt: skip
 
 
