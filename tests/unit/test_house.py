@@ -59,7 +59,7 @@ CONFIG_REFUSES = ("aws_cdk", "constructs", "jsii", "cdk_nag")
 CONFIG_REFUSES_OURS = ("hyperpod_kit.constructs", "hyperpod_kit.stacks")
 # What the light commands may not import, and the modules they run.
 HEAVY = ("aws_cdk", "constructs", "jsii", "cdk_nag", "cfnlint")
-LIGHT_PREFIXES = ("hyperpod_kit.cli.status", "hyperpod_kit.operations")
+LIGHT_PREFIXES = ("hyperpod_kit.cli.status", "hyperpod_kit.cli.job", "hyperpod_kit.operations")
 
 Edges = dict[str, dict[str, int]]  # module -> {module it imports: line of the first import}
 
@@ -550,6 +550,8 @@ def test_status_and_logs_run_with_cdk_jsii_cdk_nag_and_cfn_lint_refused(tmp_path
         ["status", "environments/default.yaml"],
         ["status", "environments/eks.yaml", "--format", "json"],
         ["logs", "environments/default.yaml"],
+        ["job", "--help"],
+        ["job", "list", "environments/eks.yaml"],  # the Kubernetes API: credentials first
     ]
     given = json.dumps([list(HEAVY), commands, LIGHT_MODULES])
     run = subprocess.run(
