@@ -462,6 +462,7 @@ def submit(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
         print(write_error(e, folder), file=sys.stderr)
         return EXIT_BAD_INPUT
     jobs = scheduler(loaded)
+    jobs.jobs()  # the cluster answers (or one line says why) before anything is written
     group = job_group(config)
     if config.orchestrator == "slurm":
         where = job_partition(config)

@@ -297,6 +297,14 @@ def _line(text: str) -> str:
 # -- the scheduler ---------------------------------------------------------------------------------
 
 
+# What a Slurm client says when it has no cluster to ask (no slurm.conf, no controller).
+UNREACHABLE = ("configuration source", "Unable to contact slurm controller", "slurm.conf")
+UNREACHABLE_HINT = (
+    ". Hint: this machine reaches no Slurm controller: run on the cluster's login node, or in a "
+    "Studio space of the environment (its lifecycle installs the cluster's client)"
+)
+
+
 class SlurmJobs:
     """`hyperpod-kit job` on a Slurm cluster (job_model.Scheduler)."""
 
@@ -337,9 +345,11 @@ class SlurmJobs:
     def _out(self, *argv: str) -> str:
         result = self._run(*argv)
         if result.returncode != 0:
+            said = _line(result.stderr or result.stdout) or "(no message)"
+            unreachable = any(sign in said for sign in UNREACHABLE)
             raise JobError(
-                f"{argv[0]} exited {result.returncode}: "
-                f"{_line(result.stderr or result.stdout) or '(no message)'}"
+                f"{argv[0]} exited {result.returncode}: {said}"
+                + (UNREACHABLE_HINT if unreachable else "")
             )
         return result.stdout
 
