@@ -38,6 +38,9 @@ from tests.conftest import REPO, default_data, merge
 
 PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
 DIST_INFO = "hyperpod_kit-0.1.0.dist-info"
+# The repository's top-level files the wheel carries under hyperpod_kit/_bundled.
+BUNDLED = ("lifecycle/", "assets/", "environments/default.yaml",
+           "environments/environment.schema.json", "package.json", "package-lock.json")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +100,7 @@ def test_the_wheel_holds_what_setuptools_packs(wheel: Path) -> None:
     assert {m for m in modules if m.startswith("hyperpod_kit/")} <= names
     trainer = {m.removeprefix("assets/trainer/") for m in modules if m.startswith("assets/")}
     assert trainer and trainer <= names
-    bundled = _tracked("lifecycle/", "assets/", "environments/default.yaml",
-                       "environments/environment.schema.json", "package.json", "package-lock.json")  # fmt: skip
+    bundled = _tracked(*BUNDLED)
     inside = {n.removeprefix("hyperpod_kit/_bundled/") for n in names if "/_bundled/" in n}
     assert inside == bundled
     facts = {n for n in _tracked("hyperpod_kit/config/facts") if n.endswith(".json")}
