@@ -58,6 +58,9 @@ class LifecycleSettings:
     eks_cluster: str
     kubectl_version: str
     namespace: str
+    # s3://bucket/key of the Studio stack's package asset (the toolkit's wheel and the
+    # environment file, `hyperpod_kit.studio_package`); empty: nothing to install.
+    package: str = ""
 
     def assignments(self) -> str:
         pairs = {
@@ -74,6 +77,7 @@ class LifecycleSettings:
             "HYPERPOD_KIT_EKS_CLUSTER": self.eks_cluster,
             "HYPERPOD_KIT_KUBECTL_VERSION": self.kubectl_version,
             "HYPERPOD_KIT_NAMESPACE": self.namespace,
+            "HYPERPOD_KIT_PACKAGE": self.package,
         }
         # `K=${K:-word}`: the word is one shell word from the templates' own filter (a test's
         # environment may set K first). Unquoted on purpose: in "${K:-'v'}" bash keeps the quotes.
@@ -90,8 +94,14 @@ def _word(value: str) -> str:
     return shell_word(value)
 
 
+def package_placeholder(region: str) -> str:
+    """The package's URL as long as CloudFormation makes it (the bootstrap bucket of a 12-digit
+    account, a sha256 object key), for `validate`, which measures before synth."""
+    return f"s3://cdk-hnb659fds-assets-{'0' * 12}-{region}/{'0' * 64}.zip"
+
+
 def lifecycle_settings(
-    config: EnvironmentConfig, *, file_system_id: str, eks: StudioEks | None
+    config: EnvironmentConfig, *, file_system_id: str, eks: StudioEks | None, package: str = ""
 ) -> LifecycleSettings:
     return LifecycleSettings(
         environment=config.name,
@@ -109,6 +119,7 @@ def lifecycle_settings(
         if eks is not None
         else "",
         namespace=config.trainer.job.namespace,
+        package=package,
     )
 
 

@@ -18,6 +18,7 @@ Light: the standard library, PyYAML and the config schema (no CDK): `validate` m
 
 from __future__ import annotations
 
+import atexit
 import base64
 import csv
 import hashlib
@@ -27,6 +28,7 @@ import os
 import re
 import shutil
 import stat
+import tempfile
 import tomllib
 import zipfile
 from collections.abc import Iterator
@@ -63,6 +65,8 @@ PACKAGE_DATA = {
 }  # fmt: skip
 ENVIRONMENT_FILE = "environment.yaml"
 INSTALL_FILE = "install.json"
+SUMS_FILE = "SHA256SUMS"
+SNAPSHOT_FOLDER = "environment"  # the package's environment.yaml and its files, in a folder
 SNAPSHOT_FILES = "files"  # where a path that would leave the snapshot's folder is copied
 _NAME = re.compile(r"[^A-Za-z0-9.]+")
 
@@ -295,8 +299,21 @@ def write_studio_package(config: EnvironmentConfig, folder: Path) -> Path:
     """The Studio stack's asset in `folder`: the wheel, the environment snapshot (with its
     files) and install.json, which names the wheel and its sha256 for the space's install."""
     wheel = build_wheel(folder)
-    write_snapshot(config, folder)
+    write_snapshot(config, folder / SNAPSHOT_FOLDER)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
-    install = {"wheel": wheel.name, "sha256": digest, "environment": ENVIRONMENT_FILE}
+    install = {
+        "wheel": wheel.name,
+        "sha256": digest,
+        "environment": f"{SNAPSHOT_FOLDER}/{ENVIRONMENT_FILE}",
+    }
     (folder / INSTALL_FILE).write_text(json.dumps(install, indent=2, sort_keys=True) + "\n")
+    (folder / SUMS_FILE).write_text(f"{digest}  {wheel.name}\n")  # for `sha256sum -c`
     return folder
+
+
+def stage_studio_package(config: EnvironmentConfig) -> Path:
+    """`write_studio_package` in a temporary folder of this process, removed when it exits (CDK
+    copies an asset into the cloud assembly when it synthesizes)."""
+    folder = Path(tempfile.mkdtemp(prefix="hyperpod-kit-studio."))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return write_studio_package(config, folder / "package")

@@ -17,6 +17,7 @@ from aws_cdk import Aws, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
 from cdk_nag import NagSuppressions
 from constructs import Construct
@@ -45,6 +46,7 @@ from hyperpod_kit.studio_lifecycle import (
     lifecycle_settings,
     render_lifecycle_script,
 )
+from hyperpod_kit.studio_package import stage_studio_package
 
 __all__ = [
     "CLIENT_SCRIPT",
@@ -152,6 +154,10 @@ class StudioDomain(Construct):
             )
         )
 
+        # The toolkit and the environment file for the spaces (`hyperpod_kit.studio_package`):
+        # an asset, read by the lifecycle configuration with the execution role.
+        self.package = s3_assets.Asset(self, "Package", path=str(stage_studio_package(config)))
+        self.package_url = f"s3://{self.package.s3_bucket_name}/{self.package.s3_object_key}"
         self.lifecycle_configs = {
             app: self._lifecycle_config(config, app, file_system, eks) for app in studio.apps
         }
@@ -173,6 +179,7 @@ class StudioDomain(Construct):
             cluster=cluster,
             data_bucket=data_bucket,
             eks=eks,
+            package=self.package,
         )
 
     # --- network -------------------------------------------------------------------------------
@@ -241,7 +248,9 @@ class StudioDomain(Construct):
         file_system: StudioFileSystemHandles,
         eks: StudioEks | None,
     ) -> sagemaker.CfnStudioLifecycleConfig:
-        settings = lifecycle_settings(config, file_system_id=file_system.file_system_id, eks=eks)
+        settings = lifecycle_settings(
+            config, file_system_id=file_system.file_system_id, eks=eks, package=self.package_url
+        )
         content = render_lifecycle_script(settings)
         # Tokens (the file system id, the EKS cluster name) are about as long as their values.
         encoded = lifecycle_config_length(content)
@@ -373,6 +382,7 @@ class StudioPermissions(Construct):
         cluster: StudioClusterHandles,
         data_bucket: s3.IBucket,
         eks: StudioEks | None,
+        package: s3_assets.Asset | None = None,
     ) -> None:
         super().__init__(scope, id)
         arn = f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}"
@@ -504,6 +514,18 @@ class StudioPermissions(Construct):
                     sid="ReadEksCluster",
                     actions=["eks:DescribeCluster"],
                     resources=[eks.cluster_arn],
+                )
+            )
+        if package is not None:
+            # The lifecycle configuration's download of the toolkit: that one object only (the
+            # asset's grant_read would add the bucket's List and every object's Get*).
+            statements.append(
+                iam.PolicyStatement(
+                    sid="ToolkitPackage",
+                    actions=["s3:GetObject"],
+                    resources=[
+                        f"arn:{Aws.PARTITION}:s3:::{package.s3_bucket_name}/{package.s3_object_key}"
+                    ],
                 )
             )
         for statement in statements:

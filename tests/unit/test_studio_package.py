@@ -28,6 +28,7 @@ from hyperpod_kit.studio_package import (
     ENVIRONMENT_FILE,
     INSTALL_FILE,
     PACKAGE_DATA,
+    SUMS_FILE,
     build_wheel,
     environment_snapshot,
     snapshot_files,
@@ -253,11 +254,15 @@ def test_the_studio_package_folder(tmp_path: Path) -> None:
     install = json.loads((folder / INSTALL_FILE).read_text())
     wheel = folder / install["wheel"]
     assert install["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
-    assert install["environment"] == ENVIRONMENT_FILE
+    assert install["environment"] == f"environment/{ENVIRONMENT_FILE}"
+    assert (
+        load_environment(folder / install["environment"]).config.model_dump() == config.model_dump()
+    )
+    assert (folder / SUMS_FILE).read_text() == f"{install['sha256']}  {wheel.name}\n"
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [ENVIRONMENT_FILE, INSTALL_FILE, wheel.name]
+        ["environment", INSTALL_FILE, SUMS_FILE, wheel.name]
     )
     again = write_studio_package(config, tmp_path / "again")
-    assert {p.name: p.read_bytes() for p in again.iterdir()} == {
-        p.name: p.read_bytes() for p in folder.iterdir()
+    assert {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()} == {
+        p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()
     }

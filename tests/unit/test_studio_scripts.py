@@ -30,6 +30,8 @@ from hyperpod_kit.constructs.studio import (
     render_lifecycle_script,
 )
 from hyperpod_kit.stacks.eks import eks_cluster_name
+from hyperpod_kit.studio_lifecycle import package_placeholder
+from hyperpod_kit.studio_package import write_studio_package
 from tests.conftest import REPO
 
 ISSUER = REPO / "lifecycle" / "studio" / "slurm_jwt.sh"
@@ -104,7 +106,9 @@ def example_configurations(config: EnvironmentConfig) -> dict[str, str]:
     if config.orchestrator == "eks":
         name = eks_cluster_name(config)
         eks = StudioEks(cluster_name=name, cluster_arn=f"arn:aws:eks:{config.region}:1:cluster/x")
-    settings = lifecycle_settings(config, file_system_id=file_system_id, eks=eks)
+    settings = lifecycle_settings(
+        config, file_system_id=file_system_id, eks=eks, package=package_placeholder(config.region)
+    )
     return {app: render_lifecycle_script(settings) for app in config.studio.apps}
 
 
@@ -692,3 +696,56 @@ def test_issuer_a_deleted_key_is_replaced_with_a_restart_and_new_tokens(tmp_path
     assert result.returncode == 0, result.stderr
     assert node.called("systemctl restart") == ["systemctl restart slurmctld"]
     assert len(node.called("scontrol token")) == 2
+
+
+# --- the toolkit's package ------------------------------------------------------------------------
+
+
+def test_the_space_installs_the_toolkit_once_and_its_environment_file(tmp_path: Path) -> None:
+    """The package asset (a zip of write_studio_package's folder) downloaded, its sha256 checked,
+    the wheel installed with pip (a stub that records its arguments), environment.yaml in
+    ~/.hyperpod-kit and HYPERPOD_KIT_ENVIRONMENT_FILE in .bashrc; a second start installs
+    nothing again; a wheel that is not the one SHA256SUMS names is refused."""
+    space = Space(tmp_path)
+    space.bundle()
+    config = load_environment(REPO / "environments/studio-slurm.yaml").config
+    folder = write_studio_package(config, tmp_path / "package")
+    (space.store / "objects").mkdir(exist_ok=True)
+    shutil.make_archive(str(space.store / "objects" / "abc"), "zip", folder)
+    pip_log = tmp_path / "pip.log"
+    real = shutil.which("python3")
+    executable(
+        space.bin / "python3",
+        f"""#!/bin/bash
+if [[ "$1 $2" == "-m pip" ]]; then echo "$*" >>{pip_log}; exit 0; fi
+exec {real} "$@"
+""",
+    )
+    env = {"HYPERPOD_KIT_PACKAGE": "s3://cdk-assets/abc.zip"}
+    for _ in range(2):
+        started = subprocess.run(
+            ["bash", str(space.script)], env=space.env() | env,
+            capture_output=True, text=True, timeout=60, check=False,
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+    state = space.home / ".hyperpod-kit"
+    assert (state / "environment.yaml").read_text() == (
+        folder / "environment" / "environment.yaml"
+    ).read_text()
+    installs = pip_log.read_text().splitlines()
+    assert len(installs) == 1 and "--no-deps --user --no-index" in installs[0]
+    assert installs[0].endswith("hyperpod_kit-0.1.0-py3-none-any.whl")
+    assert sum(c.startswith("s3get s3://cdk-assets/abc.zip") for c in
+               space.calls.read_text().splitlines()) == 1  # fmt: skip
+    bashrc = (space.home / ".bashrc").read_text()
+    assert bashrc.count("HYPERPOD_KIT_ENVIRONMENT_FILE=~/.hyperpod-kit/environment.yaml") == 1
+
+    # A new package whose wheel is not the one its sums name: refused, nothing installed.
+    (folder / "SHA256SUMS").write_text("0" * 64 + "  hyperpod_kit-0.1.0-py3-none-any.whl\n")
+    shutil.make_archive(str(space.store / "objects" / "bad"), "zip", folder)
+    bad = {"HYPERPOD_KIT_PACKAGE": "s3://cdk-assets/bad.zip"}
+    started = subprocess.run(["bash", str(space.script)], env=space.env() | bad,
+                             capture_output=True, text=True, timeout=60, check=False)  # fmt: skip
+    assert started.returncode == 0, started.stderr  # the Slurm client still installs
+    assert len(pip_log.read_text().splitlines()) == 1
+    assert "the toolkit was not installed" in space.log
