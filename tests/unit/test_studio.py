@@ -196,14 +196,20 @@ def test_lifecycle_configurations_are_attached_to_both_apps(built: Any) -> None:
 
 def _deployed_size(content: dict[str, Any], config: EnvironmentConfig) -> int:
     """Characters of a lifecycle configuration's content in base64 once CloudFormation has put
-    in the values it imports: the file system's id (fs- and 17 hex digits) and, on EKS, the
-    cluster's name."""
+    in the values it imports: the file system's id (fs- and 17 hex digits), on EKS the
+    cluster's name, and the package asset's bucket (a 12-digit account)."""
     parts = content["Fn::Base64"]["Fn::Join"][1]
     values = {"LustreFileSystem": "fs-" + "0" * 17, "EksCluster": eks_cluster_name(config)}
     text = ""
     for part in parts:
         if isinstance(part, str):
             text += part
+        elif "Fn::Sub" in part:  # the package asset's bucket (CDK's bootstrap bucket)
+            text += (
+                part["Fn::Sub"]
+                .replace("${AWS::AccountId}", "0" * 12)
+                .replace("${AWS::Region}", config.region)
+            )
         else:
             (value,) = [v for k, v in values.items() if k in json.dumps(part)]
             text += value
