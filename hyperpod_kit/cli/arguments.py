@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 
+from hyperpod_kit.cli.job import JOB_OPTIONS
 from hyperpod_kit.config.loader import MAX_FILE_BYTES
 from hyperpod_kit.files import fileio
 from hyperpod_kit.verify.records import MAX_RESULTS_BYTES
@@ -23,6 +24,7 @@ ASSEMBLY_IN = fileio.PathSpec(K.INPUT_FOLDER)  # a cloud assembly (its files hav
 FOLDER_OUT = fileio.PathSpec(K.OUTPUT_FOLDER)
 FILE_OUT = fileio.PathSpec(K.OUTPUT_FILE)
 PIPELINE_ENVS = {"envs": NAMED_ENV, "output": FOLDER_OUT}
+JOB_OPTION_FIELDS = [field for _, field, _, _ in JOB_OPTIONS]
 
 # (command words, dest) -> kind; "*" for every command that has the argument.
 KINDS: dict[tuple[str, str], fileio.PathSpec] = {
@@ -32,7 +34,6 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     ("schema", "output"): FILE_OUT,
     ("synth", "output"): FOLDER_OUT,
     ("jobs", "output"): FOLDER_OUT,  # job files are added to it; nothing else is touched
-    ("jobs", "image"): NOT,
     ("plan", "baseline"): ASSEMBLY_IN,
     ("check", "assembly"): ASSEMBLY_IN,
     ("check", "rehearse"): ENV,
@@ -72,6 +73,14 @@ KINDS: dict[tuple[str, str], fileio.PathSpec] = {
     ("verify", "results"): fileio.PathSpec(K.INPUT_FILE, limit=MAX_RESULTS_BYTES),
     ("verify", "run"): NOT,
     ("verify", "out"): FOLDER_OUT,
+    # `jobs` and `job render|submit`: the job's options (trainer.job values, paths on the
+    # cluster's FSx as the nodes see them, never read here)
+    **{(command, f"set_{field}"): NOT for command in ("jobs", "job render", "job submit")
+       for field in JOB_OPTION_FIELDS},
+    **{(command, "image"): NOT for command in ("jobs", "job render", "job submit")},
+    ("job render", "output"): FOLDER_OUT,  # job files are added to it; nothing else is touched
+    ("job submit", "folder"): FOLDER_OUT,  # the job file is added to it; the job runs there
+    **{(f"job {action}", "job_id"): NOT for action in ("show", "logs", "cancel")},
 }  # fmt: skip
 
 

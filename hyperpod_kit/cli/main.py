@@ -123,26 +123,14 @@ def _parser() -> argparse.ArgumentParser:
 
     add_lock_parser(env_command("lock", "write the environment's version lock (<name>.lock.json)"))
 
-    jobs = env_command("jobs", "render the job template (sbatch or HyperPodPyTorchJob) to a folder")
-    jobs.add_argument(
-        "-o",
-        "--output",
-        default="jobs",
-        metavar="DIR",
-        help="folder for the job files (jobs): new, empty, or one that hyperpod-kit wrote",
-    )
-    jobs.add_argument(
-        "--image",
-        metavar="URI",
-        help="the job's container image (default: the trainer stack's image, whose URI is known "
-        "offline; rendered into the job, never looked up at run time)",
-    )
-    jobs.add_argument(
-        "--force",
-        action="store_true",
-        help="overwrite job files that were changed since hyperpod-kit wrote them, or write "
-        "into a folder of your own",
-    )
+    from hyperpod_kit.cli.job import add_job_parser, add_render_arguments
+
+    add_render_arguments(
+        env_command("jobs", "render the job template (sbatch or HyperPodPyTorchJob) to a folder "
+                    "(the same as `job render`)"),
+        output_help="folder for the job files (jobs): new, empty, or one that hyperpod-kit wrote",
+    )  # fmt: skip
+    add_job_parser(sub, DEFAULT_FILE)
 
     _add_plan(
         env_command(
@@ -439,7 +427,8 @@ def _dispatch(args: argparse.Namespace) -> int:
     if loaded is None:
         return EXIT_BAD_INPUT
     handlers = {
-        "validate": _validate, "synth": _synth, "jobs": _jobs, "plan": _plan, "check": _rehearse,
+        "validate": _validate, "synth": _synth, "jobs": _jobs, "job": _job, "plan": _plan,
+        "check": _rehearse,
         "status": _status, "logs": _logs, "lock": _lock, "nodes": _nodes, "verify": _verify,
     }  # fmt: skip
     handler = handlers.get(args.command, _cdk)
@@ -603,44 +592,15 @@ def _print_findings(file: str, findings: list[Finding], *, as_json: bool, stream
 
 
 def _jobs(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
-    from hyperpod_kit.jobs import ImageError, JobImage, lint, render_jobs
-    from hyperpod_kit.jobs.image import given_image, trainer_stack_image
-    from hyperpod_kit.jobs.slurm import TemplateError
-    from hyperpod_kit.outputs import JOBS, write_error, write_files
+    from hyperpod_kit.cli.job import render_command
 
-    config = loaded.config
-    try:
-        image: JobImage | None = given_image(args.image) if args.image else None
-        if image is None and config.orchestrator == "slurm" and config.trainer.build_image:
-            from hyperpod_kit.stacks.trainer import trainer_image_uri
+    return render_command(loaded, args)
 
-            image = trainer_stack_image(trainer_image_uri(config))
-        rendered = render_jobs(config, image=image)
-    except ImageError as e:
-        print(f"jobs: {e}", file=sys.stderr)
-        return EXIT_BAD_INPUT
-    except TemplateError as e:  # the user's own template (trainer.job.template)
-        print(f"{e}. Hint: {e.hint}; `hyperpod-kit jobs` renders the bundled template when "
-              "trainer.job.template is left out.", file=sys.stderr)  # fmt: skip
-        return EXIT_BAD_INPUT
-    problems = [f"{job.filename}: {p}" for job in rendered for p in lint(job)]
-    if problems:  # nothing is written: a job file that fails its linter would fail on the cluster
-        for problem in problems:
-            print(problem, file=sys.stderr)
-        print(f"jobs: {len(problems)} problem(s) in the rendered files; nothing written. Hint: a "
-              "template of your own (trainer.job.template) must render a script that passes "
-              "bash -n and shellcheck.", file=sys.stderr)  # fmt: skip
-        return EXIT_FAILED
-    files = {job.filename: job.text for job in rendered}
-    try:
-        writes = write_files(args.output, files, kind=JOBS, force=args.force)
-    except OSError as e:
-        print(write_error(e, args.output), file=sys.stderr)
-        return EXIT_BAD_INPUT
-    for write in writes:
-        shown = Path(args.output) / write.target.name
-        print(f"{'wrote' if write.changes else 'unchanged'} {shown}", file=sys.stderr)
-    return EXIT_OK
+
+def _job(loaded: LoadedEnvironment, args: argparse.Namespace) -> int:
+    from hyperpod_kit.cli.job import job
+
+    return job(loaded, args)
 
 
 def _schema(output: str | None, *, markdown: bool, force: bool) -> int:

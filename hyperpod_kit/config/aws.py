@@ -17,17 +17,17 @@ from __future__ import annotations
 
 import base64
 import json
-import ssl
-import urllib.error
-import urllib.request
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, NoCredentialsError
 
+# the error of every call here, in a module of its own (the Kubernetes client raises it too),
+# and still importable from here: the explicit re-export
+from hyperpod_kit.config.aws_errors import AwsUnavailableError as AwsUnavailableError  # noqa: PLC0414
 from hyperpod_kit.config.derived import (
     accounting_engine_version,
     prometheus_enabled,
@@ -37,6 +37,9 @@ from hyperpod_kit.config.facts import accounting_facts
 from hyperpod_kit.config.findings import Finding, Level
 from hyperpod_kit.config.pins import addons_of, resolved_pins
 from hyperpod_kit.config.schema import EnvironmentConfig
+
+if TYPE_CHECKING:
+    from hyperpod_kit.config.kubernetes_api import KubernetesApi
 
 DENIED = {
     "AccessDenied",
@@ -54,15 +57,6 @@ DENIED = {
 CLIENT_CONFIG = Config(
     retries={"max_attempts": 6, "mode": "standard"}, connect_timeout=10, read_timeout=30
 )
-
-
-class AwsUnavailableError(Exception):
-    """The account could not be asked (no credentials, access denied, no network); `code` is
-    the service's error code, "NoCredentials", or "" for a network or client-side failure."""
-
-    def __init__(self, message: str, code: str = "") -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def resolve_session(region: str, *, profile: str | None = None) -> boto3.Session:
@@ -189,35 +183,25 @@ class AwsFacade:
                 products.append(row)
         return products
 
-    def kubernetes_get(self, cluster_name: str, path: str) -> Any:
-        """GET `path` of an EKS cluster's Kubernetes API (its JSON answer) as the caller's IAM
-        identity: the endpoint and CA from eks:DescribeCluster, a bearer token as `aws eks
-        get-token` makes it (a presigned sts:GetCallerIdentity for the cluster). A refusal (HTTP
-        401/403: no access entry for the identity) or no route is `AwsUnavailableError`."""
+    def kubernetes(self, cluster_name: str) -> KubernetesApi:
+        """The Kubernetes API of an EKS cluster as the caller's IAM identity: the endpoint and
+        CA from eks:DescribeCluster, a bearer token as `aws eks get-token` makes it (a presigned
+        sts:GetCallerIdentity for the cluster) for each request. A refusal (HTTP 401/403: no
+        access entry for the identity) or no route is `AwsUnavailableError` (its `code` the
+        HTTP status)."""
+        from hyperpod_kit.config.kubernetes_api import KubernetesApi
+
         eks = self.client("eks")
         found = self.call("eks:DescribeCluster", eks.describe_cluster, name=cluster_name)
         cluster = found.get("cluster", {})
         endpoint, ca = cluster.get("endpoint"), cluster.get("certificateAuthority", {}).get("data")
         if not endpoint:
             raise AwsUnavailableError(f"eks:DescribeCluster {cluster_name}: no endpoint yet")
-        request = urllib.request.Request(
-            endpoint.rstrip("/") + path,
-            headers={"Authorization": f"Bearer {self._eks_token(cluster_name)}",
-                     "Accept": "application/json"},
-        )  # fmt: skip
-        what = f"Kubernetes API of {cluster_name} {path}"
-        try:  # the cluster's own CA for its https endpoint (a bad one is an SSLError: OSError)
-            context = (
-                ssl.create_default_context(cadata=base64.b64decode(ca).decode() if ca else None)
-                if endpoint.startswith("https://")
-                else None
-            )
-            with urllib.request.urlopen(request, timeout=30, context=context) as answer:
-                return json.loads(answer.read())
-        except urllib.error.HTTPError as e:
-            raise AwsUnavailableError(f"{what}: HTTP {e.code} {e.reason}", str(e.code)) from None
-        except (OSError, ValueError) as e:  # URLError is an OSError; ValueError: not JSON
-            raise AwsUnavailableError(f"{what}: {e}") from None
+        return KubernetesApi(endpoint, lambda: self._eks_token(cluster_name), ca, name=cluster_name)
+
+    def kubernetes_get(self, cluster_name: str, path: str) -> Any:
+        """GET `path` of an EKS cluster's Kubernetes API (its JSON answer): `kubernetes`."""
+        return self.kubernetes(cluster_name).get(path)
 
     def _eks_token(self, cluster_name: str) -> str:
         """EKS's bearer token: "k8s-aws-v1." and the base64url of a presigned

@@ -251,6 +251,8 @@ def trainer_settings(job: JobConfig) -> list[TrainerSetting]:
         s("checkpoint.async_save", True, None),
         s("checkpoint.resume", True, None),
     ]
+    if job.task != "pretrain":  # only when not the trainer's default: jobs render as before
+        settings.append(s("train.task", job.task, "task"))
     if job.activation_checkpointing:  # only when on: jobs without it render as before
         settings.append(s("model.activation_checkpointing", True, "activation_checkpointing"))
     return settings

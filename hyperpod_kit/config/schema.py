@@ -1449,6 +1449,12 @@ class JobConfig(Section):
         "there are several.",
     )
     preset: str = Field(default="llama-1b", description="The trainer's model preset.")
+    task: Literal["pretrain", "sft"] = Field(
+        default="pretrain",
+        description="What the trainer does (its train.task): pretrain on token shards, or sft: "
+        "fine-tune on `prepare-data --format chat` shards, the loss on the assistant's tokens "
+        "only (docs/trainer.md, Fine-tuning).",
+    )
     nodes: int = Field(default=2, ge=1)
     processes_per_node: int | None = Field(
         default=None,
