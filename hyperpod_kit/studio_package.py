@@ -10,8 +10,9 @@ pyproject.toml) and from an installed wheel (the installed distribution's metada
 `environment_snapshot` writes the validated config as one YAML file that `load_environment`
 reads back to an equal config; `snapshot_files` names the files and folders that config holds as
 paths relative to its environment file (a base's own folder for a path written in a base), to be
-copied beside it so the snapshot stands alone. `write_studio_package` puts the three together in
-one folder with ``install.json`` (the wheel's name and sha256), the Studio stack's asset.
+copied beside it so the snapshot stands alone. `write_studio_package` puts them together in one
+folder with ``install.json`` (the wheel's name and sha256, the trainer image), ``install.sh``
+(what a space runs to install it) and ``SHA256SUMS``: the Studio stack's asset.
 
 Light: the standard library, PyYAML and the config schema (no CDK): `validate` may call it.
 """
@@ -41,6 +42,7 @@ from typing import Any
 import yaml
 
 from hyperpod_kit.config.schema import EnvironmentConfig
+from hyperpod_kit.paths import ASSETS
 
 DISTRIBUTION = "hyperpod-kit"
 PACKAGES = ("hyperpod_kit", "hyperpod_trainer")
@@ -66,6 +68,8 @@ PACKAGE_DATA = {
 ENVIRONMENT_FILE = "environment.yaml"
 INSTALL_FILE = "install.json"
 SUMS_FILE = "SHA256SUMS"
+INSTALL_SCRIPT_NAME = "install.sh"  # the package's own installer, run by the space
+INSTALL_SCRIPT = ASSETS / "studio" / "package-install.sh"
 SNAPSHOT_FOLDER = "environment"  # the package's environment.yaml and its files, in a folder
 SNAPSHOT_FILES = "files"  # where a path that would leave the snapshot's folder is copied
 _NAME = re.compile(r"[^A-Za-z0-9.]+")
@@ -295,9 +299,29 @@ def write_snapshot(config: EnvironmentConfig, folder: Path) -> Path:
     return path
 
 
-def write_studio_package(config: EnvironmentConfig, folder: Path) -> Path:
+def _sums(folder: Path) -> str:
+    """SHA256SUMS of every file under `folder` (`sha256sum -c` reads it), in a fixed order."""
+    lines = []
+    for relative in sorted(
+        p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()
+    ):
+        if relative == SUMS_FILE:
+            continue
+        if "\n" in relative or "\\" in relative:  # sha256sum escapes such names
+            raise ValueError(f"{relative!r}: the Studio package cannot hold that file name")
+        digest = hashlib.sha256((folder / relative).read_bytes()).hexdigest()
+        lines.append(f"{digest}  {relative}\n")
+    return "".join(lines)
+
+
+def write_studio_package(
+    config: EnvironmentConfig, folder: Path, *, trainer_image: str | None = None
+) -> Path:
     """The Studio stack's asset in `folder`: the wheel, the environment snapshot (with its
-    files) and install.json, which names the wheel and its sha256 for the space's install."""
+    files), install.sh (assets/studio/package-install.sh, which the space's lifecycle
+    configuration runs), install.json (the wheel, its sha256, the environment file, and
+    `trainer_image`: the trainer stack's image URI, or None without one) and SHA256SUMS of them
+    all."""
     wheel = build_wheel(folder)
     write_snapshot(config, folder / SNAPSHOT_FOLDER)
     digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
@@ -305,15 +329,17 @@ def write_studio_package(config: EnvironmentConfig, folder: Path) -> Path:
         "wheel": wheel.name,
         "sha256": digest,
         "environment": f"{SNAPSHOT_FOLDER}/{ENVIRONMENT_FILE}",
+        "trainer_image": trainer_image,
     }
     (folder / INSTALL_FILE).write_text(json.dumps(install, indent=2, sort_keys=True) + "\n")
-    (folder / SUMS_FILE).write_text(f"{digest}  {wheel.name}\n")  # for `sha256sum -c`
+    shutil.copyfile(INSTALL_SCRIPT, folder / INSTALL_SCRIPT_NAME)
+    (folder / SUMS_FILE).write_text(_sums(folder))
     return folder
 
 
-def stage_studio_package(config: EnvironmentConfig) -> Path:
+def stage_studio_package(config: EnvironmentConfig, *, trainer_image: str | None = None) -> Path:
     """`write_studio_package` in a temporary folder of this process, removed when it exits (CDK
     copies an asset into the cloud assembly when it synthesizes)."""
     folder = Path(tempfile.mkdtemp(prefix="hyperpod-kit-studio."))
     atexit.register(shutil.rmtree, folder, ignore_errors=True)
-    return write_studio_package(config, folder / "package")
+    return write_studio_package(config, folder / "package", trainer_image=trainer_image)

@@ -36,10 +36,10 @@ cmd, args = sys.argv[1], sys.argv[2:]
 if cmd == "s3get":
     bucket, key = args[0][5:].split("/", 1)
     boto3.client("s3", config=cfg).download_file(bucket, key, args[1])
-# >>> slurm
 if cmd == "param":
     reply = boto3.client("ssm", config=cfg).get_parameter(Name=args[0], WithDecryption=True)
     print(reply["Parameter"]["Value"])
+# >>> slurm
 if cmd == "owner":
     meta = json.load(open(args[0]))
     name = meta.get("UserProfileName")
@@ -77,28 +77,21 @@ add_path() {
   touch "${rc}"
   grep -q '# hyperpod-kit PATH' "${rc}" || printf '%s\n' \
     "export PATH=\"\${HOME}/.local/bin:\${PATH}\"  # hyperpod-kit PATH" >>"${rc}"
-  grep -q '# hyperpod-kit ENV' "${rc}" || echo \
-    "export HYPERPOD_KIT_ENVIRONMENT_FILE=~/.hyperpod-kit/environment.yaml  # hyperpod-kit ENV" >>"${rc}"
 }
 
-# The toolkit (a wheel, no dependencies: the image has them) and the environment file, from the
-# Studio stack's asset (a zip: the wheel, install.json and SHA256SUMS with its sha256,
-# environment/: environment.yaml and the files it names, copied to the state folder). pip runs only when the wheel differs from the installed one. Called in an
-# `||` list, where `set -e` does not apply: every step says itself that it failed.
+# The toolkit and the environment file: the Studio stack's package asset (a zip), its s3:// URL
+# in an SSM parameter. Downloaded when the URL moved, every file checked against its SHA256SUMS,
+# then the package's own install.sh installs it (hyperpod_kit/studio_package.py). Called in an
+# `||` list, where `set -e` does not apply: a failed download leaves no folder or an incomplete
+# one, which the check refuses; the URL is kept only once the check passed.
 install_package() {
-  local u="${HYPERPOD_KIT_PACKAGE:-}" d="${STATE}/package" w s
-  [[ -n "${u}" ]] || return 0
-  if [[ "$(cat "${d}.url" 2>/dev/null)" != "${u}" ]]; then
-    rm -rf "${d}" && mkdir -p "${d}" && aws_q s3get "${u}" "${d}.zip" &&
-      python3 -m zipfile -e "${d}.zip" "${d}" || return 1
+  local u d="${STATE}/package"
+  u="$(aws_q param "${HYPERPOD_KIT_PACKAGE_PARAMETER}")" || return 1
+  if [[ "$(cat "${d}/.url" 2>/dev/null)" != "${u}" ]]; then
+    rm -rf "${d}" && aws_q s3get "${u}" "${d}.zip" && python3 -m zipfile -e "${d}.zip" "${d}"
   fi
-  (cd "${d}" && sha256sum -c --quiet SHA256SUMS) && echo "${u}" >"${d}.url" || return 1
-  read -r s w <"${d}/SHA256SUMS"
-  if [[ "$(cat "${d}.sha" 2>/dev/null)" != "${s}" ]]; then
-    python3 -m pip install -q --no-deps --user --no-index --force-reinstall "${d}/${w}" &&
-      echo "${s}" >"${d}.sha" || return 1
-  fi
-  cp -R "${d}/environment/." "${STATE}/"
+  (cd "${d}" && sha256sum -c --quiet SHA256SUMS) && echo "${u}" >"${d}/.url" &&
+    bash "${d}/install.sh" "${STATE}" "${HOME_DIR}"
 }
 
 # --- Slurm -------------------------------------------------------------------------------------

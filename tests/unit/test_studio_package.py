@@ -27,6 +27,8 @@ from hyperpod_kit.studio_package import (
     CONSOLE_SCRIPTS,
     ENVIRONMENT_FILE,
     INSTALL_FILE,
+    INSTALL_SCRIPT,
+    INSTALL_SCRIPT_NAME,
     PACKAGE_DATA,
     SUMS_FILE,
     build_wheel,
@@ -250,19 +252,45 @@ def test_a_snapshot_without_its_files_is_refused(tmp_path: Path) -> None:
 
 def test_the_studio_package_folder(tmp_path: Path) -> None:
     config = load_environment(REPO / "environments/studio-slurm.yaml").config
-    folder = write_studio_package(config, tmp_path / "package")
+    image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/cdk-hnb659fds-container-assets:abc"
+    folder = write_studio_package(config, tmp_path / "package", trainer_image=image)
     install = json.loads((folder / INSTALL_FILE).read_text())
     wheel = folder / install["wheel"]
     assert install["sha256"] == hashlib.sha256(wheel.read_bytes()).hexdigest()
     assert install["environment"] == f"environment/{ENVIRONMENT_FILE}"
+    assert install["trainer_image"] == image
     assert (
         load_environment(folder / install["environment"]).config.model_dump() == config.model_dump()
     )
-    assert (folder / SUMS_FILE).read_text() == f"{install['sha256']}  {wheel.name}\n"
+    assert (folder / INSTALL_SCRIPT_NAME).read_bytes() == INSTALL_SCRIPT.read_bytes()
     assert sorted(p.name for p in folder.iterdir()) == sorted(
-        ["environment", INSTALL_FILE, SUMS_FILE, wheel.name]
+        ["environment", INSTALL_FILE, INSTALL_SCRIPT_NAME, SUMS_FILE, wheel.name]
     )
-    again = write_studio_package(config, tmp_path / "again")
+    # SHA256SUMS: every other file, as `sha256sum -c` checks them.
+    files = sorted(
+        p.relative_to(folder).as_posix()
+        for p in folder.rglob("*")
+        if p.is_file() and p.name != SUMS_FILE
+    )
+    sums = [line.split("  ", 1) for line in (folder / SUMS_FILE).read_text().splitlines()]
+    assert [name for _, name in sums] == files
+    assert f"{install['sha256']}  {wheel.name}" in (folder / SUMS_FILE).read_text()
+    checked = subprocess.run(
+        ["sha256sum", "-c", "--quiet", SUMS_FILE], cwd=folder, capture_output=True, check=False
+    )
+    assert checked.returncode == 0, checked.stdout
+    (folder / ENVIRONMENT_FILE).write_text("not in the sums\n")  # extra files: not checked
+    (folder / "environment" / ENVIRONMENT_FILE).write_text("name: changed\n")
+    checked = subprocess.run(
+        ["sha256sum", "-c", "--quiet", SUMS_FILE], cwd=folder, capture_output=True, check=False
+    )
+    assert checked.returncode != 0 and b"environment/environment.yaml" in checked.stdout
+    (folder / ENVIRONMENT_FILE).unlink()
+
+    again = write_studio_package(config, tmp_path / "again", trainer_image=image)
+    nothing = write_studio_package(config, tmp_path / "none")
+    assert json.loads((nothing / INSTALL_FILE).read_text())["trainer_image"] is None
+    write_snapshot(config, folder / "environment")  # back as it was
     assert {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()} == {
         p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()
     }

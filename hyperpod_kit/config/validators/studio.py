@@ -216,7 +216,6 @@ def lifecycle_config_size(config: EnvironmentConfig) -> int:
     from hyperpod_kit.studio_lifecycle import (  # its templating loads jinja2: only with Studio
         StudioEks,
         lifecycle_settings,
-        package_placeholder,
         render_lifecycle_script,
     )
 
@@ -230,7 +229,6 @@ def lifecycle_config_size(config: EnvironmentConfig) -> int:
         config,
         file_system_id=existing.file_system_id if existing is not None else _FILE_SYSTEM_ID,
         eks=eks,
-        package=package_placeholder(config.region),
     )
     return len(base64.b64encode(render_lifecycle_script(settings).encode()))
 
