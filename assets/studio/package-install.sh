@@ -22,6 +22,9 @@ record = json.load(open(sys.argv[1]))
 print(record["sha256"], record["wheel"], record["environment"])
 ' "${here}/install.json")
 
+# pip's --user folder: the home's (the same as pip's own default in a space; the sandbox's home
+# in tests, whose HOME is not theirs).
+export PYTHONUSERBASE="${home}/.local"
 mkdir -p "${state}"
 if [[ "$(cat "${state}/toolkit.sha256" 2>/dev/null || true)" != "${sha}" ]]; then
   python3 -m pip install --quiet --no-deps --user --no-index --force-reinstall "${here}/${wheel}"
