@@ -39,6 +39,13 @@ def slurm_client_parameter(environment: str) -> str:
     return parameter_name(environment, "slurm-client")
 
 
+def studio_package_parameter(environment: str) -> str:
+    """String the Studio stack writes: the s3:// URL of its package asset (the toolkit's wheel
+    and the environment file), which the lifecycle configuration reads at each app start (the
+    configuration's content, create-only, stays the same when the toolkit changes)."""
+    return parameter_name(environment, "studio-package")
+
+
 ACCOUNT_PLACEHOLDER = "@ACCOUNT@"
 """Stands for the account id in an image URI whose account is known only on the node (the
 environment file names none): the trainer stack's URI as `hyperpod-kit jobs` renders it."""

@@ -14,7 +14,11 @@ from dataclasses import dataclass
 from hyperpod_kit.config.derived import FSX_MOUNT
 from hyperpod_kit.config.kubectl import kubectl_version
 from hyperpod_kit.config.schema import EnvironmentConfig
-from hyperpod_kit.naming import slurm_client_parameter, slurm_token_prefix
+from hyperpod_kit.naming import (
+    slurm_client_parameter,
+    slurm_token_prefix,
+    studio_package_parameter,
+)
 from hyperpod_kit.paths import ASSETS
 from hyperpod_kit.templating import shell_word
 
@@ -58,6 +62,10 @@ class LifecycleSettings:
     eks_cluster: str
     kubectl_version: str
     namespace: str
+    # The SSM parameter that holds the s3:// URL of the Studio stack's package asset (the
+    # toolkit's wheel and the environment file, `hyperpod_kit.studio_package`): a constant name,
+    # so the configuration's content does not move with the toolkit.
+    package_parameter: str
 
     def assignments(self) -> str:
         pairs = {
@@ -74,6 +82,7 @@ class LifecycleSettings:
             "HYPERPOD_KIT_EKS_CLUSTER": self.eks_cluster,
             "HYPERPOD_KIT_KUBECTL_VERSION": self.kubectl_version,
             "HYPERPOD_KIT_NAMESPACE": self.namespace,
+            "HYPERPOD_KIT_PACKAGE_PARAMETER": self.package_parameter,
         }
         # `K=${K:-word}`: the word is one shell word from the templates' own filter (a test's
         # environment may set K first). Unquoted on purpose: in "${K:-'v'}" bash keeps the quotes.
@@ -109,6 +118,7 @@ def lifecycle_settings(
         if eks is not None
         else "",
         namespace=config.trainer.job.namespace,
+        package_parameter=studio_package_parameter(config.name),
     )
 
 

@@ -33,13 +33,13 @@ import boto3
 from botocore.config import Config
 cfg = Config(retries={"max_attempts": 8, "mode": "adaptive"})
 cmd, args = sys.argv[1], sys.argv[2:]
-# >>> slurm
-if cmd == "param":
-    reply = boto3.client("ssm", config=cfg).get_parameter(Name=args[0], WithDecryption=True)
-    print(reply["Parameter"]["Value"])
 if cmd == "s3get":
     bucket, key = args[0][5:].split("/", 1)
     boto3.client("s3", config=cfg).download_file(bucket, key, args[1])
+if cmd == "param":
+    reply = boto3.client("ssm", config=cfg).get_parameter(Name=args[0], WithDecryption=True)
+    print(reply["Parameter"]["Value"])
+# >>> slurm
 if cmd == "owner":
     meta = json.load(open(args[0]))
     name = meta.get("UserProfileName")
@@ -77,6 +77,21 @@ add_path() {
   touch "${rc}"
   grep -q '# hyperpod-kit PATH' "${rc}" || printf '%s\n' \
     "export PATH=\"\${HOME}/.local/bin:\${PATH}\"  # hyperpod-kit PATH" >>"${rc}"
+}
+
+# The toolkit and the environment file: the Studio stack's package asset (a zip), its s3:// URL
+# in an SSM parameter. Downloaded when the URL moved, every file checked against its SHA256SUMS,
+# then the package's own install.sh installs it (hyperpod_kit/studio_package.py). Called in an
+# `||` list, where `set -e` does not apply: a failed download leaves no folder or an incomplete
+# one, which the check refuses; the URL is kept only once the check passed.
+install_package() {
+  local u d="${STATE}/package"
+  u="$(aws_q param "${HYPERPOD_KIT_PACKAGE_PARAMETER}")" || return 1
+  if [[ "$(cat "${d}/.url" 2>/dev/null)" != "${u}" ]]; then
+    rm -rf "${d}" && aws_q s3get "${u}" "${d}.zip" && python3 -m zipfile -e "${d}.zip" "${d}"
+  fi
+  (cd "${d}" && sha256sum -c --quiet SHA256SUMS) && echo "${u}" >"${d}/.url" &&
+    bash "${d}/install.sh" "${STATE}" "${HOME_DIR}"
 }
 
 # --- Slurm -------------------------------------------------------------------------------------
@@ -222,6 +237,7 @@ KUBE
 # <<< eks
 
 install() {
+  install_package || log "the toolkit was not installed"
   if [[ "${HYPERPOD_KIT_ORCHESTRATOR}" == slurm ]]; then install_slurm; else install_eks; fi
 }
 
@@ -247,7 +263,7 @@ main() {
     echo 'set -euo pipefail'
     echo "# shellcheck disable=SC1091"
     printf '. %q\n' "${STATE}/settings"
-    declare -f log aws_q install
+    declare -f log aws_q install install_package
     declare -f install_slurm install_eks || true  # the rendered configuration has one of them
     echo 'install'
   } >"${STATE}/install.sh"

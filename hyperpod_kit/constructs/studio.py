@@ -17,7 +17,9 @@ from aws_cdk import Aws, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_s3_assets as s3_assets
 from aws_cdk import aws_sagemaker as sagemaker
+from aws_cdk import aws_ssm as ssm
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
@@ -30,6 +32,7 @@ from hyperpod_kit.naming import (
     slurm_token_prefix,
     studio_domain_name,
     studio_lifecycle_config_name,
+    studio_package_parameter,
 )
 
 # The script and its settings render without CDK (validate measures the same text); these names
@@ -45,6 +48,7 @@ from hyperpod_kit.studio_lifecycle import (
     lifecycle_settings,
     render_lifecycle_script,
 )
+from hyperpod_kit.studio_package import stage_studio_package
 
 __all__ = [
     "CLIENT_SCRIPT",
@@ -122,6 +126,7 @@ class StudioDomain(Construct):
         cluster: StudioClusterHandles,
         data_bucket: s3.IBucket,
         eks: StudioEks | None = None,
+        trainer_image: str | None = None,
     ) -> None:
         super().__init__(scope, id)
         if (config.orchestrator == "eks") != (eks is not None):
@@ -152,6 +157,19 @@ class StudioDomain(Construct):
             )
         )
 
+        # The toolkit and the environment file for the spaces (`hyperpod_kit.studio_package`):
+        # an asset, read by the lifecycle configuration with the execution role. Its URL is in a
+        # parameter of a constant name, which the lifecycle configuration carries: the
+        # configuration (create-only, named after its content) stays when the toolkit changes.
+        staged = stage_studio_package(config, trainer_image=trainer_image)
+        self.package = s3_assets.Asset(self, "Package", path=str(staged))
+        self.package_parameter = ssm.StringParameter(
+            self,
+            "PackageUrl",
+            parameter_name=studio_package_parameter(config.name),
+            description=f"hyperpod-kit {config.name}: the Studio package (toolkit, environment)",
+            string_value=self.package.s3_object_url,
+        )
         self.lifecycle_configs = {
             app: self._lifecycle_config(config, app, file_system, eks) for app in studio.apps
         }
@@ -173,6 +191,7 @@ class StudioDomain(Construct):
             cluster=cluster,
             data_bucket=data_bucket,
             eks=eks,
+            package=self.package,
         )
 
     # --- network -------------------------------------------------------------------------------
@@ -373,6 +392,7 @@ class StudioPermissions(Construct):
         cluster: StudioClusterHandles,
         data_bucket: s3.IBucket,
         eks: StudioEks | None,
+        package: s3_assets.Asset | None = None,
     ) -> None:
         super().__init__(scope, id)
         arn = f"arn:{Aws.PARTITION}:sagemaker:{Aws.REGION}:{Aws.ACCOUNT_ID}"
@@ -506,6 +526,24 @@ class StudioPermissions(Construct):
                     resources=[eks.cluster_arn],
                 )
             )
+        if package is not None:
+            # The lifecycle configuration's download of the toolkit: the parameter with its URL,
+            # and that one object only (the asset's grant_read would add the bucket's List and
+            # every object's Get*).
+            statements += [
+                iam.PolicyStatement(
+                    sid="ToolkitPackageUrl",
+                    actions=["ssm:GetParameter"],
+                    resources=[f"{ssm_arn}{studio_package_parameter(config.name)}"],
+                ),
+                iam.PolicyStatement(
+                    sid="ToolkitPackage",
+                    actions=["s3:GetObject"],
+                    resources=[
+                        f"arn:{Aws.PARTITION}:s3:::{package.s3_bucket_name}/{package.s3_object_key}"
+                    ],
+                ),
+            ]
         for statement in statements:
             role.add_to_principal_policy(statement)
         # Data: the shared data prefix (linked to /fsx/data) read-only, and a prefix of the user's

@@ -67,7 +67,7 @@ from hyperpod_kit.lifecycle import GROUP_SCRIPTS_DIR
 from hyperpod_kit.naming import parameter_name
 from hyperpod_kit.operator_policy import node_operations
 from hyperpod_kit.paths import FUNCTIONS_DIR
-from hyperpod_kit.rehearsal.assembly import Assembly
+from hyperpod_kit.rehearsal.assembly import PARTITION, Assembly
 from hyperpod_kit.rehearsal.cli_words import CliWordsError, parse
 from hyperpod_kit.rehearsal.fakes import NODE_FAKES
 from hyperpod_kit.rehearsal.model import (
@@ -161,6 +161,8 @@ class _World:
     isolated: bool
     aws: Path = field(init=False)
     seed: Path = field(init=False)
+    # CDK's file assets at their destinations, made once (`_published_assets`).
+    _assets: dict[tuple[str, str], Path] | None = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.aws, self.seed = self.base / "aws", self.base / "seed"
@@ -168,6 +170,12 @@ class _World:
 
     def at(self, assembly: Assembly, moment: Moment) -> None:
         shutil.rmtree(self.seed, ignore_errors=True)
+        if self._assets is None:
+            self._assets = _published_assets(assembly, self.base / "assets")
+        for (bucket, key), source in self._assets.items():  # published before any stack deploys
+            path = self.seed / "s3" / bucket / key
+            path.parent.mkdir(parents=True, exist_ok=True)
+            _link(source, path)
         for name, value in assembly.parameters(moment).items():
             path = self.seed / "ssm" / name.lstrip("/")
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -215,6 +223,68 @@ def _asset_files(source: Path) -> dict[str, bytes]:
         with zipfile.ZipFile(source) as z:
             return {n: z.read(n) for n in z.namelist() if not n.endswith("/")}
     return {}
+
+
+def _published_assets(assembly: Assembly, cache: Path) -> dict[tuple[str, str], Path]:
+    """The S3 objects `cdk deploy` publishes before it deploys a stack: every file asset of the
+    asset manifests (*.assets.json) at each of its destinations (the bootstrap bucket
+    ``cdk-hnb659fds-assets-<account>-<region>``, key ``<hash>.zip`` or ``<hash><ext>``), with
+    the account and region of the stack the manifest belongs to. (bucket, key) -> a file with the
+    object's bytes: the asset's own file, or a folder asset zipped into `cache` (once)."""
+    manifest = read_json(assembly.folder / "manifest.json", "the assembly's manifest")
+    artifacts: dict[str, Any] = manifest.get("artifacts", {})
+    owner = {  # asset manifest artifact -> the stack that depends on it
+        dep: name
+        for name, artifact in artifacts.items()
+        if isinstance(artifact, dict) and artifact.get("type") == "aws:cloudformation:stack"
+        for dep in artifact.get("dependencies", [])
+    }
+    default = next(iter(assembly.stacks.values()), None)
+    found: dict[tuple[str, str], Path] = {}
+    for name, artifact in artifacts.items():
+        if not isinstance(artifact, dict) or artifact.get("type") != "cdk:asset-manifest":
+            continue
+        stack = assembly.stacks.get(owner.get(name, ""), default)
+        if stack is None:
+            continue
+        path = assembly.folder / str(artifact.get("properties", {}).get("file", ""))
+        files = read_json(path, "an asset manifest").get("files", {})
+        for digest, asset in files.items():
+            source = assembly.folder / str(asset.get("source", {}).get("path", ""))
+            if asset.get("source", {}).get("packaging") == "zip" and source.is_dir():
+                source = _zipped(source, cache / f"{digest}.zip")
+            if not source.is_file():
+                continue
+            places = {"AWS::AccountId": stack.account, "AWS::Region": stack.region,
+                      "AWS::Partition": PARTITION}  # fmt: skip
+            for destination in asset.get("destinations", {}).values():
+                bucket = _placed(str(destination.get("bucketName", "")), places)
+                found[(bucket, _placed(str(destination.get("objectKey", "")), places))] = source
+    return found
+
+
+def _placed(text: str, places: dict[str, str]) -> str:
+    """An asset manifest's ``${AWS::AccountId}``-style placeholders filled in."""
+    return re.sub(r"\$\{([^}]+)\}", lambda m: places.get(m[1], m[0]), text)
+
+
+def _zipped(folder: Path, target: Path) -> Path:
+    """A folder asset as CDK uploads it: a zip of its files (paths relative to the folder)."""
+    if not target.is_file():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+            for path in sorted(folder.rglob("*")):
+                if path.is_file():
+                    archive.write(path, path.relative_to(folder).as_posix())
+    return target
+
+
+def _link(source: Path, target: Path) -> None:
+    """`target` with `source`'s bytes: a hard link where one can be made, else a copy."""
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def _deployed_objects(assembly: Assembly, moment: Moment) -> dict[tuple[str, str], bytes]:
@@ -795,7 +865,7 @@ class _Stage:
         metadata.write_text(
             json.dumps({"UserProfileName": user, "DomainId": domain, "SpaceName": f"{user}-space"})
         )
-        _executable(bin_dir / "python3", f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
+        _executable(bin_dir / "python3", _SPACE_PYTHON.format(python=shlex.quote(sys.executable)))
         _executable(bin_dir / "micromamba", _MICROMAMBA)
         (base / "lcc.sh").write_text(script)
         env = {
@@ -1174,6 +1244,13 @@ json.dump(result if result is not None else {}, open(reply, "w"), default=str)
 _NOT_RUN = """#!/bin/bash
 # hyperpod-kit's rehearsal: {name} is a script of the user's own; without isolation it is not run.
 exit 0
+"""
+
+_SPACE_PYTHON = """#!/bin/bash
+# The rehearsal's python3 in a Studio space: `-m pip` (the toolkit's install, which calls no AWS)
+# succeeds without installing anything; the rest is the real Python.
+if [[ "$1 $2" == "-m pip" ]]; then exit 0; fi
+exec {python} "$@"
 """
 
 _MICROMAMBA = """#!/bin/bash

@@ -28,6 +28,7 @@ from hyperpod_kit.constructs.studio_partitions import (
     batches,
 )
 from hyperpod_kit.stacks.discovery import publish
+from hyperpod_kit.stacks.trainer import trainer_image_uri
 
 
 class StudioUsersStack(NestedStack):
@@ -87,6 +88,8 @@ class StudioStack(Stack):
             cluster=cluster,
             data_bucket=data_bucket,
             eks=eks,
+            # For `hyperpod-kit job` in the spaces (install.json): the trainer stack's image.
+            trainer_image=trainer_image_uri(config) if config.trainer.build_image else None,
         )
         provider = StudioPartitionsProvider(
             self,

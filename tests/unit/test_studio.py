@@ -243,6 +243,46 @@ def test_execution_role_is_least_privilege_and_scoped_to_the_caller(built: Any) 
     assert "studio/${aws:SourceIdentity}/*" in everything
 
 
+@pytest.mark.parametrize("overrides", [SLURM, EKS], ids=["slurm", "eks"])
+def test_the_package_url_is_a_parameter_that_the_role_reads_with_that_object(
+    built: Any, overrides: dict[str, Any]
+) -> None:
+    """The lifecycle configurations carry only the parameter's constant name (their content,
+    create-only, stays when the toolkit changes); the parameter holds the package asset's URL;
+    the execution role reads that parameter and that object alone."""
+    b = built(overrides)
+    name = f"/hyperpod-kit/{b.config.name}/studio-package"
+    (parameter,) = [
+        v["Properties"] for v in b.of_type("AWS::SSM::Parameter").values()
+        if v["Properties"]["Name"] == name
+    ]  # fmt: skip
+    url = parameter["Value"]["Fn::Sub"]
+    assert url.startswith(f"s3://cdk-hnb659fds-assets-${{AWS::AccountId}}-{b.config.region}/")
+    key = url.rsplit("/", 1)[1]
+    assert key.endswith(".zip") and len(key) == len("0" * 64 + ".zip")
+    assets = json.loads((b.outdir / f"{b.config.name}-studio.assets.json").read_text())
+    (package,) = [a for h, a in assets["files"].items() if f"{h}.zip" == key]
+    assert package["source"]["packaging"] == "zip"
+    for lcc in b.of_type("AWS::SageMaker::StudioLifecycleConfig").values():
+        content = json.dumps(lcc["Properties"]["StudioLifecycleConfigContent"])
+        parts = lcc["Properties"]["StudioLifecycleConfigContent"]["Fn::Base64"]["Fn::Join"][1]
+        text = "".join(part for part in parts if isinstance(part, str))
+        assert (
+            f"HYPERPOD_KIT_PACKAGE_PARAMETER=${{HYPERPOD_KIT_PACKAGE_PARAMETER:-'{name}'}}" in text
+        )
+        assert "cdk-hnb659fds-assets" not in content and key not in content
+    policy = next(
+        v for k, v in b.of_type("AWS::IAM::Policy").items() if k.startswith("StudioExecution")
+    )
+    statements = {s.get("Sid"): s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    read_url = statements["ToolkitPackageUrl"]
+    assert read_url["Action"] == "ssm:GetParameter"
+    assert json.dumps(read_url["Resource"]).endswith(f':parameter{name}"]]}}')
+    read_object = statements["ToolkitPackage"]
+    assert read_object["Action"] == "s3:GetObject"
+    assert json.dumps(read_object["Resource"]).endswith(f'/{key}"]]}}')
+
+
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 

@@ -30,6 +30,7 @@ from hyperpod_kit.constructs.studio import (
     render_lifecycle_script,
 )
 from hyperpod_kit.stacks.eks import eks_cluster_name
+from hyperpod_kit.studio_package import INSTALL_SCRIPT, write_studio_package
 from tests.conftest import REPO
 
 ISSUER = REPO / "lifecycle" / "studio" / "slurm_jwt.sh"
@@ -56,6 +57,7 @@ def settings(orchestrator: str = "slurm", partitions: str = "per_user") -> Lifec
         eks_cluster="research-eks" if orchestrator == "eks" else "",
         kubectl_version="1.33.4" if orchestrator == "eks" else "",
         namespace="training",
+        package_parameter="/hyperpod-kit/research/studio-package",
     )
 
 
@@ -76,7 +78,7 @@ def test_rendered_lifecycle_configuration_is_shellcheck_clean_and_fits(
 ) -> None:
     rendered = tmp_path / "lcc.sh"
     rendered.write_text(render_lifecycle_script(settings(orchestrator)))
-    for script in (CLIENT_SCRIPT, rendered, ISSUER):
+    for script in (CLIENT_SCRIPT, rendered, ISSUER, INSTALL_SCRIPT):
         result = subprocess.run(
             ["shellcheck", "-x", str(script)], capture_output=True, text=True, check=False
         )
@@ -142,6 +144,7 @@ def test_longest_settings_still_fit(orchestrator: str) -> None:
         eks_cluster="c" * 100 if orchestrator == "eks" else "",
         kubectl_version="1.33.4" if orchestrator == "eks" else "",
         namespace="n" * 63,
+        package_parameter=f"/hyperpod-kit/{'e' * 63}/studio-package",
     )
     assert lifecycle_config_length(render_lifecycle_script(longest)) <= LCC_BUDGET
 
@@ -152,6 +155,7 @@ def test_each_configuration_has_only_its_orchestrator_s_part() -> None:
     assert "write_slurm_wrapper() {" in slurm and "install_eks() {" not in slurm
     assert "install_eks() {" in eks and "write_slurm_wrapper() {" not in eks
     assert "eks-token" not in slurm and '"owner"' not in eks
+    assert '"param"' in slurm and '"param"' in eks  # the package's parameter, on both
     assert ">>>" not in slurm + eks and "<<<" not in slurm + eks
 
 
@@ -692,3 +696,83 @@ def test_issuer_a_deleted_key_is_replaced_with_a_restart_and_new_tokens(tmp_path
     assert result.returncode == 0, result.stderr
     assert node.called("systemctl restart") == ["systemctl restart slurmctld"]
     assert len(node.called("scontrol token")) == 2
+
+
+# --- the toolkit's package ------------------------------------------------------------------------
+
+
+PACKAGE_PARAMETER = "/hyperpod-kit/research/studio-package"
+TRAINER_IMAGE = "123456789012.dkr.ecr.us-west-2.amazonaws.com/cdk-hnb659fds-container-assets:abc"
+
+
+def test_the_space_installs_the_toolkit_once_and_its_environment_file(tmp_path: Path) -> None:
+    """The package asset's URL read from its parameter, the zip (write_studio_package's folder)
+    downloaded and every file checked against SHA256SUMS, then the package's install.sh: the
+    wheel installed with pip (a stub that records its arguments), environment.yaml and
+    install.json side by side in ~/.hyperpod-kit, HYPERPOD_KIT_ENVIRONMENT_FILE in .bashrc. A
+    second start downloads and installs nothing again; a package with a file that is not the one
+    its sums name is refused, and the Slurm client still installs."""
+    space = Space(tmp_path)
+    space.bundle()
+    config = load_environment(REPO / "environments/studio-slurm.yaml").config
+    folder = write_studio_package(config, tmp_path / "package", trainer_image=TRAINER_IMAGE)
+    shutil.make_archive(str(space.store / "objects" / "abc"), "zip", folder)
+    space.param(PACKAGE_PARAMETER, "s3://cdk-assets/abc.zip")
+    pip_log = tmp_path / "pip.log"
+    real = shutil.which("python3")
+    executable(
+        space.bin / "python3",
+        f"""#!/bin/bash
+if [[ "$1 $2" == "-m pip" ]]; then echo "$*" >>{pip_log}; exit 0; fi
+exec {real} "$@"
+""",
+    )
+    for _ in range(2):
+        started = space.start()
+        assert started.returncode == 0, started.stderr
+    assert "the toolkit was not installed" not in space.log
+    assert "Slurm 24.11.5 client ready" in space.log
+    state = space.home / ".hyperpod-kit"
+    assert (state / "environment.yaml").read_text() == (
+        folder / "environment" / "environment.yaml"
+    ).read_text()
+    assert json.loads((state / "install.json").read_text())["trainer_image"] == TRAINER_IMAGE
+    installs = pip_log.read_text().splitlines()
+    assert len(installs) == 1 and "--no-deps --user --no-index" in installs[0]
+    assert installs[0].endswith("hyperpod_kit-0.1.0-py3-none-any.whl")
+    calls = space.calls.read_text().splitlines()
+    assert calls.count(f"param {PACKAGE_PARAMETER}") == 2  # read at each start
+    assert sum(c.startswith("s3get s3://cdk-assets/abc.zip") for c in calls) == 1
+    # A new login shell finds the environment file, with the install record beside it.
+    read = '. ~/.bashrc; cat "$(dirname "$HYPERPOD_KIT_ENVIRONMENT_FILE")/install.json"'
+    shell = subprocess.run(
+        ["bash", "-c", read],
+        env={"HOME": str(space.home), "PATH": os.environ["PATH"]},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert json.loads(shell.stdout)["trainer_image"] == TRAINER_IMAGE, shell.stderr
+    assert (space.home / ".bashrc").read_text().count("# hyperpod-kit ENV") == 1
+
+    # A new package whose install.sh is not the one its sums name: refused, nothing run.
+    (folder / "install.sh").write_text("#!/bin/bash\necho tampered >&2\n")
+    shutil.make_archive(str(space.store / "objects" / "bad"), "zip", folder)
+    space.param(PACKAGE_PARAMETER, "s3://cdk-assets/bad.zip")
+    started = space.start()
+    assert started.returncode == 0, started.stderr  # the Slurm client still installs
+    assert "the toolkit was not installed" in space.log and "tampered" not in space.log
+    assert len(pip_log.read_text().splitlines()) == 1
+
+
+def test_a_space_without_the_package_parameter_says_so_and_still_installs_its_client(
+    tmp_path: Path,
+) -> None:
+    """No parameter yet (the Studio stack not deployed with a package): logged, nothing
+    downloaded, and the cluster's client installs all the same."""
+    space = Space(tmp_path)
+    space.bundle()
+    started = space.start()
+    assert started.returncode == 0, started.stderr
+    assert "the toolkit was not installed" in space.log
+    assert "Slurm 24.11.5 client ready" in space.log
+    assert not any(c.startswith("s3get s3://cdk-assets") for c in
+                   space.calls.read_text().splitlines())  # fmt: skip
