@@ -63,38 +63,38 @@ def _dropping(grant: Callable[[dict[str, Any]], bool]) -> Callable[[dict[str, An
 _without_jwt_grants = _dropping(lambda s: "slurm-jwt" in json.dumps(s.get("Resource")))
 
 
-def test_a_grant_the_jwt_issuer_needs_taken_away_is_named(
+def test_grants_the_jwt_issuer_and_the_spaces_need_taken_away_are_named(
     studio_slurm: Path, tmp_path: Path
 ) -> None:
+    """One rehearsal (each costs a minute) with two grants taken away, whose actors differ: the
+    JWT issuer's (the controller) and the spaces' read of the toolkit's package. Each space's
+    lifecycle configuration reads the package's URL from its parameter, then the package asset
+    (CDK's bootstrap bucket, published before the deploy) as the execution role."""
     config = load_environment(REPO / "environments/studio-slurm.yaml").config
     stacks = [p.name.removesuffix(".template.json") for p in studio_slurm.glob("*.template.json")]
-    copy = _edited(studio_slurm, tmp_path, stacks, _without_jwt_grants)  # wherever it lives
+    no_package = _dropping(lambda s: s.get("Sid") == "ToolkitPackage")
+
+    def without(template: dict[str, Any]) -> None:
+        _without_jwt_grants(template)
+        no_package(template)
+
+    copy = _edited(studio_slurm, tmp_path, stacks, without)  # wherever they live
     report = rehearse_assembly(copy, config, workdir=tmp_path / "actors")
     named = [p for p in report.problems if "slurm-jwt" in p.message]
     assert named, report.render()
     assert all(p.kind == "denied" and "ssm:" in p.message for p in named)
     assert any("controller" in p.actor for p in named), [p.actor for p in named]
 
-
-def test_a_space_without_its_package_grant_is_named(studio_slurm: Path, tmp_path: Path) -> None:
-    """Each space's lifecycle configuration reads the package's URL from its parameter, then the
-    package asset (CDK's bootstrap bucket, published before the deploy) as the execution role:
-    with the object's grant taken away, the rehearsal names the read for every space."""
-    config = load_environment(REPO / "environments/studio-slurm.yaml").config
-    without = _dropping(lambda s: s.get("Sid") == "ToolkitPackage")
-    copy = _edited(studio_slurm, tmp_path, f"{config.name}-studio", without)
-    report = rehearse_assembly(copy, config, workdir=tmp_path / "actors")
     spaces = {c.actor for c in report.calls if c.actor.startswith("studio ")}
     assert spaces, report.render()
     reads = [c for c in report.calls if c.actor in spaces and c.service == "ssm"
              and c.params.get("Name") == f"/hyperpod-kit/{config.name}/studio-package"]  # fmt: skip
     assert {c.actor for c in reads} == spaces
-    named = [p for p in report.problems if p.actor in spaces]
-    assert {p.actor for p in named} == spaces, report.render()
-    assert all(
-        p.kind == "denied" and "s3:GetObject" in p.message and "cdk-hnb659fds-assets" in p.message
-        for p in named
-    ), report.render()
+    package = [
+        p for p in report.problems if p.actor in spaces and "cdk-hnb659fds-assets" in p.message
+    ]
+    assert {p.actor for p in package} == spaces, report.render()
+    assert all(p.kind == "denied" and "s3:GetObject" in p.message for p in package)
 
 
 def test_the_cluster_no_longer_waiting_for_its_role_policy_fails(
