@@ -53,6 +53,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+# `scontrol show ... -o`'s fields: the job commands' parser (hyperpod-kit job reads them too)
+from hyperpod_kit.operations.slurm_jobs import parse_key_values as parse_fields
+
 MARKER = "HYPERPOD_LOCAL_SLURM"
 CONTROLLER = "controller"
 NODE = "node"
@@ -80,7 +83,6 @@ FINISHED = frozenset(
 # `slurmd -C` fields that describe the node's processors; RealMemory is left out so that a
 # slightly different reading at registration never drains the node.
 HARDWARE_KEYS = ("CPUs", "Boards", "SocketsPerBoard", "CoresPerSocket", "ThreadsPerCore")
-_KEY = re.compile(r"(?:^|\s)([A-Za-z][\w/:]*)=")
 _PARTITION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
 
@@ -125,16 +127,6 @@ def unavailable_reason(*, accounting: bool = False) -> str | None:
             "uses the Slurm node name, so it must (add it to /etc/hosts)"
         )
     return None
-
-
-def parse_fields(line: str) -> dict[str, str]:
-    """`Key=Value Key=Value ...` as printed by `scontrol show ... -o`; values may hold spaces."""
-    keys = list(_KEY.finditer(line))
-    fields: dict[str, str] = {}
-    for match, following in zip(keys, [*keys[1:], None], strict=True):
-        end = following.start() if following is not None else len(line)
-        fields[match.group(1)] = line[match.end() : end].strip()
-    return fields
 
 
 def node_hardware(slurmd: str) -> str:
