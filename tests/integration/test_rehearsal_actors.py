@@ -17,7 +17,7 @@ from hyperpod_kit.config.environment import load_environment
 from hyperpod_kit.rehearsal.actors import Recording, record_calls
 from hyperpod_kit.rehearsal.assembly import Assembly
 from hyperpod_kit.rehearsal.model import Call, ResourceRef
-from tests.conftest import REPO, SynthFn
+from tests.conftest import REPO, ExampleSynthFn, SynthFn
 
 pytestmark = [
     pytest.mark.synth,
@@ -55,14 +55,16 @@ class Played:
         return f"/hyperpod-kit/{self.config.name}/{name}"
 
 
-def _synthesize(example: str, out: Path) -> tuple[EnvironmentConfig, Path]:
-    from hyperpod_kit.app import build_environment, create_app
-
+def _synthesize(
+    example_synth: ExampleSynthFn, example: str, folder: Path
+) -> tuple[EnvironmentConfig, Path]:
+    """A copy of the example's assembly as `hyperpod-kit synth` wrote it once for the whole run
+    (tests/conftest.py's `example_synth`): the actors run the Lambda handlers from their asset
+    folders, and Python writes bytecode there."""
     config = load_environment(REPO / "environments" / f"{example}.yaml").config
-    app = create_app(outdir=str(out))
-    build_environment(app, config)
-    app.synth()
-    return config, out
+    return config, example_synth(REPO / "environments" / f"{example}.yaml").copy_to(
+        folder / "cdk.out"
+    )
 
 
 def _play(config: EnvironmentConfig, folder: Path, work: Path) -> Played:
@@ -71,20 +73,22 @@ def _play(config: EnvironmentConfig, folder: Path, work: Path) -> Played:
 
 
 @pytest.fixture(scope="module")
-def default(tmp_path_factory: pytest.TempPathFactory) -> Played:
-    config, out = _synthesize("default", tmp_path_factory.mktemp("default"))
+def default(tmp_path_factory: pytest.TempPathFactory, example_synth: ExampleSynthFn) -> Played:
+    config, out = _synthesize(example_synth, "default", tmp_path_factory.mktemp("default"))
     return _play(config, out, tmp_path_factory.mktemp("work"))
 
 
 @pytest.fixture(scope="module")
-def studio_slurm(tmp_path_factory: pytest.TempPathFactory) -> Played:
-    config, out = _synthesize("studio-slurm", tmp_path_factory.mktemp("studio-slurm"))
+def studio_slurm(tmp_path_factory: pytest.TempPathFactory, example_synth: ExampleSynthFn) -> Played:
+    config, out = _synthesize(
+        example_synth, "studio-slurm", tmp_path_factory.mktemp("studio-slurm")
+    )
     return _play(config, out, tmp_path_factory.mktemp("work"))
 
 
 @pytest.fixture(scope="module")
-def eks(tmp_path_factory: pytest.TempPathFactory) -> Played:
-    config, out = _synthesize("eks", tmp_path_factory.mktemp("eks"))
+def eks(tmp_path_factory: pytest.TempPathFactory, example_synth: ExampleSynthFn) -> Played:
+    config, out = _synthesize(example_synth, "eks", tmp_path_factory.mktemp("eks"))
     return _play(config, out, tmp_path_factory.mktemp("work"))
 
 
@@ -237,6 +241,7 @@ def test_studio_lifecycle_reads_the_client_and_the_users_own_token(studio_slurm:
             actor = f"studio {app} lifecycle of {user}"
             reads = studio_slurm.calls(actor, "ssm", "GetParameter")
             assert [c.params["Name"] for c in reads] == [
+                studio_slurm.parameter("studio-package"),  # the toolkit's package, first
                 studio_slurm.parameter("slurm-client"),
                 studio_slurm.parameter(f"slurm-jwt/{user}"),
             ]
