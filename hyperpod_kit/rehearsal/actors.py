@@ -269,10 +269,11 @@ def _placed(text: str, places: dict[str, str]) -> str:
 
 
 def _zipped(folder: Path, target: Path) -> Path:
-    """A folder asset as CDK uploads it: a zip of its files (paths relative to the folder)."""
+    """A folder asset as CDK uploads it: a zip of its files (paths relative to the folder),
+    stored uncompressed (what an actor reads is the files; every rehearsal makes these)."""
     if not target.is_file():
         target.parent.mkdir(parents=True, exist_ok=True)
-        with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+        with zipfile.ZipFile(target, "w", zipfile.ZIP_STORED) as archive:
             for path in sorted(folder.rglob("*")):
                 if path.is_file():
                     archive.write(path, path.relative_to(folder).as_posix())
