@@ -302,7 +302,7 @@ def test_the_job_commands_on_eks(
 ) -> None:  # fmt: skip
     from hyperpod_kit.cli.main import main
 
-    _, _, manifest, namespace = rendered
+    _, _, _, namespace = rendered
     example = str(REPO / "environments" / "studio-eks.yaml")
     kind = load_environment(example).config.cluster.instance_groups[-1].primary_type
     cli_on_stub.nodes = [node("n-1", kind), node("n-2", kind), node("n-3", "ml.t3.medium")]
