@@ -7,8 +7,9 @@ the repository: its help, a job rendered from the package's environment snapshot
 trainer image install.json recorded at synth (no --image), and a submit to a Slurm whose client
 commands are stand-ins printing what Debian's Slurm prints.
 
-One venv for the module (`python -m venv`, no system site packages; pip from the registry or its
-cache); install.sh's `pip install --user` goes to that venv (a venv takes no --user install: the
+One venv for the module (`python -m venv`, no system site packages) that sees only those
+distributions, linked from this interpreter's (installed at requirements.txt's pins);
+install.sh's `pip install --user` goes to that venv (a venv takes no --user install: the
 stand-in python3 drops the flag, and keeps --no-deps --no-index).
 """
 
@@ -50,6 +51,8 @@ exec {python} "$@"
 # Slurm's client commands as Debian's Slurm answers (`sbatch --parsable`: the job id alone;
 # `sinfo -h -o %T|%D|%P`: state|nodes|partition, a `*` after the default one).
 SBATCH = '#!/bin/bash\necho "sbatch $*" >>{calls}\necho 4711\n'
+SQUEUE = "#!/bin/bash\nexit 0\n"  # no jobs yet
+SACCT = "#!/bin/bash\necho 'sacct: error: Slurm accounting storage is disabled' >&2\nexit 1\n"
 SINFO = '#!/bin/bash\necho "sinfo $*" >>{calls}\nprintf "idle|2|compute*\\nalloc|1|compute*\\n"\n'
 
 
@@ -63,6 +66,40 @@ def pins(names: tuple[str, ...]) -> list[str]:
             found.append(f"{match[1]}=={match[2]}")
     assert len(found) == len(names), f"requirements.txt pins {found}, not all of {names}"
     return found
+
+
+def link_distributions(wanted: list[str], site: Path) -> list[str]:
+    """Link into `site` the files of the distributions `wanted` (`name==version`, as installed
+    here) and of everything they require (markers of this interpreter; no extras), the way a
+    Studio image holds them installed; the names linked."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    site.mkdir(parents=True)
+    todo = [Requirement(w) for w in wanted]
+    done: list[str] = []
+    while todo:
+        requirement = todo.pop()
+        name = canonicalize_name(requirement.name)
+        if name in done:
+            continue
+        dist = metadata.distribution(name)
+        assert requirement.specifier.contains(dist.version, prereleases=True), (
+            f"{name} {dist.version} is installed here, not {requirement}"
+        )
+        done.append(name)
+        for path in dist.files or []:
+            top = path.parts[0]
+            source = Path(str(dist.locate_file(top)))
+            if top not in ("..", "__pycache__") and source.exists() and not (site / top).exists():
+                (site / top).symlink_to(source)
+        for line in dist.requires or []:
+            needed = Requirement(line)
+            if needed.marker is None or needed.marker.evaluate({"extra": ""}):
+                todo.append(Requirement(needed.name))
+    return sorted(done)
 
 
 @dataclass
@@ -100,12 +137,17 @@ def space(tmp_path_factory: pytest.TempPathFactory) -> Space:
     base = tmp_path_factory.mktemp("studio-install")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
-    pip = subprocess.run(
-        [str(venv / "bin" / "pip"), "install", "--quiet", "--disable-pip-version-check",
-         "--no-compile", *pins(STUDIO_DEPENDENCIES)],
-        capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert pip.returncode == 0, pip.stderr[-3000:]
+    # Only those distributions (and what they require), linked from this interpreter's, where
+    # requirements.txt installed them at its pins: nothing else is importable in the venv.
+    site = base / "studio-image-site"
+    linked = link_distributions(pins(STUDIO_DEPENDENCIES), site)
+    assert "aws-cdk-lib" not in linked and "pydantic-core" in linked, linked
+    where = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = subprocess.run(
+        [str(venv / "bin" / "python"), "-c", where],
+        capture_output=True, text=True, check=True, timeout=60,
+    ).stdout.strip()  # fmt: skip
+    (Path(purelib) / "studio-image.pth").write_text(f"{site}\n")
     config = load_environment(REPO / "environments/studio-slurm.yaml").config
     package = write_studio_package(config, base / "package", trainer_image=TRAINER_IMAGE)
     home, work, bin_dir = base / "home", base / "work", base / "bin"
@@ -116,6 +158,8 @@ def space(tmp_path_factory: pytest.TempPathFactory) -> Space:
         "python3": PYTHON3.format(python=venv / "bin" / "python"),
         "sbatch": SBATCH.format(calls=calls),
         "sinfo": SINFO.format(calls=calls),
+        "squeue": SQUEUE,
+        "sacct": SACCT,
     }.items():
         (bin_dir / name).write_text(text)
         (bin_dir / name).chmod(0o755)
@@ -172,7 +216,7 @@ def test_a_job_submits_to_the_cluster_s_slurm(space: Space) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "4711"
     assert "submitted" in done.stderr and "4711" in done.stderr
-    assert "2 of 3 free: sinfo -p compute: alloc 1, idle 2" in done.stderr  # sinfo, as read
+    assert "2 of 3 free (sinfo -p compute: alloc 1, idle 2)" in done.stderr  # sinfo, as read
     calls = space.calls.read_text().splitlines()
     folder = os.path.realpath(space.work / "F")
     assert calls[-1].startswith("sbatch --parsable") and calls[-1].endswith(".sbatch")
