@@ -294,3 +294,37 @@ def test_the_studio_package_folder(tmp_path: Path) -> None:
     assert {p.relative_to(again): p.read_bytes() for p in again.rglob("*") if p.is_file()} == {
         p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()
     }
+
+
+def test_a_new_job_setting_moves_only_the_package_and_its_parameter(tmp_path: Path) -> None:
+    """What `plan` meets when trainer.job changes (here `task`): the lifecycle configurations
+    (create-only, named after their content) stay as they are; the package differs only in the
+    environment snapshot and its sum, so only its asset hash moves, and with it the value of the
+    SSM parameter that holds its URL, which CloudFormation updates in place."""
+    from hyperpod_kit.plan import create_only_properties
+    from hyperpod_kit.studio_lifecycle import lifecycle_settings, render_lifecycle_script
+
+    config = load_environment(REPO / "environments/studio-slurm.yaml").config
+    job = config.trainer.job.model_copy(update={"task": "sft"})
+    changed = config.model_copy(update={"trainer": config.trainer.model_copy(update={"job": job})})
+    scripts = [
+        render_lifecycle_script(
+            lifecycle_settings(c, file_system_id="fs-0123456789abcdef0", eks=None)
+        )
+        for c in (config, changed)
+    ]
+    assert scripts[0] == scripts[1]
+    before = write_studio_package(config, tmp_path / "before")
+    after = write_studio_package(changed, tmp_path / "after")
+
+    def files(folder: Path) -> dict[str, bytes]:
+        return {p.relative_to(folder).as_posix(): p.read_bytes()
+                for p in folder.rglob("*") if p.is_file()}  # fmt: skip
+
+    old, new = files(before), files(after)
+    assert sorted(old) == sorted(new)
+    assert sorted(n for n in old if old[n] != new[n]) == [
+        SUMS_FILE,
+        f"environment/{ENVIRONMENT_FILE}",
+    ]
+    assert "Value" not in create_only_properties("AWS::SSM::Parameter")
